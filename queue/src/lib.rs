@@ -1,0 +1,1 @@
+//! kcr-queue (being written)
