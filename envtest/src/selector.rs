@@ -1,0 +1,1 @@
+//! Placeholder module; its owner overwrites it.
