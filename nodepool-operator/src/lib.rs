@@ -1,0 +1,21 @@
+//! # nodepool-operator
+//!
+//! The NodePool operator, rebuilt on kcr: a cluster-scoped `NodePool` resource
+//! (`nodes.lailin.xyz/v1`) names the labels and taints that every member node (a node carrying
+//! the label key `node-role.kubernetes.io/<pool>`) must carry, and the handler of a RuntimeClass
+//! `node-pool-<pool>` that schedules pods onto the pool.
+//!
+//! The crate is split by concern:
+//! - [`crd`]: the resource types and the generated CustomResourceDefinition.
+//!
+//! ```
+//! use kube::CustomResourceExt;
+//! use nodepool_operator::crd::{NodePool, NodePoolSpec, membership_label};
+//!
+//! let pool = NodePool::new("worker", NodePoolSpec::default());
+//! assert_eq!(pool.spec.effective_handler(), "runc");
+//! assert_eq!(membership_label("worker"), "node-role.kubernetes.io/worker");
+//! assert_eq!(NodePool::crd_name(), "nodepools.nodes.lailin.xyz");
+//! ```
+
+pub mod crd;
