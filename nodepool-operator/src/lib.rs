@@ -7,6 +7,7 @@
 //!
 //! The crate is split by concern:
 //! - [`crd`]: the resource types and the generated CustomResourceDefinition.
+//! - [`quantity`]: exact resource-quantity arithmetic for the allocatable sums.
 //!
 //! ```
 //! use kube::CustomResourceExt;
@@ -19,3 +20,4 @@
 //! ```
 
 pub mod crd;
+pub mod quantity;
