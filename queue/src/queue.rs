@@ -1,0 +1,933 @@
+//! The work queue itself: de-duplication, one-in-flight-per-key, priorities, delays, shutdown.
+//!
+//! # State of a key
+//!
+//! Every key the queue knows has one entry in a hash map with three flags:
+//! - **ready**: the key waits to be handed out (or, if it is also in flight, it is *dirty*: it
+//!   was added while a worker had it and becomes ready again when that worker is done);
+//! - **in flight**: a worker holds its [`WorkItem`];
+//! - **delayed**: it has one pending delayed add (time and priority).
+//!
+//! A key has at most one pending "ready time": an immediate add of a delayed key cancels the
+//! delay (now is earlier), a delayed add of a ready or dirty key is a no-op, and a second delayed
+//! add keeps the earlier time. Re-adding keeps the higher priority.
+//!
+//! # Data structures
+//!
+//! One `parking_lot` mutex guards the whole state, so every operation is one short critical
+//! section with no allocation in the steady state:
+//! - ready keys sit in one FIFO (`VecDeque`) per priority level, highest level first. A priority
+//!   bump pushes the key again at its new level; the old element is recognised as stale by a
+//!   sequence number and skipped when it reaches the front (no search, no removal);
+//! - delayed keys sit in a FIFO while their times are non-decreasing (the usual case: a constant
+//!   delay), and in a binary heap otherwise, so a constant `add_after` costs O(1);
+//! - timers are driven lazily by [`WorkQueue::get`]: a getter promotes every due key before
+//!   looking for work, and a getter with nothing to do sleeps until the earliest timer (or an
+//!   add wakes it). There is no background task. A timer due within [`SPIN_WINDOW`] is awaited
+//!   by yielding to the runtime (at most [`MAX_SPINS`] times) instead of a tokio sleep, whose
+//!   1 ms granularity would otherwise turn a 1 µs delay into a 1 ms one.
+//!
+//! Adds wake a waiting getter only when one is waiting (a counter, read under the lock), so a
+//! busy queue makes no wake-up calls at all.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::hash_map::Entry as MapEntry;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt;
+use std::hash::Hash;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::FastMap;
+use crate::error::QueueError;
+use crate::guard::WorkItem;
+use crate::metrics::{QueueMetrics, UNFINISHED_REFRESH, secs};
+use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter, nanos_since};
+
+/// Priority of ordinary adds ([`WorkQueue::add`]).
+pub const DEFAULT_PRIORITY: i32 = 0;
+/// Priority for create events from an initial list, so that fresh changes overtake a re-list.
+pub const LOW_PRIORITY: i32 = -100;
+/// A getter whose earliest timer is due within this window yields instead of sleeping.
+pub const SPIN_WINDOW: Duration = Duration::from_micros(50);
+/// The most yields a getter spends waiting for one timer inside [`SPIN_WINDOW`].
+pub const MAX_SPINS: u32 = 1000;
+
+/// No metrics slot.
+const NO_SLOT: u32 = u32::MAX;
+/// A free slot in the in-flight start-time table.
+const FREE: u64 = u64::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Running,
+    Draining,
+    Stopped,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Waiting to be handed out, or dirty if `processing`.
+    ready: bool,
+    processing: bool,
+    delayed: bool,
+    prio: i32,
+    delay_prio: i32,
+    /// Sequence number of the live element in a ready level.
+    seq: u64,
+    /// Sequence number of the live timer.
+    delay_seq: u64,
+    delay_at: u64,
+    /// When the key became ready or dirty (metrics only).
+    since: u64,
+}
+
+impl Entry {
+    const EMPTY: Entry = Entry {
+        ready: false,
+        processing: false,
+        delayed: false,
+        prio: 0,
+        delay_prio: 0,
+        seq: 0,
+        delay_seq: 0,
+        delay_at: 0,
+        since: 0,
+    };
+}
+
+#[derive(Debug)]
+struct Level<T> {
+    prio: i32,
+    keys: VecDeque<(T, u64)>,
+}
+
+#[derive(Debug)]
+struct Timer<T> {
+    at: u64,
+    seq: u64,
+    key: T,
+}
+
+impl<T> PartialEq for Timer<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl<T> Eq for Timer<T> {}
+impl<T> PartialOrd for Timer<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Timer<T> {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest timer first.
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// What an add did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Added {
+    /// The key became ready.
+    Ready,
+    /// The key is in flight and is now dirty.
+    Dirty,
+    /// Nothing changed (de-duplicated), or only a priority was raised.
+    Nothing,
+}
+
+#[derive(Debug)]
+struct State<T> {
+    entries: FastMap<T, Entry>,
+    /// Sorted by priority, highest first.
+    levels: Vec<Level<T>>,
+    ready: usize,
+    in_flight: usize,
+    delayed: usize,
+    timer_fifo: VecDeque<Timer<T>>,
+    timer_heap: BinaryHeap<Timer<T>>,
+    seq: u64,
+    mode: Mode,
+    /// In-flight start times for the unfinished-work gauges (`FREE` marks a free slot).
+    starts: Vec<u64>,
+    free_slots: Vec<u32>,
+}
+
+fn push_level<T>(levels: &mut Vec<Level<T>>, key: T, prio: i32, seq: u64) {
+    let idx = match levels.iter().position(|l| l.prio <= prio) {
+        Some(i) if levels[i].prio == prio => i,
+        Some(i) => {
+            levels.insert(
+                i,
+                Level {
+                    prio,
+                    keys: VecDeque::new(),
+                },
+            );
+            i
+        }
+        None => {
+            levels.push(Level {
+                prio,
+                keys: VecDeque::new(),
+            });
+            levels.len() - 1
+        }
+    };
+    levels[idx].keys.push_back((key, seq));
+}
+
+impl<T: Hash + Eq + Clone> State<T> {
+    fn new() -> Self {
+        Self {
+            entries: FastMap::default(),
+            levels: Vec::new(),
+            ready: 0,
+            in_flight: 0,
+            delayed: 0,
+            timer_fifo: VecDeque::new(),
+            timer_heap: BinaryHeap::new(),
+            seq: 0,
+            mode: Mode::Running,
+            starts: Vec::new(),
+            free_slots: Vec::new(),
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn add_ready(&mut self, key: T, prio: i32, now: u64) -> Added {
+        self.seq += 1;
+        let seq = self.seq;
+        match self.entries.entry(key) {
+            MapEntry::Occupied(mut o) => {
+                let e = o.get_mut();
+                if e.ready {
+                    if prio > e.prio {
+                        e.prio = prio;
+                        if !e.processing {
+                            e.seq = seq;
+                            push_level(&mut self.levels, o.key().clone(), prio, seq);
+                        }
+                    }
+                    return Added::Nothing;
+                }
+                e.ready = true;
+                e.prio = prio;
+                e.since = now;
+                if e.delayed {
+                    // The immediate add is earlier than the pending delayed one: it wins.
+                    e.delayed = false;
+                    e.prio = prio.max(e.delay_prio);
+                    self.delayed -= 1;
+                }
+                if e.processing {
+                    return Added::Dirty;
+                }
+                e.seq = seq;
+                let prio = e.prio;
+                push_level(&mut self.levels, o.key().clone(), prio, seq);
+                self.ready += 1;
+                Added::Ready
+            }
+            MapEntry::Vacant(v) => {
+                let key = v.key().clone();
+                v.insert(Entry {
+                    ready: true,
+                    prio,
+                    seq,
+                    since: now,
+                    ..Entry::EMPTY
+                });
+                push_level(&mut self.levels, key, prio, seq);
+                self.ready += 1;
+                Added::Ready
+            }
+        }
+    }
+
+    /// Returns whether a new timer was pushed.
+    fn add_delayed(&mut self, key: T, prio: i32, at: u64) -> bool {
+        let seq = self.next_seq();
+        let key = match self.entries.entry(key) {
+            MapEntry::Occupied(mut o) => {
+                let e = o.get_mut();
+                if e.ready {
+                    return false;
+                }
+                if e.delayed {
+                    e.delay_prio = e.delay_prio.max(prio);
+                    if e.delay_at <= at {
+                        return false;
+                    }
+                } else {
+                    e.delayed = true;
+                    e.delay_prio = prio;
+                    self.delayed += 1;
+                }
+                e.delay_at = at;
+                e.delay_seq = seq;
+                o.key().clone()
+            }
+            MapEntry::Vacant(v) => {
+                let key = v.key().clone();
+                v.insert(Entry {
+                    delayed: true,
+                    delay_prio: prio,
+                    delay_seq: seq,
+                    delay_at: at,
+                    ..Entry::EMPTY
+                });
+                self.delayed += 1;
+                key
+            }
+        };
+        let timer = Timer { at, seq, key };
+        if self.timer_fifo.back().is_none_or(|b| b.at <= at) {
+            self.timer_fifo.push_back(timer);
+        } else {
+            self.timer_heap.push(timer);
+        }
+        true
+    }
+
+    fn has_timers(&self) -> bool {
+        !self.timer_fifo.is_empty() || !self.timer_heap.is_empty()
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        match (self.timer_fifo.front(), self.timer_heap.peek()) {
+            (Some(f), Some(h)) => Some(f.at.min(h.at)),
+            (Some(f), None) => Some(f.at),
+            (None, Some(h)) => Some(h.at),
+            (None, None) => None,
+        }
+    }
+
+    /// Move every due delayed key to ready (or dirty). Returns (became ready, became dirty).
+    fn promote_due(&mut self, now: u64) -> (usize, usize) {
+        let (mut ready, mut dirty) = (0, 0);
+        loop {
+            let from_fifo = match (self.timer_fifo.front(), self.timer_heap.peek()) {
+                (Some(f), Some(h)) => f.at <= h.at,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let timer = if from_fifo {
+                match self.timer_fifo.front() {
+                    Some(t) if t.at <= now => self.timer_fifo.pop_front(),
+                    _ => None,
+                }
+            } else {
+                match self.timer_heap.peek() {
+                    Some(t) if t.at <= now => self.timer_heap.pop(),
+                    _ => None,
+                }
+            };
+            let Some(timer) = timer else { break };
+            let Some(e) = self.entries.get_mut(&timer.key) else {
+                continue;
+            };
+            if !e.delayed || e.delay_seq != timer.seq {
+                continue; // stale timer
+            }
+            e.delayed = false;
+            self.delayed -= 1;
+            e.ready = true;
+            e.prio = e.delay_prio;
+            e.since = now;
+            if e.processing {
+                dirty += 1;
+            } else {
+                self.seq += 1;
+                e.seq = self.seq;
+                push_level(&mut self.levels, timer.key, e.prio, self.seq);
+                self.ready += 1;
+                ready += 1;
+            }
+        }
+        (ready, dirty)
+    }
+
+    /// Hand out the next ready key: (key, since).
+    fn pop(&mut self) -> Option<(T, u64)> {
+        if self.ready == 0 {
+            return None;
+        }
+        for level in &mut self.levels {
+            while let Some((key, seq)) = level.keys.pop_front() {
+                if let Some(e) = self.entries.get_mut(&key)
+                    && e.ready
+                    && !e.processing
+                    && e.seq == seq
+                {
+                    e.ready = false;
+                    e.processing = true;
+                    self.ready -= 1;
+                    self.in_flight += 1;
+                    return Some((key, e.since));
+                }
+            }
+        }
+        None
+    }
+
+    /// The worker is done with `key`. Returns whether the key became ready again.
+    fn done(&mut self, key: &T) -> bool {
+        let Some(e) = self.entries.get_mut(key) else {
+            return false;
+        };
+        if !e.processing {
+            return false;
+        }
+        e.processing = false;
+        self.in_flight -= 1;
+        let mut requeued = false;
+        if e.ready {
+            if self.mode == Mode::Stopped {
+                e.ready = false;
+            } else {
+                self.seq += 1;
+                e.seq = self.seq;
+                let prio = e.prio;
+                push_level(&mut self.levels, key.clone(), prio, self.seq);
+                self.ready += 1;
+                requeued = true;
+            }
+        }
+        if !e.ready && !e.delayed {
+            self.entries.remove(key);
+        }
+        requeued
+    }
+
+    fn is_drained(&self) -> bool {
+        self.in_flight == 0 && (self.mode == Mode::Stopped || self.ready == 0)
+    }
+
+    fn alloc_slot(&mut self, now: u64) -> u32 {
+        match self.free_slots.pop() {
+            Some(i) => {
+                self.starts[i as usize] = now;
+                i
+            }
+            None => {
+                self.starts.push(now);
+                u32::try_from(self.starts.len() - 1).unwrap_or(NO_SLOT)
+            }
+        }
+    }
+
+    fn free_slot(&mut self, slot: u32) {
+        if let Some(s) = self.starts.get_mut(slot as usize) {
+            *s = FREE;
+            self.free_slots.push(slot);
+        }
+    }
+}
+
+pub(crate) struct Inner<T> {
+    name: String,
+    state: Mutex<State<T>>,
+    /// Getters waiting (read under the state lock; incremented under it).
+    waiters: AtomicUsize,
+    notify: Notify,
+    drained: Notify,
+    limiter: Box<dyn RateLimiter<T>>,
+    metrics: Option<QueueMetrics>,
+    epoch: Instant,
+}
+
+impl<T> Inner<T> {
+    fn now(&self) -> u64 {
+        nanos_since(self.epoch, Instant::now())
+    }
+
+    fn metrics_now(&self) -> Option<u64> {
+        self.metrics.as_ref().map(|_| self.now())
+    }
+
+    fn instant(&self, at: u64) -> Instant {
+        self.epoch
+            .checked_add(Duration::from_nanos(at))
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365))
+    }
+}
+
+/// A de-duplicating, rate-limited, priority work queue; cheap to clone (an `Arc` inside).
+///
+/// See the [crate docs](crate) for an overview and [`WorkItem`] for the guard a worker holds.
+pub struct WorkQueue<T> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T> Clone for WorkQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<T: Hash + Eq + Clone + Send + Sync + 'static> fmt::Debug for WorkQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.inner.state.lock();
+        f.debug_struct("WorkQueue")
+            .field("name", &self.inner.name)
+            .field("ready", &st.ready)
+            .field("in_flight", &st.in_flight)
+            .field("delayed", &st.delayed)
+            .field("mode", &st.mode)
+            .finish()
+    }
+}
+
+/// Builds a [`WorkQueue`] with a chosen rate limiter and metrics setting.
+pub struct WorkQueueBuilder<T> {
+    name: String,
+    limiter: Option<Box<dyn RateLimiter<T>>>,
+    metrics: bool,
+}
+
+impl<T> fmt::Debug for WorkQueueBuilder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkQueueBuilder")
+            .field("name", &self.name)
+            .field("custom_rate_limiter", &self.limiter.is_some())
+            .field("metrics", &self.metrics)
+            .finish()
+    }
+}
+
+impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
+    /// Use `limiter` for [`WorkQueue::add_rate_limited`] instead of the default controller
+    /// limiter.
+    #[must_use]
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<T>) -> Self {
+        self.limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Report metrics (default `true`). With `false` the queue reads no clock for metrics and
+    /// registers no handle.
+    #[must_use]
+    pub fn metrics(mut self, enabled: bool) -> Self {
+        self.metrics = enabled;
+        self
+    }
+
+    /// Build the queue. Metric handles are registered now, with the recorder current now; inside
+    /// a tokio runtime a small task refreshing the unfinished-work gauges is spawned.
+    pub fn build(self) -> WorkQueue<T> {
+        let metrics = self.metrics.then(|| QueueMetrics::register(&self.name));
+        let limiter = self
+            .limiter
+            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
+        let queue = WorkQueue {
+            inner: Arc::new(Inner {
+                name: self.name,
+                state: Mutex::new(State::new()),
+                waiters: AtomicUsize::new(0),
+                notify: Notify::new(),
+                drained: Notify::new(),
+                limiter,
+                metrics,
+                epoch: Instant::now(),
+            }),
+        };
+        queue.spawn_unfinished_refresher();
+        queue
+    }
+}
+
+/// Result of one attempt to take a key.
+enum Attempt<T: Hash + Eq + Clone + Send + Sync + 'static> {
+    Item(WorkItem<T>),
+    Closed,
+    Empty(Option<u64>),
+}
+
+/// Decrements the waiter count when a waiting getter stops waiting (or is cancelled).
+struct WaiterGuard<'a>(&'a AtomicUsize);
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
+    /// A queue with the [default controller rate limiter](crate::DefaultControllerRateLimiter)
+    /// and metrics on.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self::builder(name).build()
+    }
+
+    /// A builder, to choose the rate limiter or turn metrics off.
+    pub fn builder(name: impl Into<String>) -> WorkQueueBuilder<T> {
+        WorkQueueBuilder {
+            name: name.into(),
+            limiter: None,
+            metrics: true,
+        }
+    }
+
+    /// The queue's name (the `name` label of its metrics).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Add `item` with [`DEFAULT_PRIORITY`]. A no-op if it is already waiting; marks it dirty if
+    /// it is in flight; ignored once the queue is shutting down.
+    pub fn add(&self, item: T) {
+        self.add_with_priority(item, DEFAULT_PRIORITY);
+    }
+
+    /// Add `item` with `priority` (higher is handed out first, FIFO within a priority). A key
+    /// that is already waiting keeps the higher of its priorities.
+    pub fn add_with_priority(&self, item: T, priority: i32) {
+        let inner = &*self.inner;
+        let now = inner.metrics_now().unwrap_or(0);
+        let mut st = inner.state.lock();
+        if st.mode != Mode::Running {
+            return;
+        }
+        let added = st.add_ready(item, priority, now);
+        let wake = added == Added::Ready && inner.waiters.load(Ordering::Relaxed) > 0;
+        drop(st);
+        if wake {
+            inner.notify.notify_one();
+        }
+        if let Some(m) = &inner.metrics {
+            match added {
+                Added::Ready => {
+                    m.adds.increment(1);
+                    m.depth.increment(1.0);
+                }
+                Added::Dirty => m.adds.increment(1),
+                Added::Nothing => {}
+            }
+        }
+    }
+
+    /// Add `item` after `delay` with [`DEFAULT_PRIORITY`]. A zero delay is an immediate add; a
+    /// key that is already waiting (or delayed to an earlier time) keeps the earlier time.
+    pub fn add_after(&self, item: T, delay: Duration) {
+        self.add_after_with_priority(item, delay, DEFAULT_PRIORITY);
+    }
+
+    /// [`add_after`](Self::add_after) with a priority for when the delay has passed.
+    pub fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32) {
+        if delay.is_zero() {
+            return self.add_with_priority(item, priority);
+        }
+        let inner = &*self.inner;
+        let now = inner.now();
+        let at = now.saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
+        let mut st = inner.state.lock();
+        if st.mode != Mode::Running {
+            return;
+        }
+        let earliest = st.next_deadline();
+        let pushed = st.add_delayed(item, priority, at);
+        let wake =
+            pushed && earliest.is_none_or(|e| at < e) && inner.waiters.load(Ordering::Relaxed) > 0;
+        drop(st);
+        if wake {
+            inner.notify.notify_one();
+        }
+    }
+
+    /// Add `item` after the rate limiter's delay for it (counts a retry).
+    pub fn add_rate_limited(&self, item: T) {
+        if self.is_shutting_down() {
+            return;
+        }
+        let delay = self.inner.limiter.when(&item);
+        if let Some(m) = &self.inner.metrics {
+            m.retries.increment(1);
+        }
+        self.add_after(item, delay);
+    }
+
+    /// Reset the rate limiter's memory of `item` (call it when the key succeeded).
+    pub fn forget(&self, item: &T) {
+        self.inner.limiter.forget(item);
+    }
+
+    /// How many times `item` was rate-limited since it was last forgotten.
+    pub fn num_requeues(&self, item: &T) -> u32 {
+        self.inner.limiter.num_requeues(item)
+    }
+
+    /// Keys ready to be handed out (not counting delayed keys, keys in flight, or dirty keys
+    /// that will become ready when their worker is done).
+    pub fn len(&self) -> usize {
+        self.inner.state.lock().ready
+    }
+
+    /// Whether no key is ready to be handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys waiting for a delayed add (`add_after`, `add_rate_limited`), including due ones
+    /// that no getter has promoted yet.
+    pub fn num_delayed(&self) -> usize {
+        self.inner.state.lock().delayed
+    }
+
+    /// Keys currently held by workers.
+    pub fn num_in_flight(&self) -> usize {
+        self.inner.state.lock().in_flight
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) or [`shutdown_with_drain`](Self::shutdown_with_drain)
+    /// was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.state.lock().mode != Mode::Running
+    }
+
+    fn attempt(&self, register: bool) -> Attempt<T> {
+        let inner = &*self.inner;
+        let metrics_now = inner.metrics_now();
+        let mut st = inner.state.lock();
+        if st.mode == Mode::Stopped {
+            return Attempt::Closed;
+        }
+        let mut promoted = (0, 0);
+        if st.mode == Mode::Running && st.has_timers() {
+            let now = metrics_now.unwrap_or_else(|| inner.now());
+            promoted = st.promote_due(now);
+        }
+        if let Some((key, since)) = st.pop() {
+            let (slot, started) = match metrics_now {
+                Some(now) => (st.alloc_slot(now), now),
+                None => (NO_SLOT, 0),
+            };
+            let wake_more = promoted.0 > 1 && inner.waiters.load(Ordering::Relaxed) > 0;
+            drop(st);
+            if wake_more {
+                inner.notify.notify_one();
+            }
+            if let Some(m) = &inner.metrics {
+                let promoted_adds = promoted.0 + promoted.1;
+                if promoted_adds > 0 {
+                    m.adds.increment(promoted_adds as u64);
+                }
+                m.depth.increment(promoted.0 as f64 - 1.0);
+                m.queue_duration.record(secs(started.saturating_sub(since)));
+            }
+            return Attempt::Item(WorkItem {
+                queue: self.clone(),
+                key,
+                slot,
+                started,
+            });
+        }
+        if let Some(m) = &inner.metrics
+            && promoted.1 > 0
+        {
+            m.adds.increment(promoted.1 as u64);
+        }
+        if st.mode == Mode::Draining && st.in_flight == 0 {
+            return Attempt::Closed;
+        }
+        let deadline = if st.mode == Mode::Running {
+            st.next_deadline()
+        } else {
+            None
+        };
+        if register {
+            inner.waiters.fetch_add(1, Ordering::Relaxed);
+        }
+        Attempt::Empty(deadline)
+    }
+
+    /// Wait for the next key and hand it out as a [`WorkItem`] guard.
+    ///
+    /// Returns `None` once the queue is shut down; during
+    /// [`shutdown_with_drain`](Self::shutdown_with_drain), keys that were ready (or became ready
+    /// again when an in-flight duplicate finished) are still handed out, and `None` comes when
+    /// nothing is ready and nothing is in flight. Waiting does not spin: the getter sleeps until
+    /// an add or the earliest delayed key (see the [module docs](self) for the one exception,
+    /// a timer due within [`SPIN_WINDOW`]). Cancel-safe.
+    pub async fn get(&self) -> Option<WorkItem<T>> {
+        let mut spins = 0;
+        loop {
+            match self.attempt(false) {
+                Attempt::Item(item) => return Some(item),
+                Attempt::Closed => return None,
+                Attempt::Empty(Some(deadline)) => {
+                    let now = self.inner.now();
+                    if deadline <= now {
+                        continue;
+                    }
+                    if u128::from(deadline - now) <= SPIN_WINDOW.as_nanos() && spins < MAX_SPINS {
+                        spins += 1;
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                }
+                Attempt::Empty(None) => {}
+            }
+            let mut notified = pin!(self.inner.notify.notified());
+            notified.as_mut().enable();
+            let deadline = match self.attempt(true) {
+                Attempt::Item(item) => return Some(item),
+                Attempt::Closed => return None,
+                Attempt::Empty(deadline) => deadline,
+            };
+            let _waiting = WaiterGuard(&self.inner.waiters);
+            match deadline {
+                None => notified.await,
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(self.inner.instant(at), notified).await;
+                }
+            }
+        }
+    }
+
+    /// Called by [`WorkItem`] when it is dropped.
+    pub(crate) fn finish(&self, key: &T, slot: u32, started: u64) {
+        let inner = &*self.inner;
+        let now = inner.metrics_now();
+        let mut st = inner.state.lock();
+        let requeued = st.done(key);
+        if slot != NO_SLOT {
+            st.free_slot(slot);
+        }
+        let wake = requeued && inner.waiters.load(Ordering::Relaxed) > 0;
+        let drained = st.mode != Mode::Running && st.is_drained();
+        drop(st);
+        if wake {
+            inner.notify.notify_one();
+        }
+        if drained {
+            inner.notify.notify_waiters();
+            inner.drained.notify_waiters();
+        }
+        if let (Some(m), Some(now)) = (&inner.metrics, now) {
+            m.work_duration.record(secs(now.saturating_sub(started)));
+            if requeued {
+                m.depth.increment(1.0);
+            }
+        }
+    }
+
+    /// Refuse new adds and wake every waiting getter; `get` returns `None` from now on. Keys in
+    /// flight stay valid until their guards are dropped (dirty marks are discarded).
+    pub fn shutdown(&self) {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        st.mode = Mode::Stopped;
+        let drained = st.is_drained();
+        drop(st);
+        inner.notify.notify_waiters();
+        if drained {
+            inner.drained.notify_waiters();
+        }
+    }
+
+    /// Refuse new adds, let workers finish what is ready and in flight, and wait until nothing
+    /// is left or `timeout` passes (delayed keys are dropped). On timeout the queue is shut down
+    /// hard ([`shutdown`](Self::shutdown)) and the unfinished work is reported in the error.
+    pub async fn shutdown_with_drain(&self, timeout: Duration) -> Result<(), QueueError> {
+        let inner = &*self.inner;
+        {
+            let mut st = inner.state.lock();
+            if st.mode == Mode::Running {
+                st.mode = Mode::Draining;
+            }
+        }
+        inner.notify.notify_waiters();
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            let mut drained = pin!(inner.drained.notified());
+            drained.as_mut().enable();
+            if inner.state.lock().is_drained() {
+                return Ok(());
+            }
+            match deadline {
+                None => drained.await,
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                        let mut st = inner.state.lock();
+                        if st.is_drained() {
+                            return Ok(());
+                        }
+                        st.mode = Mode::Stopped;
+                        let (in_flight, ready) = (st.in_flight, st.ready);
+                        drop(st);
+                        inner.notify.notify_waiters();
+                        return Err(QueueError::DrainTimeout {
+                            name: inner.name.clone(),
+                            timeout,
+                            in_flight,
+                            ready,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Recompute `workqueue_unfinished_work_seconds` and
+    /// `workqueue_longest_running_processor_seconds` now. The queue does this every
+    /// [`UNFINISHED_REFRESH`] by itself when built inside a tokio runtime. Returns `false` once
+    /// the queue is shut down with nothing in flight (the refresher stops then).
+    pub fn refresh_unfinished_work(&self) -> bool {
+        let inner = &*self.inner;
+        let Some(m) = &inner.metrics else {
+            return false;
+        };
+        let now = inner.now();
+        let st = inner.state.lock();
+        let (mut total, mut longest) = (0u64, 0u64);
+        for &start in st.starts.iter().filter(|&&s| s != FREE) {
+            let age = now.saturating_sub(start);
+            total = total.saturating_add(age);
+            longest = longest.max(age);
+        }
+        let alive = st.mode == Mode::Running || st.in_flight > 0;
+        drop(st);
+        m.unfinished.set(secs(total));
+        m.longest.set(secs(longest));
+        alive
+    }
+
+    fn spawn_unfinished_refresher(&self) {
+        if self.inner.metrics.is_none() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        runtime.spawn(async move {
+            let mut interval = tokio::time::interval(UNFINISHED_REFRESH);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let Some(inner) = weak.upgrade() else { break };
+                let alive = WorkQueue { inner }.refresh_unfinished_work();
+                if !alive {
+                    break;
+                }
+            }
+        });
+    }
+}
