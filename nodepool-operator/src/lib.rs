@@ -7,6 +7,8 @@
 //!
 //! The crate is split by concern:
 //! - [`crd`]: the resource types and the generated CustomResourceDefinition.
+//! - [`nodes`]: what a pool changes on its nodes (labels, taints, the applied record) and the
+//!   JSON patch that does it.
 //! - [`quantity`]: exact resource-quantity arithmetic for the allocatable sums.
 //!
 //! ```
@@ -20,4 +22,5 @@
 //! ```
 
 pub mod crd;
+pub mod nodes;
 pub mod quantity;
