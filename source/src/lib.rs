@@ -34,10 +34,12 @@
 
 mod error;
 mod event;
+mod selector;
 mod source;
 mod stream;
 
 pub use error::{SourceError, SyncError};
 pub use event::{Event, EventKind};
+pub use selector::{SelectorError, parse_label_selector};
 pub use source::{EventStream, Source, Started, SyncHandle, SyncSignal, wait_for_sync};
 pub use stream::StreamSource;

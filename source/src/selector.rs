@@ -1,0 +1,401 @@
+//! Label selector strings (`app=web,tier in (a,b),!legacy`) parsed into kube's
+//! [`Selector`](kube::core::Selector).
+//!
+//! kube-core can build a `Selector` from a `LabelSelector` struct but has no string parser; this
+//! module adds one, following the Kubernetes grammar (`k8s.io/apimachinery/pkg/labels.Parse`):
+//! requirements separated by commas, each one of `key`, `!key`, `key=value`, `key==value`,
+//! `key!=value`, `key in (v1,v2)`, `key notin (v1,v2)`. Keys and values are validated like the
+//! API server does (qualified names, label values). The numeric operators `>` and `<` are
+//! rejected with [`SelectorError::UnsupportedOperator`] because kube's `Expression` cannot
+//! express them. A bad selector is always an error, never a panic.
+
+use std::collections::BTreeSet;
+
+use kube::core::{Expression, Selector};
+
+/// Why a label selector string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A key is not a valid qualified name (`[prefix/]name`).
+    #[error("invalid label selector {selector:?}: key {key:?}: {reason}")]
+    InvalidKey {
+        /// The whole selector.
+        selector: String,
+        /// The offending key.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A value is not a valid label value.
+    #[error("invalid label selector {selector:?}: value {value:?}: {reason}")]
+    InvalidValue {
+        /// The whole selector.
+        selector: String,
+        /// The offending value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The selector does not follow the grammar.
+    #[error("invalid label selector {selector:?} at byte {position}: {message}")]
+    Syntax {
+        /// The whole selector.
+        selector: String,
+        /// Byte offset of the problem.
+        position: usize,
+        /// What was expected.
+        message: String,
+    },
+    /// `>` and `<` are valid in Kubernetes but cannot be expressed by kube's `Expression`.
+    #[error("invalid label selector {selector:?}: operator {operator:?} is not supported")]
+    UnsupportedOperator {
+        /// The whole selector.
+        selector: String,
+        /// The operator.
+        operator: String,
+    },
+}
+
+/// Parses a label selector string. The empty string selects everything.
+///
+/// ```
+/// use kube::core::SelectorExt;
+/// let selector = kcr_source::parse_label_selector("app=web, tier in (a,b), !legacy").unwrap();
+/// let labels = [("app", "web"), ("tier", "a")]
+///     .into_iter()
+///     .map(|(k, v)| (k.to_string(), v.to_string()))
+///     .collect();
+/// assert!(selector.matches(&labels));
+/// assert!(kcr_source::parse_label_selector("app in (web").is_err());
+/// ```
+pub fn parse_label_selector(input: &str) -> Result<Selector, SelectorError> {
+    Parser {
+        input,
+        bytes: input.as_bytes(),
+        pos: 0,
+    }
+    .parse()
+}
+
+struct Parser<'a> {
+    input: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/')
+}
+
+impl Parser<'_> {
+    fn syntax(&self, position: usize, message: impl Into<String>) -> SelectorError {
+        SelectorError::Syntax {
+            selector: self.input.to_string(),
+            position,
+            message: message.into(),
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_whitespace() {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// A run of key/value characters (possibly empty).
+    fn word(&mut self) -> &str {
+        let start = self.pos;
+        while self.pos < self.bytes.len() && is_word_byte(self.bytes[self.pos]) {
+            self.pos += 1;
+        }
+        // Slicing at ASCII boundaries: `is_word_byte` only accepts ASCII bytes.
+        &self.input[start..self.pos]
+    }
+
+    fn parse(mut self) -> Result<Selector, SelectorError> {
+        let mut exprs = Vec::new();
+        self.skip_ws();
+        if self.peek().is_none() {
+            return Ok(Selector::default());
+        }
+        loop {
+            exprs.push(self.requirement()?);
+            self.skip_ws();
+            match self.peek() {
+                None => break,
+                Some(b',') => {
+                    self.pos += 1;
+                }
+                Some(_) => return Err(self.syntax(self.pos, "expected ',' or end of selector")),
+            }
+        }
+        let mut selector = Selector::default();
+        selector.extend(exprs);
+        Ok(selector)
+    }
+
+    fn key(&mut self) -> Result<String, SelectorError> {
+        self.skip_ws();
+        let start = self.pos;
+        let key = self.word().to_string();
+        if key.is_empty() {
+            return Err(self.syntax(start, "expected a label key"));
+        }
+        validate_key(&key).map_err(|reason| SelectorError::InvalidKey {
+            selector: self.input.to_string(),
+            key: key.clone(),
+            reason,
+        })?;
+        Ok(key)
+    }
+
+    fn value(&mut self) -> Result<String, SelectorError> {
+        self.skip_ws();
+        let value = self.word().to_string();
+        validate_value(&value).map_err(|reason| SelectorError::InvalidValue {
+            selector: self.input.to_string(),
+            value: value.clone(),
+            reason,
+        })?;
+        Ok(value)
+    }
+
+    fn requirement(&mut self) -> Result<Expression, SelectorError> {
+        self.skip_ws();
+        if self.peek() == Some(b'!') {
+            self.pos += 1;
+            let key = self.key()?;
+            return Ok(Expression::DoesNotExist(key));
+        }
+        let key = self.key()?;
+        self.skip_ws();
+        let op_start = self.pos;
+        match self.peek() {
+            None | Some(b',') => Ok(Expression::Exists(key)),
+            Some(b'=') => {
+                self.pos += 1;
+                if self.peek() == Some(b'=') {
+                    self.pos += 1;
+                }
+                Ok(Expression::Equal(key, self.value()?))
+            }
+            Some(b'!') => {
+                self.pos += 1;
+                if self.peek() != Some(b'=') {
+                    return Err(self.syntax(op_start, "expected '!='"));
+                }
+                self.pos += 1;
+                Ok(Expression::NotEqual(key, self.value()?))
+            }
+            Some(b'>') | Some(b'<') => Err(SelectorError::UnsupportedOperator {
+                selector: self.input.to_string(),
+                operator: (self.bytes[op_start] as char).to_string(),
+            }),
+            Some(_) => {
+                let word = self.word().to_string();
+                let values = match word.as_str() {
+                    "in" | "notin" => self.value_set()?,
+                    _ => {
+                        return Err(self.syntax(
+                            op_start,
+                            "expected an operator (=, ==, !=, in, notin), ',' or end",
+                        ));
+                    }
+                };
+                if word == "in" {
+                    Ok(Expression::In(key, values))
+                } else {
+                    Ok(Expression::NotIn(key, values))
+                }
+            }
+        }
+    }
+
+    fn value_set(&mut self) -> Result<BTreeSet<String>, SelectorError> {
+        self.skip_ws();
+        if self.peek() != Some(b'(') {
+            return Err(self.syntax(self.pos, "expected '(' after in/notin"));
+        }
+        self.pos += 1;
+        let mut values = BTreeSet::new();
+        loop {
+            values.insert(self.value()?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b')') => {
+                    self.pos += 1;
+                    return Ok(values);
+                }
+                _ => return Err(self.syntax(self.pos, "expected ',' or ')' in value set")),
+            }
+        }
+    }
+}
+
+fn validate_name(name: &str, what: &str) -> Result<(), String> {
+    if name.len() > 63 {
+        return Err(format!("{what} must be no more than 63 characters"));
+    }
+    let bytes = name.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_alphanumeric();
+    if !bytes.first().is_some_and(alnum) || !bytes.last().is_some_and(alnum) {
+        return Err(format!(
+            "{what} must begin and end with an alphanumeric character"
+        ));
+    }
+    if let Some(bad) = bytes
+        .iter()
+        .find(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+    {
+        return Err(format!(
+            "{what} may contain only alphanumerics, '-', '_' and '.', found {:?}",
+            *bad as char
+        ));
+    }
+    Ok(())
+}
+
+fn validate_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() || prefix.len() > 253 {
+            return Err("prefix must be a DNS subdomain of 1 to 253 characters".into());
+        }
+        for label in prefix.split('.') {
+            let ok = !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-');
+            if !ok {
+                return Err(format!("prefix {prefix:?} is not a valid DNS subdomain"));
+            }
+        }
+    }
+    if name.is_empty() {
+        return Err("name part must not be empty".into());
+    }
+    validate_name(name, "name part")
+}
+
+fn validate_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    if value.contains('/') {
+        return Err("a label value may not contain '/'".into());
+    }
+    validate_name(value, "a label value")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::SelectorExt;
+    use std::collections::BTreeMap;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn parses_every_operator() {
+        let s = parse_label_selector(
+            " a = 1 , b==2, c!=3, d in (x, y), e notin (z), f, !g, example.com/h=, i in ()",
+        );
+        // `in ()` has one empty value: matches only an empty label
+        let s = s.expect("valid selector");
+        let expected: Selector = [
+            Expression::Equal("a".into(), "1".into()),
+            Expression::Equal("b".into(), "2".into()),
+            Expression::NotEqual("c".into(), "3".into()),
+            Expression::In("d".into(), ["x".into(), "y".into()].into()),
+            Expression::NotIn("e".into(), ["z".into()].into()),
+            Expression::Exists("f".into()),
+            Expression::DoesNotExist("g".into()),
+            Expression::Equal("example.com/h".into(), "".into()),
+            Expression::In("i".into(), ["".into()].into()),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(s, expected);
+    }
+
+    #[test]
+    fn empty_selects_all() {
+        let s = parse_label_selector("   ").expect("empty is valid");
+        assert!(s.selects_all());
+        assert!(s.matches(&labels(&[])));
+    }
+
+    #[test]
+    fn matching_follows_kubernetes_semantics() {
+        let s = parse_label_selector("app=web,tier notin (db),!legacy").expect("valid");
+        assert!(s.matches(&labels(&[("app", "web")])));
+        assert!(s.matches(&labels(&[("app", "web"), ("tier", "fe")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "db")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("legacy", "")])));
+        assert!(!s.matches(&labels(&[("app", "api")])));
+    }
+
+    #[test]
+    fn rejects_bad_selectors_with_typed_errors() {
+        for bad in [
+            "app in (web",
+            "app in web",
+            "app=web,",
+            ",",
+            "app ~ web",
+            "a b",
+            "app!web",
+        ] {
+            assert!(
+                matches!(parse_label_selector(bad), Err(SelectorError::Syntax { .. })),
+                "{bad:?} should be a syntax error, got {:?}",
+                parse_label_selector(bad)
+            );
+        }
+        assert!(matches!(
+            parse_label_selector("-app=web"),
+            Err(SelectorError::InvalidKey { .. })
+        ));
+        assert!(matches!(
+            parse_label_selector("Example.com/app=web"),
+            Err(SelectorError::InvalidKey { .. })
+        ));
+        assert!(matches!(
+            parse_label_selector(&format!("{}=x", "k".repeat(64))),
+            Err(SelectorError::InvalidKey { .. })
+        ));
+        assert!(matches!(
+            parse_label_selector("app=web-"),
+            Err(SelectorError::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            parse_label_selector("app=a/b"),
+            Err(SelectorError::InvalidValue { .. })
+        ));
+        assert_eq!(
+            parse_label_selector("replicas>3"),
+            Err(SelectorError::UnsupportedOperator {
+                selector: "replicas>3".into(),
+                operator: ">".into()
+            })
+        );
+        let message = parse_label_selector("app in (web").unwrap_err().to_string();
+        assert!(message.contains("app in (web"), "{message}");
+    }
+}
