@@ -1,1 +1,313 @@
-//! Placeholder module; its owner overwrites it.
+//! The four patch flavours of the Kubernetes API, as pure functions on [`serde_json::Value`].
+//!
+//! | content type                                   | function                      | module        |
+//! |------------------------------------------------|-------------------------------|---------------|
+//! | `application/json-patch+json` (RFC 6902)       | [`json_patch`]                | this module   |
+//! | `application/merge-patch+json` (RFC 7386)      | [`merge_patch`]               | this module   |
+//! | `application/strategic-merge-patch+json`       | [`strategic_merge_patch`]     | [`strategic`] |
+//! | `application/apply-patch+yaml` (server-side apply) | [`server_side_apply`]     | [`apply`]     |
+//!
+//! [`PatchType::from_content_type`] maps a request's `Content-Type` to the flavour, and
+//! [`patch_object`] runs one of the first three on raw body bytes. Strategic merge and
+//! server-side apply need to know how each list merges; [`MergeStrategy`] (module
+//! [`strategy`]) carries that, from a static table for built-in kinds
+//! ([`MergeStrategy::builtin`]) or from a CRD schema's `x-kubernetes-list-type` markers
+//! ([`MergeStrategy::from_openapi_schema`]). Ownership for server-side apply lives in
+//! `metadata.managedFields` (FieldsV1), see [`fields`] and [`apply`]; ordinary writes record
+//! `Update` ownership through [`record_update`].
+//!
+//! Errors are typed: [`PatchError::status_code`] and [`ApplyError::status_code`] give the HTTP
+//! code the API server answers with.
+
+pub mod apply;
+pub mod fields;
+pub mod strategic;
+pub mod strategy;
+
+pub use apply::{
+    ApplyError, ApplyOptions, Conflict, UpdateOptions, parse_apply_body, record_update,
+    server_side_apply,
+};
+pub use fields::{FieldPath, FieldSet};
+pub use strategic::strategic_merge_patch;
+pub use strategy::{ListType, MergeStrategy};
+
+use serde_json::Value;
+
+/// The patch flavour of a request, from its `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PatchType {
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply).
+    Apply,
+}
+
+impl PatchType {
+    /// Maps a `Content-Type` header value (parameters such as `; charset=utf-8` are ignored).
+    pub fn from_content_type(content_type: &str) -> Option<Self> {
+        let media = content_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match media.as_str() {
+            "application/json-patch+json" => Some(Self::Json),
+            "application/merge-patch+json" => Some(Self::Merge),
+            "application/strategic-merge-patch+json" => Some(Self::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(Self::Apply),
+            _ => None,
+        }
+    }
+
+    /// The canonical media type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Json => "application/json-patch+json",
+            Self::Merge => "application/merge-patch+json",
+            Self::Strategic => "application/strategic-merge-patch+json",
+            Self::Apply => "application/apply-patch+yaml",
+        }
+    }
+}
+
+/// A patch that cannot be decoded or applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    /// The body is not valid JSON/YAML or not the shape the patch type needs (400).
+    #[error("{0}")]
+    InvalidBody(String),
+    /// The patch type is not supported for this resource, e.g. strategic merge on a custom
+    /// resource (415).
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
+    UnsupportedMediaType(String),
+    /// The patch is well-formed but cannot be applied to the object (422), e.g. a failed
+    /// JSON-patch `test`, a path that does not exist, a missing merge key.
+    #[error("{0}")]
+    Unprocessable(String),
+}
+
+impl PatchError {
+    /// The HTTP status code the API server answers with.
+    pub fn status_code(&self) -> u16 {
+        match self {
+            Self::InvalidBody(_) => 400,
+            Self::UnsupportedMediaType(_) => 415,
+            Self::Unprocessable(_) => 422,
+        }
+    }
+}
+
+/// Applies an RFC 6902 JSON patch (a JSON array of operations) to a copy of `target`.
+///
+/// All of `add`, `remove`, `replace`, `move`, `copy` and `test` are supported, with JSON
+/// pointer escaping (`~0` for `~`, `~1` for `/`) and `-` for "append". The patch applies
+/// atomically: on any failing operation the error names it and nothing is returned.
+pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
+    if !patch.is_array() {
+        return Err(PatchError::InvalidBody(
+            "json patch must be a JSON array of operations".into(),
+        ));
+    }
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| PatchError::InvalidBody(format!("invalid json patch: {e}")))?;
+    let mut doc = target.clone();
+    json_patch::patch(&mut doc, &ops)
+        .map_err(|e| PatchError::Unprocessable(format!("json patch failed: {e}")))?;
+    Ok(doc)
+}
+
+/// Applies an RFC 7386 JSON merge patch to a copy of `target`: objects merge recursively,
+/// `null` deletes a key, anything else (arrays included) replaces.
+pub fn merge_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
+    Ok(merge_value(target, patch))
+}
+
+fn merge_value(target: &Value, patch: &Value) -> Value {
+    let Value::Object(patch_map) = patch else {
+        return patch.clone();
+    };
+    let mut out = match target {
+        Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    for (k, v) in patch_map {
+        if v.is_null() {
+            out.remove(k);
+        } else {
+            let merged = merge_value(out.get(k).unwrap_or(&Value::Null), v);
+            out.insert(k.clone(), merged);
+        }
+    }
+    Value::Object(out)
+}
+
+/// Decodes a JSON body and runs a JSON, merge or strategic merge patch on `target`.
+///
+/// `strategy` is required for [`PatchType::Strategic`]; `None` (a custom resource, or a kind
+/// without a strategy table) gives [`PatchError::UnsupportedMediaType`] like the real server.
+/// [`PatchType::Apply`] is not handled here (it needs ownership, see [`server_side_apply`]) and
+/// gives [`PatchError::InvalidBody`].
+pub fn patch_object(
+    patch_type: PatchType,
+    target: &Value,
+    body: &[u8],
+    strategy: Option<&MergeStrategy>,
+) -> Result<Value, PatchError> {
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| PatchError::InvalidBody(format!("error decoding patch: {e}")))?;
+    match patch_type {
+        PatchType::Json => json_patch(target, &patch),
+        PatchType::Merge => {
+            if !patch.is_object() {
+                return Err(PatchError::InvalidBody(
+                    "merge patch must be a JSON object".into(),
+                ));
+            }
+            merge_patch(target, &patch)
+        }
+        PatchType::Strategic => match strategy {
+            Some(s) => strategic_merge_patch(target, &patch, s),
+            None => Err(PatchError::UnsupportedMediaType(
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+                    .into(),
+            )),
+        },
+        PatchType::Apply => Err(PatchError::InvalidBody(
+            "apply patches go through server_side_apply".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn content_types() {
+        assert_eq!(
+            PatchType::from_content_type("application/merge-patch+json; charset=utf-8"),
+            Some(PatchType::Merge)
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/apply-patch+yaml"),
+            Some(PatchType::Apply)
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/strategic-merge-patch+json"),
+            Some(PatchType::Strategic)
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/json-patch+json"),
+            Some(PatchType::Json)
+        );
+        assert_eq!(PatchType::from_content_type("application/json"), None);
+        for t in [
+            PatchType::Json,
+            PatchType::Merge,
+            PatchType::Strategic,
+            PatchType::Apply,
+        ] {
+            assert_eq!(PatchType::from_content_type(t.content_type()), Some(t));
+        }
+    }
+
+    #[test]
+    fn json_patch_all_operations() {
+        let doc = json!({"a": {"b/c": 1, "t~": [1, 2]}, "list": [1, 2, 3]});
+        let out = json_patch(
+            &doc,
+            &json!([
+                {"op": "test", "path": "/a/b~1c", "value": 1},
+                {"op": "add", "path": "/list/-", "value": 4},
+                {"op": "add", "path": "/list/0", "value": 0},
+                {"op": "remove", "path": "/list/1"},
+                {"op": "replace", "path": "/a/t~0", "value": "x"},
+                {"op": "copy", "from": "/a/t~0", "path": "/copied"},
+                {"op": "move", "from": "/a/b~1c", "path": "/moved"}
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"a": {"t~": "x"}, "list": [0, 2, 3, 4], "copied": "x", "moved": 1})
+        );
+    }
+
+    #[test]
+    fn json_patch_failures_are_typed_and_atomic() {
+        let doc = json!({"a": 1});
+        let err = json_patch(&doc, &json!([{"op": "test", "path": "/a", "value": 2}])).unwrap_err();
+        assert_eq!(err.status_code(), 422);
+        let err = json_patch(&doc, &json!([{"op": "remove", "path": "/missing"}])).unwrap_err();
+        assert_eq!(err.status_code(), 422);
+        assert!(err.to_string().contains("/missing"), "{err}");
+        let err = json_patch(&doc, &json!({"op": "add"})).unwrap_err();
+        assert_eq!(err.status_code(), 400);
+        let err = json_patch(&doc, &json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();
+        assert_eq!(err.status_code(), 400);
+        // nothing of a failed patch is visible
+        let err = json_patch(
+            &doc,
+            &json!([{"op": "add", "path": "/b", "value": 1}, {"op": "test", "path": "/a", "value": 0}]),
+        );
+        assert!(err.is_err());
+    }
+
+    #[test]
+    fn merge_patch_rfc7386_examples() {
+        let target = json!({"title": "Goodbye!", "author": {"givenName": "John", "familyName": "Doe"},
+            "tags": ["example", "sample"], "content": "This will be unchanged"});
+        let patch = json!({"title": "Hello!", "phoneNumber": "+01-123-456-7890",
+            "author": {"familyName": null}, "tags": ["example"]});
+        assert_eq!(
+            merge_patch(&target, &patch).unwrap(),
+            json!({"title": "Hello!", "author": {"givenName": "John"}, "tags": ["example"],
+                "content": "This will be unchanged", "phoneNumber": "+01-123-456-7890"})
+        );
+        assert_eq!(
+            merge_patch(&json!({"a": "b"}), &json!({"a": {"b": "c"}})).unwrap(),
+            json!({"a": {"b": "c"}})
+        );
+        assert_eq!(
+            merge_patch(&json!({"a": [{"b": "c"}]}), &json!({"a": [1]})).unwrap(),
+            json!({"a": [1]})
+        );
+        assert_eq!(
+            merge_patch(&json!({"e": null}), &json!({"a": 1})).unwrap(),
+            json!({"e": null, "a": 1})
+        );
+        assert_eq!(
+            merge_patch(&json!({}), &json!({"a": {"bb": {"ccc": null}}})).unwrap(),
+            json!({"a": {"bb": {}}})
+        );
+    }
+
+    #[test]
+    fn patch_object_dispatch() {
+        let target = json!({"metadata": {"name": "x"}, "spec": {"a": 1}});
+        let out = patch_object(PatchType::Merge, &target, br#"{"spec":{"b":2}}"#, None).unwrap();
+        assert_eq!(out["spec"], json!({"a": 1, "b": 2}));
+        let err = patch_object(PatchType::Strategic, &target, b"{}", None).unwrap_err();
+        assert_eq!(err.status_code(), 415);
+        let err = patch_object(PatchType::Merge, &target, b"{nope", None).unwrap_err();
+        assert_eq!(err.status_code(), 400);
+        let err = patch_object(PatchType::Merge, &target, b"[1]", None).unwrap_err();
+        assert_eq!(err.status_code(), 400);
+        let s = MergeStrategy::builtin("v1", "ConfigMap").unwrap();
+        let out = patch_object(
+            PatchType::Strategic,
+            &target,
+            br#"{"spec":{"a":null}}"#,
+            Some(&s),
+        )
+        .unwrap();
+        assert_eq!(out["spec"], json!({}));
+    }
+}

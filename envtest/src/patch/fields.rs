@@ -1,0 +1,482 @@
+//! Field sets in the `FieldsV1` format of `metadata.managedFields`.
+//!
+//! A [`FieldPath`] is a list of encoded path elements, exactly as they appear as keys in
+//! FieldsV1: `f:<field name>` (a map field), `k:<json object of key values>` (an item of a map
+//! list, keys in sorted order), `v:<json value>` (an item of a set list) and `i:<index>`.
+//! A [`FieldSet`] is a set of member paths; [`FieldSet::to_fields_v1`] /
+//! [`FieldSet::from_fields_v1`] convert to and from the nested JSON form (a member that also has
+//! members below it carries a `"."` key, as on the real server).
+//!
+//! [`FieldSet::of_object`] computes the fields an object sets: every leaf (scalar, `null`, empty
+//! map, atomic list), every map-list and set-list item, descending into maps and map-list items.
+//! Server-maintained metadata (`name`, `namespace`, `uid`, `resourceVersion`, `generation`,
+//! `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`, `managedFields`,
+//! `selfLink`) and the top-level `apiVersion`/`kind` are not tracked.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::strategy::{ListType, MergeStrategy};
+
+/// One path: encoded elements such as `f:spec`, `k:{"name":"app"}`, `v:"finalizer"`.
+pub type FieldPath = Vec<String>;
+
+const UNTRACKED_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+];
+
+/// A set of member field paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    paths: BTreeSet<FieldPath>,
+}
+
+impl FieldSet {
+    /// The empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the set has no member.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// Whether `path` is a member.
+    pub fn contains(&self, path: &FieldPath) -> bool {
+        self.paths.contains(path)
+    }
+
+    /// Whether `path` or any path below it is a member.
+    pub fn contains_prefix(&self, path: &FieldPath) -> bool {
+        self.paths
+            .range(path.clone()..)
+            .next()
+            .is_some_and(|p| p.starts_with(path))
+    }
+
+    /// Adds a member.
+    pub fn insert(&mut self, path: FieldPath) {
+        self.paths.insert(path);
+    }
+
+    /// Removes a member.
+    pub fn remove(&mut self, path: &FieldPath) -> bool {
+        self.paths.remove(path)
+    }
+
+    /// Keeps the members for which `keep` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&FieldPath) -> bool) {
+        self.paths.retain(|p| keep(p));
+    }
+
+    /// The members in order.
+    pub fn iter(&self) -> impl Iterator<Item = &FieldPath> {
+        self.paths.iter()
+    }
+
+    /// Members of `self` that are not in `other`.
+    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+        FieldSet {
+            paths: self.paths.difference(&other.paths).cloned().collect(),
+        }
+    }
+
+    /// Members in both.
+    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+        FieldSet {
+            paths: self.paths.intersection(&other.paths).cloned().collect(),
+        }
+    }
+
+    /// Members in either.
+    pub fn union(&self, other: &FieldSet) -> FieldSet {
+        FieldSet {
+            paths: self.paths.union(&other.paths).cloned().collect(),
+        }
+    }
+
+    /// The fields `object` sets (see the module docs).
+    pub fn of_object(object: &Value, strategy: &MergeStrategy) -> FieldSet {
+        let mut set = FieldSet::new();
+        if let Value::Object(map) = object {
+            for (k, v) in map {
+                if k == "apiVersion" || k == "kind" {
+                    continue;
+                }
+                if k == "metadata" {
+                    if let Value::Object(meta) = v {
+                        let mut prefix = vec!["f:metadata".to_string()];
+                        for (mk, mv) in meta {
+                            if UNTRACKED_METADATA.contains(&mk.as_str()) {
+                                continue;
+                            }
+                            prefix.push(format!("f:{mk}"));
+                            walk(
+                                mv,
+                                &mut prefix,
+                                &format!("metadata.{mk}"),
+                                strategy,
+                                &mut set,
+                            );
+                            prefix.pop();
+                        }
+                    }
+                    continue;
+                }
+                let mut prefix = vec![format!("f:{k}")];
+                walk(v, &mut prefix, k, strategy, &mut set);
+            }
+        }
+        set
+    }
+
+    /// The nested FieldsV1 JSON form.
+    pub fn to_fields_v1(&self) -> Value {
+        let mut root = Value::Object(Map::new());
+        for path in &self.paths {
+            let mut node = &mut root;
+            for elem in path {
+                // Every node created here is an object.
+                let Value::Object(map) = node else { break };
+                node = map
+                    .entry(elem.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+            }
+        }
+        // A member with members below it carries the "." marker.
+        for path in &self.paths {
+            if self.contains_prefix_strict(path)
+                && let Some(Value::Object(node)) = pointer_mut(&mut root, path)
+            {
+                node.insert(".".into(), Value::Object(Map::new()));
+            }
+        }
+        root
+    }
+
+    fn contains_prefix_strict(&self, path: &FieldPath) -> bool {
+        self.paths
+            .range(path.clone()..)
+            .nth(1)
+            .is_some_and(|p| p.starts_with(path))
+    }
+
+    /// Parses the nested FieldsV1 JSON form (unknown shapes are ignored).
+    pub fn from_fields_v1(value: &Value) -> FieldSet {
+        let mut set = FieldSet::new();
+        let mut prefix = Vec::new();
+        parse_node(value, &mut prefix, &mut set);
+        set
+    }
+}
+
+fn pointer_mut<'a>(root: &'a mut Value, path: &FieldPath) -> Option<&'a mut Value> {
+    let mut cur = root;
+    for elem in path {
+        cur = cur.as_object_mut()?.get_mut(elem)?;
+    }
+    Some(cur)
+}
+
+fn parse_node(value: &Value, prefix: &mut FieldPath, set: &mut FieldSet) {
+    let Value::Object(map) = value else {
+        return;
+    };
+    for (k, v) in map {
+        if k == "." {
+            if !prefix.is_empty() {
+                set.insert(prefix.clone());
+            }
+            continue;
+        }
+        prefix.push(k.clone());
+        match v {
+            Value::Object(child) if child.is_empty() => set.insert(prefix.clone()),
+            _ => parse_node(v, prefix, set),
+        }
+        prefix.pop();
+    }
+}
+
+fn walk(
+    value: &Value,
+    prefix: &mut FieldPath,
+    path: &str,
+    strategy: &MergeStrategy,
+    set: &mut FieldSet,
+) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                prefix.push(format!("f:{k}"));
+                walk(v, prefix, &format!("{path}.{k}"), strategy, set);
+                prefix.pop();
+            }
+        }
+        Value::Array(items) if !items.is_empty() => match strategy.list_type(path) {
+            ListType::Atomic => set.insert(prefix.clone()),
+            ListType::Set => {
+                for item in items {
+                    prefix.push(format!("v:{item}"));
+                    set.insert(prefix.clone());
+                    prefix.pop();
+                }
+            }
+            ListType::Map(keys) => {
+                for item in items {
+                    let Some(elem) = key_element(item, keys) else {
+                        // An item without its keys cannot be addressed: own the whole list.
+                        set.insert(prefix.clone());
+                        continue;
+                    };
+                    prefix.push(elem);
+                    set.insert(prefix.clone());
+                    if let Value::Object(m) = item {
+                        for (k, v) in m {
+                            prefix.push(format!("f:{k}"));
+                            walk(v, prefix, &format!("{path}.{k}"), strategy, set);
+                            prefix.pop();
+                        }
+                    }
+                    prefix.pop();
+                }
+            }
+        },
+        _ => set.insert(prefix.clone()),
+    }
+}
+
+/// The `k:{...}` element of a map-list item (keys sorted), `None` if the first key is missing.
+pub fn key_element(item: &Value, keys: &[String]) -> Option<String> {
+    let obj = item.as_object()?;
+    obj.get(keys.first()?)?;
+    let mut sorted: Vec<&String> = keys.iter().filter(|k| obj.contains_key(*k)).collect();
+    sorted.sort();
+    let mut s = String::from("k:{");
+    for (i, k) in sorted.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&Value::String((*k).clone()).to_string());
+        s.push(':');
+        s.push_str(&obj[k.as_str()].to_string());
+    }
+    s.push('}');
+    Some(s)
+}
+
+/// Whether the list item matches an encoded `k:`, `v:` or `i:` element.
+fn item_matches(item: &Value, index: usize, elem: &str) -> bool {
+    if let Some(k) = elem.strip_prefix("k:") {
+        let Ok(Value::Object(keys)) = serde_json::from_str::<Value>(k) else {
+            return false;
+        };
+        keys.iter().all(|(k, v)| item.get(k) == Some(v))
+    } else if let Some(v) = elem.strip_prefix("v:") {
+        serde_json::from_str::<Value>(v).is_ok_and(|v| &v == item)
+    } else if let Some(i) = elem.strip_prefix("i:") {
+        i.parse::<usize>().is_ok_and(|i| i == index)
+    } else {
+        false
+    }
+}
+
+/// The value at `path` in `object`, if present.
+pub fn value_at<'a>(object: &'a Value, path: &FieldPath) -> Option<&'a Value> {
+    let mut cur = object;
+    for elem in path {
+        cur = match elem.strip_prefix("f:") {
+            Some(name) => cur.as_object()?.get(name)?,
+            None => cur
+                .as_array()?
+                .iter()
+                .enumerate()
+                .find(|(i, item)| item_matches(item, *i, elem))
+                .map(|(_, item)| item)?,
+        };
+    }
+    Some(cur)
+}
+
+/// Removes the value at `path` from `object` (no-op when absent); maps left empty by the
+/// removal are removed too.
+pub fn remove_at(object: &mut Value, path: &FieldPath) {
+    if path.is_empty() {
+        return;
+    }
+    remove_rec(object, path);
+}
+
+/// Returns whether `cur` became an empty map after removal.
+fn remove_rec(cur: &mut Value, path: &[String]) -> bool {
+    let (elem, rest) = (&path[0], &path[1..]);
+    if let Some(name) = elem.strip_prefix("f:") {
+        let Some(map) = cur.as_object_mut() else {
+            return false;
+        };
+        if rest.is_empty() {
+            map.remove(name);
+        } else if let Some(child) = map.get_mut(name)
+            && remove_rec(child, rest)
+        {
+            map.remove(name);
+        }
+        map.is_empty()
+    } else {
+        let Some(items) = cur.as_array_mut() else {
+            return false;
+        };
+        let Some(pos) = items
+            .iter()
+            .enumerate()
+            .position(|(i, item)| item_matches(item, i, elem))
+        else {
+            return false;
+        };
+        if rest.is_empty() {
+            items.remove(pos);
+        } else {
+            remove_rec(&mut items[pos], rest);
+        }
+        false
+    }
+}
+
+/// The path in the API server's conflict notation: `.spec.containers[name="app"].image`,
+/// `.metadata.finalizers[="x"]`.
+pub fn display_path(path: &FieldPath) -> String {
+    let mut s = String::new();
+    for elem in path {
+        if let Some(f) = elem.strip_prefix("f:") {
+            s.push('.');
+            s.push_str(f);
+        } else if let Some(k) = elem.strip_prefix("k:") {
+            let parts: Vec<String> = match serde_json::from_str::<Value>(k) {
+                Ok(Value::Object(m)) => m.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                _ => vec![k.to_string()],
+            };
+            s.push('[');
+            s.push_str(&parts.join(","));
+            s.push(']');
+        } else if let Some(v) = elem.strip_prefix("v:") {
+            s.push_str(&format!("[={v}]"));
+        } else if let Some(i) = elem.strip_prefix("i:") {
+            s.push_str(&format!("[{i}]"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(elems: &[&str]) -> FieldPath {
+        elems.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn object_field_set_and_fields_v1_round_trip() {
+        let strategy = MergeStrategy::builtin("v1", "Pod").unwrap();
+        let obj = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"app": "web"}, "finalizers": ["x"]},
+            "spec": {"containers": [{"name": "app", "image": "nginx"}], "tolerations": [{"key": "a"}],
+                "nodeSelector": {}}
+        });
+        let set = FieldSet::of_object(&obj, &strategy);
+        let expected: Vec<FieldPath> = vec![
+            p(&["f:metadata", "f:finalizers", "v:\"x\""]),
+            p(&["f:metadata", "f:labels", "f:app"]),
+            p(&["f:spec", "f:containers", "k:{\"name\":\"app\"}"]),
+            p(&["f:spec", "f:containers", "k:{\"name\":\"app\"}", "f:image"]),
+            p(&["f:spec", "f:containers", "k:{\"name\":\"app\"}", "f:name"]),
+            p(&["f:spec", "f:nodeSelector"]),
+            p(&["f:spec", "f:tolerations"]),
+        ];
+        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), expected);
+        let v1 = set.to_fields_v1();
+        assert_eq!(
+            v1,
+            json!({
+                "f:metadata": {"f:finalizers": {"v:\"x\"": {}}, "f:labels": {"f:app": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:image": {}, "f:name": {}}},
+                    "f:nodeSelector": {}, "f:tolerations": {}}
+            })
+        );
+        assert_eq!(FieldSet::from_fields_v1(&v1), set);
+    }
+
+    #[test]
+    fn value_lookup_and_removal() {
+        let mut obj = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b"}],
+            "only": {"one": 1}}, "metadata": {"finalizers": ["f1", "f2"]}});
+        let img = p(&["f:spec", "f:containers", "k:{\"name\":\"a\"}", "f:image"]);
+        assert_eq!(value_at(&obj, &img), Some(&json!("x")));
+        assert_eq!(
+            value_at(&obj, &p(&["f:metadata", "f:finalizers", "v:\"f2\""])),
+            Some(&json!("f2"))
+        );
+        assert_eq!(value_at(&obj, &p(&["f:spec", "f:nope"])), None);
+        remove_at(&mut obj, &img);
+        remove_at(
+            &mut obj,
+            &p(&["f:spec", "f:containers", "k:{\"name\":\"b\"}"]),
+        );
+        remove_at(&mut obj, &p(&["f:metadata", "f:finalizers", "v:\"f1\""]));
+        remove_at(&mut obj, &p(&["f:spec", "f:only", "f:one"]));
+        remove_at(&mut obj, &p(&["f:spec", "f:missing", "f:deep"]));
+        assert_eq!(
+            obj,
+            json!({"spec": {"containers": [{"name": "a"}]}, "metadata": {"finalizers": ["f2"]}})
+        );
+    }
+
+    #[test]
+    fn display_paths_and_prefixes() {
+        let path = p(&[
+            "f:spec",
+            "f:taints",
+            "k:{\"effect\":\"NoSchedule\",\"key\":\"a\"}",
+            "f:value",
+        ]);
+        assert_eq!(
+            display_path(&path),
+            ".spec.taints[effect=\"NoSchedule\",key=\"a\"].value"
+        );
+        assert_eq!(
+            display_path(&p(&["f:metadata", "f:finalizers", "v:\"x\""])),
+            ".metadata.finalizers[=\"x\"]"
+        );
+        let mut set = FieldSet::new();
+        set.insert(path.clone());
+        assert!(set.contains_prefix(&p(&["f:spec"])));
+        assert!(set.contains_prefix(&path));
+        assert!(!set.contains_prefix(&p(&["f:status"])));
+        assert_eq!(
+            key_element(
+                &json!({"key": "a", "effect": "NoSchedule"}),
+                &["key".into(), "effect".into()]
+            ),
+            Some("k:{\"effect\":\"NoSchedule\",\"key\":\"a\"}".to_string())
+        );
+        assert_eq!(key_element(&json!({"effect": "x"}), &["key".into()]), None);
+    }
+}

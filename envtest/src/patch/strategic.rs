@@ -1,0 +1,445 @@
+//! Strategic merge patch (`application/strategic-merge-patch+json`) for built-in kinds.
+//!
+//! Maps merge recursively and `null` deletes a key, as in a JSON merge patch. Lists follow the
+//! kind's [`MergeStrategy`]:
+//!
+//! * **map lists** (merge keys, e.g. containers by `name`): each patch item is merged into the
+//!   target item with the same key values, or appended when there is none; target items the
+//!   patch does not mention stay;
+//! * **sets** (e.g. `metadata.finalizers`): patch values are added once, in order;
+//! * **atomic lists**: replaced.
+//!
+//! Directives: `$patch: replace` (in a map: replace the map with the rest of the patch map; as a
+//! list element `{"$patch": "replace"}`: replace the list with the other elements), `$patch:
+//! delete` (in a map: delete the field; in a map-list item: delete the target item with that
+//! key), `$patch: merge` (the default), `$deleteFromPrimitiveList/<field>: [values]`,
+//! `$retainKeys: [keys]` (drop every other key of the result map). `$setElementOrder/<field>` is
+//! accepted and ignored (list order: target order, then appended items).
+
+use serde_json::{Map, Value};
+
+use super::PatchError;
+use super::strategy::{ListType, MergeStrategy};
+
+/// Applies a strategic merge patch to a copy of `target` using `strategy` for lists.
+pub fn strategic_merge_patch(
+    target: &Value,
+    patch: &Value,
+    strategy: &MergeStrategy,
+) -> Result<Value, PatchError> {
+    let Value::Object(patch_map) = patch else {
+        return Err(PatchError::InvalidBody(
+            "strategic merge patch must be a JSON object".into(),
+        ));
+    };
+    let empty = Map::new();
+    let target_map = target.as_object().unwrap_or(&empty);
+    match merge_map(target_map, patch_map, "", strategy)? {
+        Some(m) => Ok(Value::Object(m)),
+        None => Err(PatchError::Unprocessable(
+            "$patch: delete at the top level would delete the object".into(),
+        )),
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Merges `patch` into `target`; `None` means "delete this map" (`$patch: delete`).
+fn merge_map(
+    target: &Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &str,
+    strategy: &MergeStrategy,
+) -> Result<Option<Map<String, Value>>, PatchError> {
+    let mut out = match patch.get("$patch") {
+        None => target.clone(),
+        Some(Value::String(d)) if d == "merge" => target.clone(),
+        Some(Value::String(d)) if d == "delete" => return Ok(None),
+        Some(Value::String(d)) if d == "replace" => Map::new(),
+        Some(other) => {
+            return Err(PatchError::Unprocessable(format!(
+                "unknown patch type: {other} in map at {}",
+                display_path(path)
+            )));
+        }
+    };
+    for (key, value) in patch {
+        if key == "$patch" || key == "$retainKeys" || key.starts_with("$setElementOrder/") {
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            let Value::Array(remove) = value else {
+                return Err(PatchError::Unprocessable(format!(
+                    "{key} at {} must be a list",
+                    display_path(path)
+                )));
+            };
+            if let Some(Value::Array(items)) = out.get_mut(field) {
+                items.retain(|v| !remove.contains(v));
+            }
+            continue;
+        }
+        if key.starts_with('$') {
+            return Err(PatchError::Unprocessable(format!(
+                "unknown directive {key} at {}",
+                display_path(path)
+            )));
+        }
+        let child_path = join(path, key);
+        match value {
+            Value::Null => {
+                out.remove(key);
+            }
+            Value::Object(pm) => {
+                let empty = Map::new();
+                let tm = match out.get(key) {
+                    Some(Value::Object(m)) => m,
+                    _ => &empty,
+                };
+                match merge_map(tm, pm, &child_path, strategy)? {
+                    Some(m) => {
+                        out.insert(key.clone(), Value::Object(m));
+                    }
+                    None => {
+                        out.remove(key);
+                    }
+                }
+            }
+            Value::Array(pl) => {
+                let empty = Vec::new();
+                let tl = match out.get(key) {
+                    Some(Value::Array(l)) => l,
+                    _ => &empty,
+                };
+                let merged = merge_list(tl, pl, &child_path, strategy)?;
+                out.insert(key.clone(), Value::Array(merged));
+            }
+            scalar => {
+                out.insert(key.clone(), scalar.clone());
+            }
+        }
+    }
+    if let Some(retain) = patch.get("$retainKeys") {
+        let Value::Array(keys) = retain else {
+            return Err(PatchError::Unprocessable(format!(
+                "$retainKeys at {} must be a list of strings",
+                display_path(path)
+            )));
+        };
+        let keys: Vec<&str> = keys.iter().filter_map(Value::as_str).collect();
+        out.retain(|k, _| keys.contains(&k.as_str()));
+    }
+    Ok(Some(out))
+}
+
+fn display_path(path: &str) -> &str {
+    if path.is_empty() { "<root>" } else { path }
+}
+
+fn is_replace_directive(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|m| m.len() == 1 && m.get("$patch").and_then(Value::as_str) == Some("replace"))
+}
+
+/// Strips directives (and `null`s) from a new list item by merging it into nothing.
+fn fresh(item: &Value, path: &str, strategy: &MergeStrategy) -> Result<Option<Value>, PatchError> {
+    match item {
+        Value::Object(m) => Ok(merge_map(&Map::new(), m, path, strategy)?.map(Value::Object)),
+        other => Ok(Some(other.clone())),
+    }
+}
+
+fn merge_list(
+    target: &[Value],
+    patch: &[Value],
+    path: &str,
+    strategy: &MergeStrategy,
+) -> Result<Vec<Value>, PatchError> {
+    let list_type = strategy.list_type(path);
+    if patch.iter().any(is_replace_directive) {
+        return replace_list(patch, path, strategy);
+    }
+    match list_type {
+        ListType::Atomic => replace_list(patch, path, strategy),
+        ListType::Set => {
+            let mut out = target.to_vec();
+            for item in patch {
+                if !out.contains(item) {
+                    out.push(item.clone());
+                }
+            }
+            Ok(out)
+        }
+        ListType::Map(keys) => {
+            let mut out = target.to_vec();
+            for item in patch {
+                let Value::Object(pm) = item else {
+                    return Err(PatchError::Unprocessable(format!(
+                        "{}: list items must be objects with merge key {:?}, got {item}",
+                        path, keys[0]
+                    )));
+                };
+                if !pm.contains_key(&keys[0]) {
+                    return Err(PatchError::Unprocessable(format!(
+                        "map: {item} does not contain declared merge key: {} (at {path})",
+                        keys[0]
+                    )));
+                }
+                let same_key = |t: &Value| keys.iter().all(|k| t.get(k) == pm.get(k));
+                if pm.get("$patch").and_then(Value::as_str) == Some("delete") {
+                    out.retain(|t| !same_key(t));
+                    continue;
+                }
+                match out.iter().position(same_key) {
+                    Some(i) => {
+                        let empty = Map::new();
+                        let tm = out[i].as_object().unwrap_or(&empty);
+                        match merge_map(tm, pm, path, strategy)? {
+                            Some(m) => out[i] = Value::Object(m),
+                            None => {
+                                out.remove(i);
+                            }
+                        }
+                    }
+                    None => {
+                        if let Some(v) = fresh(item, path, strategy)? {
+                            out.push(v);
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// The patch list (without `{"$patch": "replace"}` markers) replaces the target list.
+fn replace_list(
+    patch: &[Value],
+    path: &str,
+    strategy: &MergeStrategy,
+) -> Result<Vec<Value>, PatchError> {
+    let mut out = Vec::with_capacity(patch.len());
+    for item in patch.iter().filter(|v| !is_replace_directive(v)) {
+        if let Some(v) = fresh(item, path, strategy)? {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node() -> MergeStrategy {
+        MergeStrategy::builtin("v1", "Node").unwrap()
+    }
+    fn pod() -> MergeStrategy {
+        MergeStrategy::builtin("v1", "Pod").unwrap()
+    }
+
+    #[test]
+    fn maps_merge_and_null_deletes() {
+        let t = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": 1}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"metadata": {"labels": {"a": null, "c": "3"}}, "spec": {"y": 2}}),
+            &node(),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"metadata": {"labels": {"b": "2", "c": "3"}}, "spec": {"x": 1, "y": 2}})
+        );
+    }
+
+    #[test]
+    fn taints_merge_by_key_and_effect() {
+        let t = json!({"spec": {"taints": [
+            {"key": "a", "effect": "NoSchedule", "value": "1"},
+            {"key": "a", "effect": "NoExecute"},
+            {"key": "b", "effect": "NoSchedule"}
+        ]}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"spec": {"taints": [
+                {"key": "a", "effect": "NoSchedule", "value": "2"},
+                {"key": "c", "effect": "NoSchedule"},
+                {"key": "b", "effect": "NoSchedule", "$patch": "delete"}
+            ]}}),
+            &node(),
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["taints"],
+            json!([
+                {"key": "a", "effect": "NoSchedule", "value": "2"},
+                {"key": "a", "effect": "NoExecute"},
+                {"key": "c", "effect": "NoSchedule"}
+            ])
+        );
+    }
+
+    #[test]
+    fn conditions_by_type_and_finalizers_as_set() {
+        let t = json!({"metadata": {"finalizers": ["a", "b"]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "DiskPressure", "status": "False"}]}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"metadata": {"finalizers": ["b", "c"]},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}),
+            &node(),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "b", "c"]));
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True", "reason": "KubeletReady"},
+                {"type": "DiskPressure", "status": "False"}])
+        );
+        let out = strategic_merge_patch(
+            &out,
+            &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a", "c"]}}),
+            &node(),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
+    }
+
+    #[test]
+    fn owner_references_by_uid() {
+        let t = json!({"metadata": {"ownerReferences": [{"uid": "1", "name": "a"}]}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "b"}, {"uid": "1", "controller": true}]}}),
+            &MergeStrategy::builtin("v1", "ConfigMap").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            out["metadata"]["ownerReferences"],
+            json!([{"uid": "1", "name": "a", "controller": true}, {"uid": "2", "name": "b"}])
+        );
+    }
+
+    #[test]
+    fn containers_env_ports_and_atomic_tolerations() {
+        let t = json!({"spec": {
+            "containers": [{"name": "app", "image": "v1", "env": [{"name": "A", "value": "1"}],
+                "ports": [{"containerPort": 80}], "args": ["x", "y"]},
+                {"name": "side", "image": "s1"}],
+            "tolerations": [{"key": "a", "operator": "Exists"}],
+            "volumes": [{"name": "v1", "emptyDir": {}}]
+        }});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"spec": {
+                "containers": [{"name": "app", "image": "v2", "env": [{"name": "B", "value": "2"}],
+                    "ports": [{"containerPort": 80, "name": "http"}], "args": ["z"]}],
+                "tolerations": [{"key": "b", "operator": "Exists"}],
+                "volumes": [{"name": "v2", "configMap": {"name": "c"}}]
+            }}),
+            &pod(),
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "app", "image": "v2",
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                "ports": [{"containerPort": 80, "name": "http"}], "args": ["z"]},
+                {"name": "side", "image": "s1"}])
+        );
+        assert_eq!(
+            out["spec"]["tolerations"],
+            json!([{"key": "b", "operator": "Exists"}])
+        );
+        assert_eq!(
+            out["spec"]["volumes"],
+            json!([{"name": "v1", "emptyDir": {}}, {"name": "v2", "configMap": {"name": "c"}}])
+        );
+    }
+
+    #[test]
+    fn replace_and_delete_directives() {
+        let t = json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}], "podCIDRs": ["10.0.0.0/24"]},
+            "metadata": {"labels": {"a": "1", "b": "2"}, "annotations": {"x": "y"}}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({
+                "spec": {"taints": [{"$patch": "replace"}, {"key": "z", "effect": "NoExecute"}],
+                    "podCIDRs": [{"$patch": "replace"}]},
+                "metadata": {"labels": {"$patch": "replace", "c": "3"}, "annotations": {"$patch": "delete"}}
+            }),
+            &node(),
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["taints"],
+            json!([{"key": "z", "effect": "NoExecute"}])
+        );
+        assert_eq!(out["spec"]["podCIDRs"], json!([]));
+        assert_eq!(out["metadata"], json!({"labels": {"c": "3"}}));
+    }
+
+    #[test]
+    fn retain_keys_and_set_element_order() {
+        let t = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"},
+                "$setElementOrder/containers": [{"name": "a"}]}}),
+            &MergeStrategy::builtin("apps/v1", "Deployment").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(out, json!({"spec": {"strategy": {"type": "Recreate"}}}));
+    }
+
+    #[test]
+    fn errors() {
+        let t = json!({"spec": {"taints": []}});
+        let err = strategic_merge_patch(
+            &t,
+            &json!({"spec": {"taints": [{"effect": "NoSchedule"}]}}),
+            &node(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("does not contain declared merge key: key"),
+            "{err}"
+        );
+        assert_eq!(err.status_code(), 422);
+        let err = strategic_merge_patch(&t, &json!({"spec": {"$patch": "explode"}}), &node())
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown patch type"), "{err}");
+        let err = strategic_merge_patch(&t, &json!([1]), &node()).unwrap_err();
+        assert_eq!(err.status_code(), 400);
+        let err = strategic_merge_patch(&t, &json!({"$patch": "delete"}), &node()).unwrap_err();
+        assert_eq!(err.status_code(), 422);
+        let err = strategic_merge_patch(&t, &json!({"spec": {"$bogus": 1}}), &node()).unwrap_err();
+        assert!(err.to_string().contains("$bogus"), "{err}");
+    }
+
+    #[test]
+    fn new_items_are_stripped_of_directives() {
+        let t = json!({"spec": {}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"spec": {"containers": [{"name": "a", "env": [{"name": "X", "value": null}],
+                "resources": {"$patch": "replace", "limits": {"cpu": "1"}}}]}}),
+            &pod(),
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "a", "env": [{"name": "X"}], "resources": {"limits": {"cpu": "1"}}}])
+        );
+    }
+}
