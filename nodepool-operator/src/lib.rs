@@ -10,6 +10,8 @@
 //! - [`nodes`]: what a pool changes on its nodes (labels, taints, the applied record) and the
 //!   JSON patch that does it.
 //! - [`quantity`]: exact resource-quantity arithmetic for the allocatable sums.
+//! - [`runtimeclass`]: the pool's RuntimeClass, desired state and drift.
+//! - [`status`]: the pool's status, and whether it needs writing.
 //!
 //! ```
 //! use kube::CustomResourceExt;
@@ -24,3 +26,5 @@
 pub mod crd;
 pub mod nodes;
 pub mod quantity;
+pub mod runtimeclass;
+pub mod status;
