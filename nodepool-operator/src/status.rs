@@ -219,7 +219,8 @@ mod tests {
 
     #[test]
     fn allocatable_sum_table() {
-        let cases: Vec<(Vec<Node>, Vec<(&str, &str)>)> = vec![
+        type Case = (Vec<Node>, Vec<(&'static str, &'static str)>);
+        let cases: Vec<Case> = vec![
             (vec![], vec![]),
             (
                 vec![
