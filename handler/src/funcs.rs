@@ -1,0 +1,114 @@
+//! [`Funcs`]: one closure per event kind.
+
+use std::sync::Arc;
+
+use kcr_queue::WorkQueue;
+use kcr_source::Event;
+
+use crate::{EventHandler, Request};
+
+type ObjectFlagFn<K> = Box<dyn Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync>;
+type OldNewFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>, &WorkQueue<Request>) + Send + Sync>;
+type ObjectFn<K> = Box<dyn Fn(&Arc<K>, &WorkQueue<Request>) + Send + Sync>;
+
+/// A handler made of one closure per event kind; kinds without a closure enqueue nothing.
+///
+/// The closures get the queue and choose priorities themselves (see
+/// [`priority_of`](crate::priority_of)).
+pub struct Funcs<K> {
+    create: Option<ObjectFlagFn<K>>,
+    update: Option<OldNewFn<K>>,
+    delete: Option<ObjectFlagFn<K>>,
+    generic: Option<ObjectFn<K>>,
+}
+
+impl<K> Default for Funcs<K> {
+    fn default() -> Self {
+        Self {
+            create: None,
+            update: None,
+            delete: None,
+            generic: None,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Funcs<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Funcs")
+            .field("create", &self.create.is_some())
+            .field("update", &self.update.is_some())
+            .field("delete", &self.delete.is_some())
+            .field("generic", &self.generic.is_some())
+            .finish()
+    }
+}
+
+impl<K> Funcs<K> {
+    /// A handler that does nothing until closures are set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Closure for creates: `(object, initial, queue)`.
+    pub fn create(
+        mut self,
+        f: impl Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync + 'static,
+    ) -> Self {
+        self.create = Some(Box::new(f));
+        self
+    }
+    /// Closure for updates: `(old, new, queue)`.
+    pub fn update(
+        mut self,
+        f: impl Fn(&Arc<K>, &Arc<K>, &WorkQueue<Request>) + Send + Sync + 'static,
+    ) -> Self {
+        self.update = Some(Box::new(f));
+        self
+    }
+    /// Closure for deletes: `(object, state_unknown, queue)`.
+    pub fn delete(
+        mut self,
+        f: impl Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync + 'static,
+    ) -> Self {
+        self.delete = Some(Box::new(f));
+        self
+    }
+    /// Closure for generic events: `(object, queue)`.
+    pub fn generic(
+        mut self,
+        f: impl Fn(&Arc<K>, &WorkQueue<Request>) + Send + Sync + 'static,
+    ) -> Self {
+        self.generic = Some(Box::new(f));
+        self
+    }
+}
+
+impl<K: 'static> EventHandler<K> for Funcs<K> {
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
+        match event {
+            Event::Create { object, initial } => {
+                if let Some(f) = &self.create {
+                    f(object, *initial, queue)
+                }
+            }
+            Event::Update { old, new } => {
+                if let Some(f) = &self.update {
+                    f(old, new, queue)
+                }
+            }
+            Event::Delete {
+                object,
+                state_unknown,
+            } => {
+                if let Some(f) = &self.delete {
+                    f(object, *state_unknown, queue)
+                }
+            }
+            Event::Generic { object } => {
+                if let Some(f) = &self.generic {
+                    f(object, queue)
+                }
+            }
+        }
+    }
+}

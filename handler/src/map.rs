@@ -1,0 +1,53 @@
+//! [`EnqueueRequestsFromMapFunc`]: requests computed by a function of the object.
+
+use kcr_queue::WorkQueue;
+use kcr_source::Event;
+
+use crate::{EventHandler, Request, enqueue_all};
+
+/// Enqueues whatever a function returns for the event's object (used for `Watches` of related
+/// types: "a Secret changed, reconcile every Deployment that mounts it").
+///
+/// For an update the function runs on the old and the new object and the union is enqueued, each
+/// request once.
+pub struct EnqueueRequestsFromMapFunc<F> {
+    map: F,
+}
+
+impl<F> std::fmt::Debug for EnqueueRequestsFromMapFunc<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnqueueRequestsFromMapFunc")
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> EnqueueRequestsFromMapFunc<F> {
+    /// Wraps `map`, a function from an object to the requests it concerns.
+    pub fn new<K, I>(map: F) -> Self
+    where
+        F: Fn(&K) -> I,
+        I: IntoIterator<Item = Request>,
+    {
+        Self { map }
+    }
+}
+
+impl<K, F, I> EventHandler<K> for EnqueueRequestsFromMapFunc<F>
+where
+    K: Send + Sync + 'static,
+    F: Fn(&K) -> I + Send + Sync + 'static,
+    I: IntoIterator<Item = Request>,
+{
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
+        match event {
+            Event::Update { old, new } => enqueue_all(
+                event,
+                queue,
+                (self.map)(old.as_ref())
+                    .into_iter()
+                    .chain((self.map)(new.as_ref())),
+            ),
+            _ => enqueue_all(event, queue, (self.map)(event.object().as_ref())),
+        }
+    }
+}
