@@ -1,0 +1,431 @@
+//! The [`Controller`]: N workers taking requests from a [`WorkQueue`], calling the
+//! [`Reconciler`] and mapping each outcome back onto the queue (see the table in
+//! [`reconciler`](crate::reconciler)).
+//!
+//! Guarantees:
+//! - at most `max_concurrent_reconciles` reconciles run at once, and never two for one request
+//!   (the queue hands a key to one worker at a time);
+//! - a panic inside a reconcile is caught (unless [`ControllerOptions::recover_panic`] is off):
+//!   the worker survives, the panic is logged with the request, counted in
+//!   `controller_runtime_reconcile_panics_total`, and the request is retried with backoff;
+//! - an optional per-reconcile timeout turns a reconcile that runs too long into an error;
+//! - on shutdown the queue stops handing out work, in-flight reconciles finish (bounded by
+//!   [`ControllerOptions::graceful_shutdown_timeout`]), and no new reconcile starts.
+
+use std::any::Any;
+use std::fmt;
+use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use kcr_queue::{WorkItem, WorkQueue};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::error::ControllerError;
+use crate::metrics::ControllerMetrics;
+use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
+use crate::watch::Watch;
+
+/// The bounds a queue key (a request) must satisfy to be reconciled by a [`Controller`].
+pub trait Key: Hash + Eq + Clone + Send + Sync + fmt::Debug + fmt::Display + 'static {}
+impl<T: Hash + Eq + Clone + Send + Sync + fmt::Debug + fmt::Display + 'static> Key for T {}
+
+/// Default for [`ControllerOptions::cache_sync_timeout`] (as in controller-runtime).
+pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default for [`ControllerOptions::graceful_shutdown_timeout`].
+pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Tunables of a [`Controller`].
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// Number of workers, i.e. reconciles that may run at once (for different requests).
+    /// Default 1; 0 is treated as 1.
+    pub max_concurrent_reconciles: usize,
+    /// If set, a reconcile running longer than this is cancelled and reported as an error.
+    pub reconcile_timeout: Option<Duration>,
+    /// Catch panics in reconciles (default `true`). When `false`, a panic tears down the
+    /// controller: [`Controller::run`] re-raises it.
+    pub recover_panic: bool,
+    /// How long start-up waits for every source to sync before failing.
+    pub cache_sync_timeout: Duration,
+    /// How long a shutdown waits for in-flight reconciles before abandoning them.
+    pub graceful_shutdown_timeout: Duration,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            max_concurrent_reconciles: 1,
+            reconcile_timeout: None,
+            recover_panic: true,
+            cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+            graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
+        }
+    }
+}
+
+/// A controller: watches (sources → predicates → handler → queue) plus workers that reconcile
+/// what the queue hands out. Usually made with [`Builder`](crate::Builder); this type is also
+/// usable on its own with a queue fed directly.
+pub struct Controller<K: Key, R: Reconciler<K>> {
+    name: Arc<str>,
+    queue: WorkQueue<K>,
+    reconciler: Arc<R>,
+    options: ControllerOptions,
+    watches: Vec<Box<dyn Watch<K>>>,
+}
+
+impl<K: Key, R: Reconciler<K>> fmt::Debug for Controller<K, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controller")
+            .field("name", &self.name)
+            .field("options", &self.options)
+            .field("watches", &self.watches.len())
+            .finish()
+    }
+}
+
+impl<K: Key, R: Reconciler<K>> Controller<K, R> {
+    /// A controller named `name` with a queue of the same name (default rate limiter).
+    pub fn new(name: impl Into<String>, reconciler: R, options: ControllerOptions) -> Self {
+        let name = name.into();
+        let queue = WorkQueue::new(name.clone());
+        Self::with_queue(name, queue, reconciler, options)
+    }
+
+    /// A controller using the given queue (name it after the controller so that the `workqueue_*`
+    /// metrics carry the controller's name).
+    pub fn with_queue(
+        name: impl Into<String>,
+        queue: WorkQueue<K>,
+        reconciler: R,
+        options: ControllerOptions,
+    ) -> Self {
+        Controller {
+            name: Arc::from(name.into()),
+            queue,
+            reconciler: Arc::new(reconciler),
+            options,
+            watches: Vec::new(),
+        }
+    }
+
+    /// Adds a watch (usually done by the [`Builder`](crate::Builder)).
+    pub fn add_watch(&mut self, watch: Box<dyn Watch<K>>) {
+        self.watches.push(watch);
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The controller's queue (clone it to enqueue requests from elsewhere).
+    pub fn queue(&self) -> &WorkQueue<K> {
+        &self.queue
+    }
+
+    /// The controller's options.
+    pub fn options(&self) -> &ControllerOptions {
+        &self.options
+    }
+
+    /// Runs the controller until `shutdown` is cancelled (or the queue is shut down elsewhere):
+    /// starts every watch, waits for them to sync within `cache_sync_timeout`, then runs
+    /// `max_concurrent_reconciles` workers. On shutdown, stops taking work and waits for in-flight
+    /// reconciles up to `graceful_shutdown_timeout`.
+    ///
+    /// Errors: a watch that failed to start or sync ([`ControllerError::CacheSyncTimeout`],
+    /// [`ControllerError::WatchStart`]), or in-flight reconciles that outlived the shutdown timeout
+    /// ([`ControllerError::ShutdownTimeout`]).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
+        self.run_with_ready(shutdown, None).await
+    }
+
+    /// Like [`run`](Self::run), and calls `on_synced` once every watch has synced (the manager
+    /// uses it for `/readyz`).
+    pub(crate) async fn run_with_ready(
+        self,
+        shutdown: CancellationToken,
+        on_synced: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<(), ControllerError> {
+        let Controller {
+            name,
+            queue,
+            reconciler,
+            options,
+            watches,
+        } = self;
+        let workers = options.max_concurrent_reconciles.max(1);
+        let metrics = ControllerMetrics::new(&name);
+        metrics.max_concurrent.set(workers as f64);
+
+        // Stop the watch pumps when we return, whatever the reason.
+        let watch_stop = shutdown.child_token();
+        let _stop_watches = watch_stop.clone().drop_guard();
+
+        // Start every watch, then wait for all of them to sync.
+        let mut pumps = JoinSet::new();
+        let mut pending_sync = Vec::with_capacity(watches.len());
+        for watch in watches {
+            let description = watch.describe();
+            let started = watch
+                .start(queue.clone(), watch_stop.clone())
+                .await
+                .map_err(|source| ControllerError::WatchStart {
+                    controller: name.to_string(),
+                    watch: description.clone(),
+                    source,
+                })?;
+            pending_sync.push((description, started.synced, started.last_error));
+            pumps.spawn(started.pump);
+        }
+        if !pending_sync.is_empty() {
+            tracing::info!(controller = %name, watches = pending_sync.len(), "waiting for caches to sync");
+            let deadline = tokio::time::Instant::now() + options.cache_sync_timeout;
+            for (description, synced, last_error) in pending_sync {
+                tokio::select! {
+                    _ = shutdown.cancelled() => {
+                        queue.shutdown();
+                        return Ok(());
+                    }
+                    res = tokio::time::timeout_at(deadline, synced) => match res {
+                        Ok(Ok(())) => {}
+                        Ok(Err(reason)) => {
+                            return Err(ControllerError::WatchStart {
+                                controller: name.to_string(),
+                                watch: description,
+                                source: reason,
+                            });
+                        }
+                        Err(_) => {
+                            return Err(ControllerError::CacheSyncTimeout {
+                                controller: name.to_string(),
+                                watch: description,
+                                timeout: options.cache_sync_timeout,
+                                last_error: last_error(),
+                            });
+                        }
+                    },
+                }
+            }
+        }
+        if let Some(on_synced) = on_synced {
+            on_synced();
+        }
+        tracing::info!(controller = %name, workers, "starting workers");
+
+        let ctx_shutdown = shutdown.child_token();
+        let worker = Arc::new(Worker {
+            name: name.clone(),
+            queue: queue.clone(),
+            reconciler,
+            metrics,
+            reconcile_timeout: options.reconcile_timeout,
+            recover_panic: options.recover_panic,
+            shutdown: ctx_shutdown.clone(),
+        });
+        let mut set = JoinSet::new();
+        for _ in 0..workers {
+            let w = worker.clone();
+            set.spawn(async move { w.run().await });
+        }
+
+        // Run until shutdown is requested, or every worker stopped on its own (the queue was shut
+        // down elsewhere), or a worker panicked with panic recovery off.
+        let mut panicked = None;
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            res = set.join_next() => {
+                if let Some(Err(e)) = res
+                    && e.is_panic()
+                {
+                    panicked = Some(e.into_panic());
+                }
+            }
+        }
+
+        tracing::info!(controller = %name, "shutting down: no new work, waiting for in-flight reconciles");
+        ctx_shutdown.cancel();
+        queue.shutdown();
+        pumps.abort_all();
+        let drained = tokio::time::timeout(options.graceful_shutdown_timeout, async {
+            while let Some(res) = set.join_next().await {
+                if let Err(e) = res
+                    && e.is_panic()
+                    && panicked.is_none()
+                {
+                    panicked = Some(e.into_panic());
+                }
+            }
+        })
+        .await;
+        if let Some(payload) = panicked {
+            std::panic::resume_unwind(payload);
+        }
+        match drained {
+            Ok(()) => {
+                tracing::info!(controller = %name, "all workers finished");
+                Ok(())
+            }
+            Err(_) => {
+                let in_flight = set.len();
+                set.abort_all();
+                Err(ControllerError::ShutdownTimeout {
+                    controller: name.to_string(),
+                    timeout: options.graceful_shutdown_timeout,
+                    in_flight,
+                })
+            }
+        }
+    }
+}
+
+/// State shared by the workers of one controller.
+struct Worker<K: Key, R> {
+    name: Arc<str>,
+    queue: WorkQueue<K>,
+    reconciler: Arc<R>,
+    metrics: ControllerMetrics,
+    reconcile_timeout: Option<Duration>,
+    recover_panic: bool,
+    shutdown: CancellationToken,
+}
+
+/// How one reconcile ended.
+enum Outcome<E> {
+    Ok(Action),
+    Err(E),
+    Panic(Box<dyn Any + Send>),
+    Timeout(Duration),
+}
+
+impl<K: Key, R: Reconciler<K>> Worker<K, R> {
+    async fn run(&self) {
+        while let Some(item) = self.queue.get().await {
+            self.process(item).await;
+        }
+    }
+
+    async fn process(&self, item: WorkItem<K>) {
+        let request: &K = &item;
+        let reconcile_id = new_reconcile_id();
+        let span = tracing::info_span!(
+            "reconcile",
+            controller = %self.name,
+            object = %request,
+            reconcile_id = %reconcile_id,
+        );
+        let ctx = Context {
+            controller: self.name.clone(),
+            reconcile_id,
+            retries: self.queue.num_requeues(request),
+            shutdown: self.shutdown.clone(),
+        };
+        self.metrics.active_workers.increment(1.0);
+        let started = tokio::time::Instant::now();
+        let outcome = self.reconcile(request, &ctx).instrument(span.clone()).await;
+        self.metrics
+            .reconcile_time
+            .record(started.elapsed().as_secs_f64());
+        self.metrics.active_workers.decrement(1.0);
+        self.apply(request, outcome, &span);
+        item.done();
+    }
+
+    /// Runs the reconciler, catching panics and enforcing the timeout as configured.
+    async fn reconcile(&self, request: &K, ctx: &Context) -> Outcome<R::Error> {
+        let fut = self.reconciler.reconcile(request, ctx);
+        let fut = async move {
+            if self.recover_panic {
+                match AssertUnwindSafe(fut).catch_unwind().await {
+                    Ok(Ok(action)) => Outcome::Ok(action),
+                    Ok(Err(e)) => Outcome::Err(e),
+                    Err(payload) => Outcome::Panic(payload),
+                }
+            } else {
+                match fut.await {
+                    Ok(action) => Outcome::Ok(action),
+                    Err(e) => Outcome::Err(e),
+                }
+            }
+        };
+        match self.reconcile_timeout {
+            None => fut.await,
+            Some(t) => tokio::time::timeout(t, fut)
+                .await
+                .unwrap_or(Outcome::Timeout(t)),
+        }
+    }
+
+    /// Maps a reconcile's outcome onto the queue and the metrics.
+    fn apply(&self, request: &K, outcome: Outcome<R::Error>, span: &tracing::Span) {
+        let m = &self.metrics;
+        match outcome {
+            Outcome::Ok(action) => match action.requeue_delay() {
+                None => {
+                    self.queue.forget(request);
+                    m.success.increment(1);
+                }
+                Some(delay) => {
+                    self.queue.forget(request);
+                    self.queue.add_after(request.clone(), delay);
+                    m.requeue_after.increment(1);
+                }
+            },
+            Outcome::Err(e) => {
+                m.errors.increment(1);
+                m.error.increment(1);
+                if e.is_terminal() {
+                    m.terminal_errors.increment(1);
+                    self.queue.forget(request);
+                    tracing::error!(parent: span, error = %e, "terminal reconciler error; not retrying");
+                } else {
+                    self.queue.add_rate_limited(request.clone());
+                    tracing::error!(parent: span, error = %e, "reconciler error; retrying with backoff");
+                }
+            }
+            Outcome::Panic(payload) => {
+                m.panics.increment(1);
+                m.errors.increment(1);
+                m.error.increment(1);
+                self.queue.add_rate_limited(request.clone());
+                tracing::error!(
+                    parent: span,
+                    request = %request,
+                    panic = %panic_message(&*payload),
+                    "observed a panic in reconciler; retrying with backoff"
+                );
+            }
+            Outcome::Timeout(t) => {
+                m.timeouts.increment(1);
+                m.errors.increment(1);
+                m.error.increment(1);
+                self.queue.add_rate_limited(request.clone());
+                tracing::error!(parent: span, timeout = ?t, "reconcile timed out; retrying with backoff");
+            }
+        }
+    }
+}
+
+/// A random (version 4) UUID from the thread-local generator: cheaper than the OS source that
+/// `Uuid::new_v4` uses, which matters at hundreds of thousands of reconciles per second.
+fn new_reconcile_id() -> Uuid {
+    uuid::Builder::from_random_bytes(rand::random::<[u8; 16]>()).into_uuid()
+}
+
+/// The message of a panic payload (`&str` or `String`), or a placeholder for other payloads.
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "<non-string panic payload>"
+    }
+}

@@ -1,0 +1,126 @@
+//! Errors of controllers, builders and the manager.
+
+use std::time::Duration;
+
+use crate::watch::BoxError;
+
+/// The likely causes of a watch that never syncs, spelled out in [`ControllerError::CacheSyncTimeout`].
+pub const CACHE_SYNC_HINT: &str = "likely causes: the resource's CustomResourceDefinition is not \
+installed, or RBAC forbids list/watch on it (check the service account's Role/ClusterRole)";
+
+/// An error that stops a controller.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A watch did not sync within `cache_sync_timeout`.
+    #[error(
+        "controller {controller}: timed out after {timeout:?} waiting for {watch} to sync; \
+         last error from the source: {last_error}; {hint}",
+        hint = CACHE_SYNC_HINT,
+        last_error = last_error.as_deref().unwrap_or("none")
+    )]
+    CacheSyncTimeout {
+        /// The controller's name.
+        controller: String,
+        /// The watch (names the resource).
+        watch: String,
+        /// The timeout that expired.
+        timeout: Duration,
+        /// The last error the source reported, if any.
+        last_error: Option<String>,
+    },
+    /// A watch failed to start or reported that it cannot sync.
+    #[error("controller {controller}: {watch} failed: {source}")]
+    WatchStart {
+        /// The controller's name.
+        controller: String,
+        /// The watch (names the resource).
+        watch: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// In-flight reconciles did not finish within the graceful shutdown timeout; they were
+    /// abandoned.
+    #[error(
+        "controller {controller}: {in_flight} reconcile(s) still running after the graceful \
+         shutdown timeout of {timeout:?}; abandoned them"
+    )]
+    ShutdownTimeout {
+        /// The controller's name.
+        controller: String,
+        /// The timeout that expired.
+        timeout: Duration,
+        /// How many workers were still busy.
+        in_flight: usize,
+    },
+}
+
+/// An error of the [`Manager`](crate::Manager) or of building a controller.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// Two controllers with one name in one manager (names label metrics and queues).
+    #[error(
+        "a controller named {name:?} is already registered with this manager; controller names must be unique"
+    )]
+    DuplicateController {
+        /// The duplicated name.
+        name: String,
+    },
+    /// A controller was built without a name and without a `for` kind to derive it from.
+    #[error("controller has no name: call .named(..) or .for_kind::<K>() on the builder")]
+    MissingName,
+    /// A bind address could not be parsed.
+    #[error("invalid bind address {address:?}: {reason}")]
+    InvalidBindAddress {
+        /// The address given.
+        address: String,
+        /// The parse error.
+        reason: String,
+    },
+    /// Binding a listener failed.
+    #[error("cannot bind the {what} server to {address}: {source}")]
+    Bind {
+        /// Which server.
+        what: &'static str,
+        /// The address.
+        address: std::net::SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A health or readiness check name is empty or contains `/`.
+    #[error("invalid check name {name:?}")]
+    InvalidCheckName {
+        /// The name.
+        name: String,
+    },
+    /// Two checks with one name.
+    #[error("a check named {name:?} already exists")]
+    DuplicateCheck {
+        /// The name.
+        name: String,
+    },
+    /// Leader election failed or leadership was lost.
+    #[error(transparent)]
+    LeaderElection(#[from] crate::leader::LeaderElectionError),
+    /// A runnable (controller or other) failed.
+    #[error("runnable {name} failed: {source}")]
+    Runnable {
+        /// The runnable's name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// Runnables did not stop within the graceful shutdown timeout.
+    #[error("graceful shutdown timed out after {timeout:?}; still running: {pending:?}")]
+    ShutdownTimeout {
+        /// The timeout.
+        timeout: Duration,
+        /// Runnables still running.
+        pending: Vec<String>,
+    },
+    /// `run` was called twice.
+    #[error("the manager was already started")]
+    AlreadyStarted,
+}

@@ -1,0 +1,600 @@
+//! Leader election on a `coordination.k8s.io/v1` `Lease`, with client-go's semantics.
+//!
+//! - A candidate tries to take the lease every `retry_period` (jittered by up to 1.2×, as
+//!   client-go does). It may take it when the lease has no holder, or when the holder's record
+//!   has not changed for `lease_duration` **as observed on this candidate's own monotonic clock**
+//!   (never by comparing the API server's timestamps with the local wall clock, so clock skew
+//!   between nodes does not matter).
+//! - The leader renews every `retry_period`. If it cannot renew within `renew_deadline` of its last
+//!   successful renewal (or finds another holder), it has lost leadership. Since
+//!   `renew_deadline < lease_duration`, a leader always stops before anyone else may take over.
+//! - Updates use the lease's `resourceVersion` (optimistic concurrency): of two candidates racing
+//!   for an expired lease exactly one wins, the other gets `409 Conflict`.
+//! - [`LeaderElector::release`] clears the holder so that a successor takes over at once
+//!   (used on graceful shutdown when [`LeaderElectionConfig::release_on_cancel`] is set).
+//!
+//! ## Why not kube-lease-manager
+//!
+//! kube-lease-manager 0.13 (which tracks kube 5) was evaluated and not used:
+//! - it has no renew deadline or retry period: only a lease duration and a "grace" in **whole
+//!   seconds**, so controller-runtime's 15 s / 10 s / 2 s (jittered) cannot be expressed, and tests
+//!   cannot use sub-second leases;
+//! - it decides expiry by comparing the lease's `renewTime` with the local `SystemTime`, so clock
+//!   skew between nodes shifts hand-over, and it cannot run on tokio's paused clock;
+//! - it reports a lost lock only when its next renewal attempt fails, with no bound tied to the
+//!   lease duration, whereas a controller must stop reconciling before a successor can start;
+//! - it brings a second `rand` major version into the build.
+//!
+//! This module is small (one `get` and one `create`/`replace` per attempt) and follows client-go's
+//! `leaderelection` package, which operators' users already know.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use rand::Rng;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Default lease duration (controller-runtime's `LeaseDuration`).
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// Default renew deadline (controller-runtime's `RenewDeadline`).
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// Default retry period (controller-runtime's `RetryPeriod`).
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+/// client-go's jitter factor for the acquire loop: waits are `retry * (1 + rand[0, 1.2))`.
+pub const JITTER_FACTOR: f64 = 1.2;
+
+/// Configuration of leader election.
+#[derive(Debug, Clone)]
+pub struct LeaderElectionConfig {
+    /// Name of the Lease object.
+    pub lease_name: String,
+    /// Namespace of the Lease; `None` uses the client's default namespace.
+    pub namespace: Option<String>,
+    /// This candidate's identity (unique among candidates). Default: the host name plus a random
+    /// suffix.
+    pub identity: String,
+    /// How long a lease is valid after its holder's last renewal, as observed by the others.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leadership.
+    pub renew_deadline: Duration,
+    /// How often candidates try to acquire and the leader renews.
+    pub retry_period: Duration,
+    /// Release the lease when shutting down gracefully, so that a successor takes over at once.
+    pub release_on_cancel: bool,
+}
+
+impl LeaderElectionConfig {
+    /// A configuration with controller-runtime's defaults (15 s / 10 s / 2 s) for the Lease named
+    /// `lease_name`.
+    pub fn new(lease_name: impl Into<String>) -> Self {
+        LeaderElectionConfig {
+            lease_name: lease_name.into(),
+            namespace: None,
+            identity: default_identity(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
+            release_on_cancel: false,
+        }
+    }
+
+    /// Sets the Lease's namespace.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Sets this candidate's identity.
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    /// Sets lease duration, renew deadline and retry period.
+    pub fn timings(mut self, lease: Duration, renew_deadline: Duration, retry: Duration) -> Self {
+        self.lease_duration = lease;
+        self.renew_deadline = renew_deadline;
+        self.retry_period = retry;
+        self
+    }
+
+    /// Whether to release the lease on graceful shutdown.
+    pub fn release_on_cancel(mut self, release: bool) -> Self {
+        self.release_on_cancel = release;
+        self
+    }
+
+    /// Checks the timing invariants client-go enforces.
+    pub fn validate(&self) -> Result<(), LeaderElectionError> {
+        let bad = |reason: &str| {
+            Err(LeaderElectionError::InvalidConfig {
+                reason: reason.to_string(),
+            })
+        };
+        if self.lease_name.is_empty() {
+            return bad("lease name is empty");
+        }
+        if self.identity.is_empty() {
+            return bad("identity is empty");
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return bad("lease_duration must be greater than renew_deadline");
+        }
+        if self.renew_deadline.as_secs_f64() <= JITTER_FACTOR * self.retry_period.as_secs_f64() {
+            return bad("renew_deadline must be greater than retry_period * 1.2");
+        }
+        if self.retry_period.is_zero() {
+            return bad("retry_period must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// Host name (from `$HOSTNAME` or `/etc/hostname`) plus `_` and a random suffix.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kcr".to_string());
+    format!("{host}_{}", uuid::Uuid::new_v4())
+}
+
+/// Leader election errors.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderElectionError {
+    /// The configuration breaks a timing invariant.
+    #[error("invalid leader election configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// Leadership was lost: the lease could not be renewed in time or another candidate holds it.
+    #[error(
+        "leader election lost: lease {namespace}/{lease} ({identity}): {reason}; stopping all \
+         controllers"
+    )]
+    Lost {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// This candidate's identity.
+        identity: String,
+        /// Why.
+        reason: String,
+    },
+    /// An API error while releasing the lease.
+    #[error("releasing lease {namespace}/{lease}: {source}")]
+    Release {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The parts of a lease record whose change proves the holder is alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    holder: Option<String>,
+    renew_time: Option<Timestamp>,
+    acquire_time: Option<Timestamp>,
+    lease_duration_seconds: Option<i32>,
+    transitions: Option<i32>,
+}
+
+impl Record {
+    fn of(spec: Option<&LeaseSpec>) -> Record {
+        let spec = spec.cloned().unwrap_or_default();
+        Record {
+            holder: spec.holder_identity.filter(|h| !h.is_empty()),
+            renew_time: spec.renew_time.map(|t| t.0),
+            acquire_time: spec.acquire_time.map(|t| t.0),
+            lease_duration_seconds: spec.lease_duration_seconds,
+            transitions: spec.lease_transitions,
+        }
+    }
+}
+
+/// What to do with a lease given what this candidate has observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// We hold it: renew.
+    Renew,
+    /// Free or expired: take it.
+    Take,
+    /// Held by someone else whose lease is still valid.
+    HeldBy(String),
+}
+
+/// Decides, client-go style, from the record, when this candidate first observed that exact
+/// record, and the local time.
+pub(crate) fn decide(
+    holder: Option<&str>,
+    record_lease_seconds: Option<i32>,
+    observed_at: Instant,
+    now: Instant,
+    me: &str,
+    default_lease: Duration,
+) -> Decision {
+    match holder {
+        None | Some("") => Decision::Take,
+        Some(h) if h == me => Decision::Renew,
+        Some(h) => {
+            let lease = record_lease_seconds
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s as u64))
+                .unwrap_or(default_lease);
+            if now < observed_at + lease {
+                Decision::HeldBy(h.to_string())
+            } else {
+                Decision::Take
+            }
+        }
+    }
+}
+
+/// The outcome of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// We hold the lease (acquired or renewed).
+    Held,
+    /// Another candidate holds a valid lease.
+    HeldBy(String),
+    /// Lost a race (409 Conflict) or the API failed; try again later.
+    Failed(String),
+}
+
+/// Runs leader election for one candidate on one Lease.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    namespace: String,
+    config: LeaderElectionConfig,
+    observed: Mutex<Option<(Record, Instant)>>,
+}
+
+impl std::fmt::Debug for LeaderElector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElector")
+            .field("namespace", &self.namespace)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl LeaderElector {
+    /// An elector using `client`.
+    pub fn new(client: kube::Client, config: LeaderElectionConfig) -> Self {
+        let namespace = config
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        LeaderElector {
+            api: Api::namespaced(client, &namespace),
+            namespace,
+            config,
+            observed: Mutex::new(None),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaderElectionConfig {
+        &self.config
+    }
+
+    /// The Lease's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// One acquire-or-renew attempt.
+    pub async fn try_acquire_or_renew(&self) -> Attempt {
+        let me = &self.config.identity;
+        let now_wall = MicroTime(Timestamp::now());
+        let lease_seconds = self.config.lease_duration.as_secs().max(1) as i32;
+        let current = match self.api.get_opt(&self.config.lease_name).await {
+            Ok(c) => c,
+            Err(e) => return Attempt::Failed(format!("get lease: {e}")),
+        };
+        let Some(mut lease) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.config.lease_name.clone()),
+                    namespace: Some(self.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(me.clone()),
+                    lease_duration_seconds: Some(lease_seconds),
+                    acquire_time: Some(now_wall.clone()),
+                    renew_time: Some(now_wall),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.observe(Record::of(created.spec.as_ref()));
+                    Attempt::Held
+                }
+                Err(e) => Attempt::Failed(format!("create lease: {e}")),
+            };
+        };
+
+        let record = Record::of(lease.spec.as_ref());
+        let observed_at = self.observe(record.clone());
+        let decision = decide(
+            record.holder.as_deref(),
+            record.lease_duration_seconds,
+            observed_at,
+            Instant::now(),
+            me,
+            self.config.lease_duration,
+        );
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        match decision {
+            Decision::HeldBy(holder) => return Attempt::HeldBy(holder),
+            Decision::Renew => {
+                spec.renew_time = Some(now_wall);
+                spec.lease_duration_seconds = Some(lease_seconds);
+            }
+            Decision::Take => {
+                spec.holder_identity = Some(me.clone());
+                spec.acquire_time = Some(now_wall.clone());
+                spec.renew_time = Some(now_wall);
+                spec.lease_duration_seconds = Some(lease_seconds);
+                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            }
+        }
+        // `lease` still carries the resourceVersion we read: a concurrent writer makes this 409.
+        match self
+            .api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(updated) => {
+                self.observe(Record::of(updated.spec.as_ref()));
+                Attempt::Held
+            }
+            Err(e) => Attempt::Failed(format!("update lease: {e}")),
+        }
+    }
+
+    /// Records `record` as observed; returns when this exact record was first observed.
+    fn observe(&self, record: Record) -> Instant {
+        let mut observed = self.observed.lock();
+        match &*observed {
+            Some((r, at)) if *r == record => *at,
+            _ => {
+                let now = Instant::now();
+                *observed = Some((record, now));
+                now
+            }
+        }
+    }
+
+    fn jittered_retry(&self) -> Duration {
+        let factor = 1.0 + rand::rng().random_range(0.0..JITTER_FACTOR);
+        self.config.retry_period.mul_f64(factor)
+    }
+
+    /// Tries until this candidate holds the lease (`true`) or `cancel` fires (`false`).
+    pub async fn acquire(&self, cancel: &CancellationToken) -> bool {
+        tracing::info!(lease = %self.config.lease_name, namespace = %self.namespace,
+            identity = %self.config.identity, "attempting to acquire leader lease");
+        loop {
+            let attempt = tokio::select! {
+                _ = cancel.cancelled() => return false,
+                a = self.try_acquire_or_renew() => a,
+            };
+            match attempt {
+                Attempt::Held => {
+                    tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity,
+                        "successfully acquired lease");
+                    return true;
+                }
+                Attempt::HeldBy(holder) => {
+                    tracing::debug!(%holder, "lease is held by another candidate");
+                }
+                Attempt::Failed(reason) => {
+                    tracing::debug!(%reason, "failed to acquire lease");
+                }
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                _ = tokio::time::sleep(self.jittered_retry()) => {}
+            }
+        }
+    }
+
+    /// Keeps renewing every `retry_period` until `cancel` fires (`Ok`) or leadership is lost
+    /// (`Err`): no successful renewal within `renew_deadline` of the previous one, or another
+    /// holder in the lease.
+    pub async fn renew_until_lost(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<(), LeaderElectionError> {
+        let mut last_renew = Instant::now();
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(self.config.retry_period) => {}
+            }
+            let deadline = last_renew + self.config.renew_deadline;
+            let mut last_failure = String::from("no attempt finished");
+            loop {
+                let attempt = tokio::select! {
+                    _ = cancel.cancelled() => return Ok(()),
+                    a = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => a,
+                };
+                match attempt {
+                    Ok(Attempt::Held) => {
+                        last_renew = Instant::now();
+                        break;
+                    }
+                    Ok(Attempt::HeldBy(holder)) => {
+                        return Err(self.lost(format!("the lease is now held by {holder}")));
+                    }
+                    Ok(Attempt::Failed(reason)) => last_failure = reason,
+                    Err(_) => {}
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(self.lost(format!(
+                        "failed to renew within the renew deadline of {:?}; last failure: {last_failure}",
+                        self.config.renew_deadline
+                    )));
+                }
+                let wait = self.config.retry_period.min(deadline - now);
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+    }
+
+    fn lost(&self, reason: String) -> LeaderElectionError {
+        tracing::error!(lease = %self.config.lease_name, identity = %self.config.identity, %reason,
+            "leader election lost");
+        LeaderElectionError::Lost {
+            namespace: self.namespace.clone(),
+            lease: self.config.lease_name.clone(),
+            identity: self.config.identity.clone(),
+            reason,
+        }
+    }
+
+    /// Gives the lease up if this candidate holds it (clears the holder, as client-go does), so
+    /// that a successor can take it at once. Does nothing if someone else holds it.
+    pub async fn release(&self) -> Result<(), LeaderElectionError> {
+        let err = |source| LeaderElectionError::Release {
+            namespace: self.namespace.clone(),
+            lease: self.config.lease_name.clone(),
+            source,
+        };
+        let Some(mut lease) = self
+            .api
+            .get_opt(&self.config.lease_name)
+            .await
+            .map_err(err)?
+        else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return Ok(());
+        }
+        let now = MicroTime(Timestamp::now());
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.acquire_time = Some(now.clone());
+        spec.renew_time = Some(now);
+        self.api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+            .map_err(err)?;
+        tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity,
+            "released leader lease");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(15);
+
+    #[tokio::test(start_paused = true)]
+    async fn decisions_follow_client_go() {
+        let t0 = Instant::now();
+        assert_eq!(decide(None, None, t0, t0, "me", LEASE), Decision::Take);
+        assert_eq!(
+            decide(Some(""), Some(15), t0, t0, "me", LEASE),
+            Decision::Take
+        );
+        assert_eq!(
+            decide(Some("me"), Some(15), t0, t0, "me", LEASE),
+            Decision::Renew
+        );
+        // held by another: valid until lease duration after we first observed that record
+        let later = t0 + Duration::from_secs(14);
+        assert_eq!(
+            decide(Some("other"), Some(15), t0, later, "me", LEASE),
+            Decision::HeldBy("other".into())
+        );
+        let expired = t0 + Duration::from_secs(15);
+        assert_eq!(
+            decide(Some("other"), Some(15), t0, expired, "me", LEASE),
+            Decision::Take
+        );
+        // the record's own duration wins over ours; a missing one falls back to ours
+        assert_eq!(
+            decide(Some("other"), Some(60), t0, expired, "me", LEASE),
+            Decision::HeldBy("other".into())
+        );
+        assert_eq!(
+            decide(Some("other"), None, t0, expired, "me", LEASE),
+            Decision::Take
+        );
+        assert_eq!(
+            decide(Some("other"), Some(0), t0, later, "me", LEASE),
+            Decision::HeldBy("other".into())
+        );
+    }
+
+    #[test]
+    fn config_defaults_and_validation() {
+        let c = LeaderElectionConfig::new("my-lease");
+        assert_eq!(c.lease_duration, Duration::from_secs(15));
+        assert_eq!(c.renew_deadline, Duration::from_secs(10));
+        assert_eq!(c.retry_period, Duration::from_secs(2));
+        assert!(!c.release_on_cancel);
+        assert!(c.identity.contains('_'));
+        assert_ne!(
+            c.identity,
+            LeaderElectionConfig::new("x").identity,
+            "identities are unique"
+        );
+        c.validate().unwrap();
+        let bad = c.clone().timings(
+            Duration::from_secs(10),
+            Duration::from_secs(10),
+            Duration::from_secs(2),
+        );
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("lease_duration")
+        );
+        let bad = c.clone().timings(
+            Duration::from_secs(15),
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+        );
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("renew_deadline")
+        );
+        assert!(c.clone().identity("").validate().is_err());
+        assert!(LeaderElectionConfig::new("").validate().is_err());
+    }
+}

@@ -1,0 +1,506 @@
+//! The [`Manager`]: what controller-runtime's Manager gives a Go operator.
+//!
+//! - a [`kube::Client`], one shared [`Cache`] for every controller's `Kind` watches, and an event
+//!   [`Recorder`] per controller;
+//! - runnables: controllers need leadership, other runnables ([`Manager::add_runnable`]) may run
+//!   on every replica;
+//! - optional leader election on a `coordination.k8s.io/v1` Lease ([`crate::leader`]): only the
+//!   leader runs controllers; losing the lease stops them and [`Manager::run`] returns
+//!   [`ManagerError::LeaderElection`];
+//! - HTTP: `/healthz` and `/readyz` with named checks (`/readyz` fails until every running
+//!   controller's caches have synced) and `/metrics` (Prometheus text format); bind addresses are
+//!   configurable and `"0"` disables a server;
+//! - graceful shutdown on SIGTERM/SIGINT ([`Manager::run_until_signal`]) or a token
+//!   ([`Manager::run`]), bounded by [`ManagerOptions::graceful_shutdown_timeout`] (30 s).
+//!
+//! Shutdown order: controllers stop taking work and finish in-flight reconciles, then (if
+//! configured) the lease is released, then the HTTP servers stop. The lease keeps being renewed
+//! while reconciles drain, so no successor starts while this replica still writes.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::runtime::events::{Recorder, Reporter};
+use parking_lot::Mutex;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{Controller, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, Key};
+use crate::error::ManagerError;
+use crate::http::{BindAddress, Checks, metrics_router, probes_router, prometheus_handle, serve};
+use crate::leader::{LeaderElectionConfig, LeaderElector};
+use crate::reconciler::Reconciler;
+use crate::watch::BoxError;
+
+/// Options of a [`Manager`].
+#[derive(Debug, Clone)]
+pub struct ManagerOptions {
+    /// Where `/metrics` is served. Default `0.0.0.0:8080`; [`BindAddress::Disabled`] (`"0"`)
+    /// turns it off.
+    pub metrics_bind_address: BindAddress,
+    /// Where `/healthz` and `/readyz` are served. Default `0.0.0.0:8081`.
+    pub health_probe_bind_address: BindAddress,
+    /// Leader election; `None` (the default) runs controllers at once.
+    pub leader_election: Option<LeaderElectionConfig>,
+    /// Bound on a graceful shutdown (default 30 s).
+    pub graceful_shutdown_timeout: Duration,
+    /// The `reportingController` of recorded Kubernetes events (default `kcr-controller`); each
+    /// controller's recorder uses `<this>/<controller name>`.
+    pub event_reporter: String,
+}
+
+impl Default for ManagerOptions {
+    fn default() -> Self {
+        ManagerOptions {
+            metrics_bind_address: BindAddress::Addr(SocketAddr::from(([0, 0, 0, 0], 8080))),
+            health_probe_bind_address: BindAddress::Addr(SocketAddr::from(([0, 0, 0, 0], 8081))),
+            leader_election: None,
+            graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
+            event_reporter: "kcr-controller".to_string(),
+        }
+    }
+}
+
+impl ManagerOptions {
+    /// Sets the metrics bind address (`"0"` disables, `":8080"`, `"127.0.0.1:0"`, ...).
+    pub fn metrics_bind_address(mut self, addr: &str) -> Result<Self, ManagerError> {
+        self.metrics_bind_address = addr.parse()?;
+        Ok(self)
+    }
+
+    /// Sets the health probe bind address (`"0"` disables).
+    pub fn health_probe_bind_address(mut self, addr: &str) -> Result<Self, ManagerError> {
+        self.health_probe_bind_address = addr.parse()?;
+        Ok(self)
+    }
+
+    /// Enables leader election.
+    pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
+        self.leader_election = Some(config);
+        self
+    }
+
+    /// Sets the graceful shutdown timeout.
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.graceful_shutdown_timeout = timeout;
+        self
+    }
+}
+
+/// The future a runnable runs: it should return when its token is cancelled.
+pub type RunnableFn =
+    Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> + Send>;
+
+struct Registered {
+    name: String,
+    needs_leader: bool,
+    run: RunnableFn,
+}
+
+/// Operator process scaffolding: see the [module docs](self).
+pub struct Manager {
+    client: kube::Client,
+    options: ManagerOptions,
+    runnables: Mutex<Vec<Registered>>,
+    controller_names: Mutex<HashSet<String>>,
+    healthz: Checks,
+    readyz: Checks,
+    /// Controllers that have not synced yet (readiness).
+    unsynced: Arc<AtomicUsize>,
+    metrics_listener: Mutex<Option<tokio::net::TcpListener>>,
+    probes_listener: Mutex<Option<tokio::net::TcpListener>>,
+    metrics_addr: Option<SocketAddr>,
+    probes_addr: Option<SocketAddr>,
+    started: AtomicBool,
+    leader: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("options", &self.options)
+            .field("controllers", &*self.controller_names.lock())
+            .field("metrics_addr", &self.metrics_addr)
+            .field("probes_addr", &self.probes_addr)
+            .finish()
+    }
+}
+
+async fn bind(
+    what: &'static str,
+    addr: BindAddress,
+) -> Result<Option<tokio::net::TcpListener>, ManagerError> {
+    match addr {
+        BindAddress::Disabled => Ok(None),
+        BindAddress::Addr(address) => tokio::net::TcpListener::bind(address)
+            .await
+            .map(Some)
+            .map_err(|source| ManagerError::Bind {
+                what,
+                address,
+                source,
+            }),
+    }
+}
+
+impl Manager {
+    /// Creates a manager. Binds the HTTP listeners now (so a busy port fails here), validates
+    /// the leader election configuration and installs the Prometheus recorder if `/metrics` is
+    /// served.
+    pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
+        if let Some(le) = &options.leader_election {
+            le.validate()?;
+        }
+        let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
+        let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
+        if metrics_listener.is_some() {
+            prometheus_handle();
+        }
+        let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let probes_addr = probes_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let unsynced = Arc::new(AtomicUsize::new(0));
+        let readyz = Checks::default();
+        let healthz = Checks::default();
+        let leader = Arc::new(AtomicBool::new(options.leader_election.is_none()));
+        {
+            let unsynced = unsynced.clone();
+            let leader = leader.clone();
+            readyz.add("caches-synced", move || {
+                if !leader.load(Ordering::SeqCst) {
+                    // A standby replica runs no controllers; it is ready to take over.
+                    return Ok(());
+                }
+                match unsynced.load(Ordering::SeqCst) {
+                    0 => Ok(()),
+                    n => Err(format!(
+                        "{n} controller(s) have not synced their caches yet"
+                    )),
+                }
+            })?;
+            healthz.add("ping", || Ok(()))?;
+        }
+        Ok(Manager {
+            client,
+            options,
+            runnables: Mutex::new(Vec::new()),
+            controller_names: Mutex::new(HashSet::new()),
+            healthz,
+            readyz,
+            unsynced,
+            metrics_listener: Mutex::new(metrics_listener),
+            probes_listener: Mutex::new(probes_listener),
+            metrics_addr,
+            probes_addr,
+            started: AtomicBool::new(false),
+            leader,
+        })
+    }
+
+    /// The client.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ManagerOptions {
+        &self.options
+    }
+
+    /// The bound address of the metrics server, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The bound address of the health probe server, if enabled.
+    pub fn health_probe_addr(&self) -> Option<SocketAddr> {
+        self.probes_addr
+    }
+
+    /// Whether this replica currently leads (always `true` without leader election).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
+    }
+
+    /// An event recorder for the controller `name` (reporting controller
+    /// `<event_reporter>/<name>`), as controller-runtime's `GetEventRecorderFor`.
+    pub fn event_recorder(&self, name: &str) -> Recorder {
+        let reporter = Reporter {
+            controller: format!("{}/{}", self.options.event_reporter, name),
+            instance: self
+                .options
+                .leader_election
+                .as_ref()
+                .map(|le| le.identity.clone()),
+        };
+        Recorder::new(self.client.clone(), reporter)
+    }
+
+    /// Adds a liveness check served under `/healthz` (and `/healthz/<name>`).
+    pub fn add_healthz_check(
+        &self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Result<(), ManagerError> {
+        self.healthz.add(name, check)
+    }
+
+    /// Adds a readiness check served under `/readyz` (and `/readyz/<name>`).
+    pub fn add_readyz_check(
+        &self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Result<(), ManagerError> {
+        self.readyz.add(name, check)
+    }
+
+    /// Adds a runnable: `run` receives a token cancelled at shutdown and should return then.
+    /// With `needs_leader`, it starts only once this replica leads (and is stopped if leadership
+    /// is lost); otherwise it starts at once on every replica. An `Err` stops the manager.
+    pub fn add_runnable<F, Fut>(&self, name: impl Into<String>, needs_leader: bool, run: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.runnables.lock().push(Registered {
+            name: name.into(),
+            needs_leader,
+            run: Box::new(move |token| run(token).boxed()),
+        });
+    }
+
+    /// Registers a controller (it needs leadership). Controller names must be unique.
+    pub fn add_controller<K: Key, R: Reconciler<K>>(
+        &self,
+        controller: Controller<K, R>,
+    ) -> Result<(), ManagerError> {
+        let name = controller.name().to_string();
+        self.reserve_name(&name)?;
+        let unsynced = self.unsynced.clone();
+        unsynced.fetch_add(1, Ordering::SeqCst);
+        self.add_runnable(
+            format!("controller/{name}"),
+            true,
+            move |token| async move {
+                let synced = Arc::new(AtomicBool::new(false));
+                let flag = synced.clone();
+                let unsynced_on_sync = unsynced.clone();
+                let on_synced: Box<dyn FnOnce() + Send> = Box::new(move || {
+                    flag.store(true, Ordering::SeqCst);
+                    unsynced_on_sync.fetch_sub(1, Ordering::SeqCst);
+                });
+                let res = controller.run_with_ready(token, Some(on_synced)).await;
+                res.map_err(|e| Box::new(e) as BoxError)
+            },
+        );
+        Ok(())
+    }
+
+    /// Reserves a controller name; fails on a duplicate.
+    pub(crate) fn reserve_name(&self, name: &str) -> Result<(), ManagerError> {
+        if !self.controller_names.lock().insert(name.to_string()) {
+            return Err(ManagerError::DuplicateController {
+                name: name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully (a second signal exits at once).
+    pub async fn run_until_signal(&self) -> Result<(), ManagerError> {
+        self.run(crate::signals::shutdown_on_signals()).await
+    }
+
+    /// Runs everything until `shutdown` is cancelled (then shuts down gracefully), a runnable
+    /// fails, or leadership is lost. Returns `Ok` only after a clean graceful shutdown.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), ManagerError> {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return Err(ManagerError::AlreadyStarted);
+        }
+        let http_stop = CancellationToken::new();
+        let _stop_http_on_return = http_stop.clone().drop_guard();
+        let mut http_tasks = Vec::new();
+        if let Some(listener) = self.probes_listener.lock().take() {
+            let router = probes_router(self.healthz.clone(), self.readyz.clone());
+            http_tasks.push(serve("health probe", listener, router, http_stop.clone()));
+        }
+        if let Some(listener) = self.metrics_listener.lock().take() {
+            let router = metrics_router(prometheus_handle());
+            http_tasks.push(serve("metrics", listener, router, http_stop.clone()));
+        }
+
+        let runnables = std::mem::take(&mut *self.runnables.lock());
+        let (leader_runnables, others): (Vec<_>, Vec<_>) =
+            runnables.into_iter().partition(|r| r.needs_leader);
+        let stop_runnables = CancellationToken::new();
+        let mut set: JoinSet<(String, Result<(), BoxError>)> = JoinSet::new();
+        let mut running: HashSet<String> = HashSet::new();
+        let spawn = |set: &mut JoinSet<_>, running: &mut HashSet<String>, r: Registered| {
+            let token = stop_runnables.child_token();
+            let name = r.name.clone();
+            running.insert(name.clone());
+            tracing::info!(runnable = %name, "starting runnable");
+            let fut = (r.run)(token);
+            set.spawn(async move { (name, fut.await) });
+        };
+        for r in others {
+            spawn(&mut set, &mut running, r);
+        }
+
+        // Leader election: a task that acquires, then renews until lost or told to stop.
+        let election_stop = CancellationToken::new();
+        let (elected_tx, mut elected_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut election: Option<tokio::task::JoinHandle<Result<(), ManagerError>>> = None;
+        let elector = self
+            .options
+            .leader_election
+            .clone()
+            .map(|cfg| Arc::new(LeaderElector::new(self.client.clone(), cfg)));
+        let mut pending_leader = Some(leader_runnables);
+        match &elector {
+            None => {
+                for r in pending_leader.take().into_iter().flatten() {
+                    spawn(&mut set, &mut running, r);
+                }
+            }
+            Some(elector) => {
+                let elector = elector.clone();
+                let stop = election_stop.clone();
+                let leader = self.leader.clone();
+                election = Some(tokio::spawn(async move {
+                    if !elector.acquire(&stop).await {
+                        return Ok(());
+                    }
+                    leader.store(true, Ordering::SeqCst);
+                    let _ = elected_tx.send(());
+                    let res = elector.renew_until_lost(&stop).await;
+                    if res.is_err() {
+                        leader.store(false, Ordering::SeqCst);
+                    }
+                    res.map_err(ManagerError::from)
+                }));
+            }
+        }
+
+        // Main loop.
+        let mut failure: Option<ManagerError> = None;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => {
+                    tracing::info!("shutdown requested; stopping runnables");
+                    break;
+                }
+                Ok(()) = &mut elected_rx, if pending_leader.is_some() => {
+                    tracing::info!("became leader; starting controllers");
+                    for r in pending_leader.take().into_iter().flatten() {
+                        spawn(&mut set, &mut running, r);
+                    }
+                }
+                res = async { election.as_mut().expect("guarded by the select condition").await },
+                    if election.is_some() =>
+                {
+                    election = None;
+                    match res {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            failure = Some(e);
+                            break;
+                        }
+                        Err(join) => {
+                            failure = Some(ManagerError::Runnable {
+                                name: "leader-election".into(),
+                                source: Box::new(join),
+                            });
+                            break;
+                        }
+                    }
+                }
+                Some(res) = set.join_next(), if !set.is_empty() => {
+                    match res {
+                        Ok((name, Ok(()))) => {
+                            tracing::info!(runnable = %name, "runnable finished");
+                            running.remove(&name);
+                        }
+                        Ok((name, Err(source))) => {
+                            tracing::error!(runnable = %name, error = %source, "runnable failed; stopping the manager");
+                            running.remove(&name);
+                            failure = Some(ManagerError::Runnable { name, source });
+                            break;
+                        }
+                        Err(join) => {
+                            if join.is_panic() {
+                                std::panic::resume_unwind(join.into_panic());
+                            }
+                            failure = Some(ManagerError::Runnable {
+                                name: "<cancelled task>".into(),
+                                source: Box::new(join),
+                            });
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+
+        // Graceful shutdown: stop runnables (bounded), then leader election, then HTTP.
+        stop_runnables.cancel();
+        let timeout = self.options.graceful_shutdown_timeout;
+        let drained = tokio::time::timeout(timeout, async {
+            while let Some(res) = set.join_next().await {
+                match res {
+                    Ok((name, r)) => {
+                        running.remove(&name);
+                        if let Err(source) = r {
+                            tracing::error!(runnable = %name, error = %source, "runnable failed during shutdown");
+                            if failure.is_none() {
+                                failure = Some(ManagerError::Runnable { name, source });
+                            }
+                        }
+                    }
+                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                    Err(_) => {}
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            set.abort_all();
+            let mut pending: Vec<String> = running.into_iter().collect();
+            pending.sort();
+            tracing::error!(?pending, "graceful shutdown timed out");
+            if failure.is_none() {
+                failure = Some(ManagerError::ShutdownTimeout { timeout, pending });
+            }
+        }
+        election_stop.cancel();
+        if let Some(handle) = election.take()
+            && let Ok(Err(e)) = handle.await
+            && failure.is_none()
+        {
+            failure = Some(e);
+        }
+        if let Some(elector) = &elector
+            && elector.config().release_on_cancel
+            && self.leader.load(Ordering::SeqCst)
+            && failure.is_none()
+        {
+            if let Err(e) = elector.release().await {
+                tracing::warn!(error = %e, "could not release the leader lease");
+            }
+            self.leader.store(false, Ordering::SeqCst);
+        }
+        http_stop.cancel();
+        for task in http_tasks {
+            let _ = task.await;
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
