@@ -93,5 +93,5 @@ impl QueueMetrics {
 
 /// Nanoseconds as fractional seconds.
 pub(crate) fn secs(ns: u64) -> f64 {
-    ns as f64 * 1e-9
+    ns as f64 / 1e9
 }

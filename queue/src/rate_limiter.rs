@@ -30,9 +30,12 @@
 //! 1. **One outstanding token per key.** If `when(key)` is called while the key still holds a
 //!    reservation in the future, the same reservation is returned (the remaining time to it) and
 //!    no new token is taken. The debt of the bucket is therefore at most one token per distinct
-//!    failing key, and a key's delay is at most `(failing keys - burst) / qps`, however long the
-//!    storm lasts: with `n` keys failing forever, each is retried once every `n / qps`, a fair
-//!    round-robin at exactly the configured rate.
+//!    failing key, and a key's delay is at most about `n / qps` for `n` distinct failing keys,
+//!    however long the storm lasts: with `n` keys failing forever, each is retried once every
+//!    `n / qps`, a fair round-robin at exactly the configured rate (the test
+//!    `bucket_delays_stay_bounded_under_a_failure_storm` runs 1000 keys at 10 qps for 20
+//!    simulated minutes: the longest delay is 100 s). A key whose delay is zero holds no
+//!    reservation, so calling `when` again takes another token, as in client-go.
 //! 2. **`forget` gives the token back.** A key that succeeds (or is forgotten) before its
 //!    reservation is due returns its token, so the keys behind it move up.
 //! 3. **Optional hard cap.** [`TokenBucket::with_max_delay`] bounds every delay; a call that would

@@ -1,0 +1,544 @@
+//! One test per semantic point of the queue, on tokio's paused clock.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use kcr_queue::{ItemExponential, LOW_PRIORITY, QueueError, WorkQueue};
+use tokio::time::{Instant, advance, timeout};
+
+fn queue<T: std::hash::Hash + Eq + Clone + Send + Sync + 'static>() -> WorkQueue<T> {
+    WorkQueue::builder("test")
+        .rate_limiter(ItemExponential::new(
+            Duration::from_millis(10),
+            Duration::from_secs(1),
+        ))
+        .build()
+}
+
+/// `get` within one second of (paused) time, or `None`.
+async fn try_get<T: std::hash::Hash + Eq + Clone + Send + Sync + 'static>(
+    q: &WorkQueue<T>,
+) -> Option<kcr_queue::WorkItem<T>> {
+    timeout(Duration::from_secs(1), q.get())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Counts how often the inner future is polled.
+struct CountPolls<F> {
+    inner: Pin<Box<F>>,
+    polls: Arc<AtomicUsize>,
+}
+
+impl<F: Future> Future for CountPolls<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ObjectKey {
+    namespace: Option<String>,
+    name: String,
+}
+
+#[tokio::test(start_paused = true)]
+async fn generic_over_any_hashable_key() {
+    let q = queue::<ObjectKey>();
+    let key = ObjectKey {
+        namespace: Some("default".into()),
+        name: "web".into(),
+    };
+    q.add(key.clone());
+    let item = q.get().await.expect("running");
+    assert_eq!(*item, key);
+    assert_eq!(item.item().name, "web");
+
+    let strings = queue::<String>();
+    strings.add("a".to_string());
+    assert_eq!(strings.get().await.expect("running").as_str(), "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn adding_a_waiting_key_is_a_noop() {
+    let q = queue::<u32>();
+    q.add(1);
+    q.add(1);
+    q.add(2);
+    q.add(1);
+    assert_eq!(q.len(), 2);
+    assert_eq!(*q.get().await.expect("running"), 1);
+    assert_eq!(*q.get().await.expect("running"), 2);
+    assert!(q.is_empty());
+    assert!(
+        try_get(&q).await.is_none(),
+        "the duplicate must not be handed out"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_in_flight_per_key_and_dirty_requeue() {
+    let q = queue::<u32>();
+    q.add(7);
+    let first = q.get().await.expect("running");
+    q.add(7);
+    q.add(7);
+    assert_eq!(q.len(), 0, "a key in flight is only marked dirty");
+    assert_eq!(q.num_in_flight(), 1);
+    assert!(
+        try_get(&q).await.is_none(),
+        "a second worker must not get the key"
+    );
+    drop(first);
+    assert_eq!(q.len(), 1, "done re-queues the dirty key once");
+    let second = q.get().await.expect("running");
+    assert_eq!(*second, 7);
+    second.done();
+    assert!(
+        try_get(&q).await.is_none(),
+        "the two dirty adds collapsed into one"
+    );
+    assert_eq!(q.num_in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_is_fifo_and_waits_without_spinning() {
+    let q = queue::<u32>();
+    for k in [3, 1, 2] {
+        q.add(k);
+    }
+    for k in [3, 1, 2] {
+        assert_eq!(*q.get().await.expect("running"), k);
+    }
+
+    let polls = Arc::new(AtomicUsize::new(0));
+    let waiter = {
+        let q = q.clone();
+        tokio::spawn(CountPolls {
+            inner: Box::pin(async move { *q.get().await.unwrap() }),
+            polls: polls.clone(),
+        })
+    };
+    tokio::task::yield_now().await;
+    advance(Duration::from_secs(3600)).await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiter.is_finished());
+    assert!(
+        polls.load(Ordering::SeqCst) <= 2,
+        "an idle get must sleep, polled {polls:?} times"
+    );
+    q.add(9);
+    assert_eq!(waiter.await.expect("waiter"), 9);
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_after_keeps_the_earliest_time() {
+    let q = queue::<u32>();
+    let t0 = Instant::now();
+    q.add_after(1, Duration::from_secs(10));
+    q.add_after(1, Duration::from_secs(5));
+    q.add_after(1, Duration::from_secs(20));
+    assert_eq!(q.num_delayed(), 1);
+    assert!(q.is_empty());
+    let item = q.get().await.expect("running");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_secs(5) && waited < Duration::from_millis(5002),
+        "{waited:?}"
+    );
+    drop(item);
+    assert!(
+        try_get(&q).await.is_none(),
+        "the later delayed adds were merged away"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    advance(Duration::from_secs(30)).await;
+    assert!(
+        try_get(&q).await.is_none(),
+        "nothing fires at 10 s or 20 s either"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_delay_is_immediate_and_an_add_cancels_a_pending_delay() {
+    let q = queue::<u32>();
+    q.add_after(1, Duration::ZERO);
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.num_delayed(), 0);
+    q.get().await.expect("running").done();
+
+    q.add_after(2, Duration::from_secs(10));
+    q.add(2);
+    assert_eq!(q.len(), 1);
+    assert_eq!(
+        q.num_delayed(),
+        0,
+        "an immediate add is earlier than the delay"
+    );
+    q.get().await.expect("running").done();
+    advance(Duration::from_secs(11)).await;
+    assert!(try_get(&q).await.is_none());
+
+    q.add(3);
+    q.add_after(3, Duration::from_secs(1));
+    assert_eq!(
+        q.num_delayed(),
+        0,
+        "a waiting key keeps its earlier (immediate) time"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_keys_come_out_in_time_order_across_fifo_and_heap() {
+    let q = queue::<u32>();
+    let t0 = Instant::now();
+    // Non-monotone delays exercise both the timer FIFO and the heap.
+    for (k, ms) in [(1, 30), (2, 10), (3, 20), (4, 40), (5, 5)] {
+        q.add_after(k, Duration::from_millis(ms));
+    }
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        let item = q.get().await.expect("running");
+        order.push((*item, t0.elapsed().as_millis()));
+    }
+    assert_eq!(
+        order.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        vec![5, 2, 3, 1, 4]
+    );
+    for (k, ms) in order {
+        let want = [0, 30, 10, 20, 40, 5][k as usize];
+        assert!(
+            ms >= want && ms <= want + 2,
+            "key {k} at {ms} ms, wanted {want}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleeping_getter_is_woken_by_an_earlier_delay() {
+    let q = queue::<u32>();
+    q.add_after(1, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let getter = {
+        let q = q.clone();
+        tokio::spawn(async move { (*q.get().await.unwrap(), t0.elapsed()) })
+    };
+    tokio::task::yield_now().await;
+    q.add_after(2, Duration::from_secs(1));
+    let (key, waited) = getter.await.expect("getter");
+    assert_eq!(key, 2);
+    assert!(waited < Duration::from_millis(1002), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_add_of_an_in_flight_key_marks_it_dirty_when_due() {
+    let q = queue::<u32>();
+    q.add(1);
+    let item = q.get().await.expect("running");
+    q.add_after(1, Duration::from_secs(1));
+    advance(Duration::from_secs(2)).await;
+    assert!(try_get(&q).await.is_none(), "the key is in flight");
+    drop(item);
+    assert_eq!(*q.get().await.expect("running"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limited_adds_back_off_and_forget_resets() {
+    let q = queue::<u32>();
+    let t0 = Instant::now();
+    q.add_rate_limited(1);
+    q.get().await.expect("running").done();
+    assert_eq!(t0.elapsed(), Duration::from_millis(10));
+    q.add_rate_limited(1);
+    q.get().await.expect("running").done();
+    assert_eq!(t0.elapsed(), Duration::from_millis(30));
+    assert_eq!(q.num_requeues(&1), 2);
+    q.forget(&1);
+    assert_eq!(q.num_requeues(&1), 0);
+    let t1 = Instant::now();
+    q.add_rate_limited(1);
+    q.get().await.expect("running").done();
+    assert_eq!(t1.elapsed(), Duration::from_millis(10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn higher_priority_first_fifo_within_priority() {
+    let q = queue::<&'static str>();
+    q.add_with_priority("list-a", LOW_PRIORITY);
+    q.add_with_priority("list-b", LOW_PRIORITY);
+    q.add("event-1");
+    q.add_with_priority("urgent", 10);
+    q.add("event-2");
+    let mut order = Vec::new();
+    while let Some(item) = try_get(&q).await {
+        order.push(*item);
+    }
+    assert_eq!(
+        order,
+        vec!["urgent", "event-1", "event-2", "list-a", "list-b"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn re_adding_keeps_the_higher_priority() {
+    let q = queue::<&'static str>();
+    q.add_with_priority("a", LOW_PRIORITY);
+    q.add_with_priority("b", LOW_PRIORITY);
+    q.add("c");
+    q.add("a"); // raised from LOW_PRIORITY to 0, behind "c"
+    q.add_with_priority("c", LOW_PRIORITY); // lowering is ignored
+    assert_eq!(q.len(), 3);
+    let mut order = Vec::new();
+    while let Some(item) = try_get(&q).await {
+        order.push(*item);
+    }
+    assert_eq!(order, vec!["c", "a", "b"]);
+
+    // A dirty key keeps the higher priority of its re-adds too.
+    q.add("x");
+    q.add("y");
+    let x = q.get().await.expect("running");
+    q.add_with_priority("x", 5);
+    q.add_with_priority("x", LOW_PRIORITY);
+    drop(x);
+    assert_eq!(*q.get().await.expect("running"), "x");
+    assert_eq!(*q.get().await.expect("running"), "y");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_wakes_waiters_and_refuses_adds() {
+    let q = queue::<u32>();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.get().await.is_none() })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    assert!(!q.is_shutting_down());
+    q.shutdown();
+    assert!(q.is_shutting_down());
+    for w in waiters {
+        assert!(w.await.expect("waiter"), "every waiter gets None");
+    }
+    q.add(1);
+    q.add_after(2, Duration::from_millis(1));
+    q.add_rate_limited(3);
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.num_delayed(), 0);
+    assert!(q.get().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_hands_out_nothing_and_drops_dirty_marks() {
+    let q = queue::<u32>();
+    q.add(1);
+    q.add(2);
+    let one = q.get().await.expect("running");
+    q.add(1);
+    q.shutdown();
+    assert!(
+        q.get().await.is_none(),
+        "ready keys are not handed out after shutdown"
+    );
+    drop(one);
+    assert_eq!(q.num_in_flight(), 0);
+    assert_eq!(
+        q.len(),
+        1,
+        "the dirty mark of key 1 was dropped; key 2 stays unhanded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_waits_for_in_flight_and_hands_out_what_is_ready() {
+    let q = queue::<u32>();
+    q.add(1);
+    q.add(2);
+    q.add_after(3, Duration::from_secs(5));
+    let one = q.get().await.expect("running");
+    q.add(1); // dirty: will be handed out again during the drain
+    let drain = {
+        let q = q.clone();
+        tokio::spawn(async move { q.shutdown_with_drain(Duration::from_secs(60)).await })
+    };
+    tokio::task::yield_now().await;
+    assert!(q.is_shutting_down());
+    q.add(4);
+    assert_eq!(*q.get().await.expect("draining"), 2);
+    assert!(!drain.is_finished());
+    drop(one);
+    let one_again = q.get().await.expect("draining: the dirty key comes back");
+    assert_eq!(*one_again, 1);
+    assert!(!drain.is_finished());
+    // Nothing ready, one in flight: a getter waits rather than giving up early.
+    let last = {
+        let q = q.clone();
+        tokio::spawn(async move { q.get().await.map(|i| *i) })
+    };
+    tokio::task::yield_now().await;
+    assert!(!last.is_finished());
+    q.shutdown_with_drain(Duration::ZERO)
+        .await
+        .expect_err("still one in flight");
+    assert_eq!(last.await.expect("getter"), None);
+    assert!(!drain.is_finished(), "key 1 is still in flight");
+    drop(one_again);
+    assert_eq!(drain.await.expect("drain"), Ok(()));
+    assert_eq!(q.num_delayed(), 1, "the delayed key was never promoted");
+    assert_eq!(q.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_completes_when_the_last_worker_is_done() {
+    let q = queue::<u32>();
+    q.add(1);
+    let item = q.get().await.expect("running");
+    let drain = {
+        let q = q.clone();
+        tokio::spawn(async move { q.shutdown_with_drain(Duration::from_secs(60)).await })
+    };
+    advance(Duration::from_secs(30)).await;
+    assert!(!drain.is_finished());
+    drop(item);
+    assert_eq!(drain.await.expect("drain"), Ok(()));
+    assert!(q.get().await.is_none());
+    assert_eq!(q.num_in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_times_out_with_a_report() {
+    let q = queue::<u32>();
+    q.add(1);
+    q.add(2);
+    let _stuck = q.get().await.expect("running");
+    let t0 = Instant::now();
+    let err = q
+        .shutdown_with_drain(Duration::from_secs(3))
+        .await
+        .expect_err("stuck worker");
+    assert_eq!(t0.elapsed(), Duration::from_secs(3));
+    match err {
+        QueueError::DrainTimeout {
+            in_flight,
+            ready,
+            ref name,
+            ..
+        } => {
+            assert_eq!((in_flight, ready, name.as_str()), (1, 1, "test"));
+        }
+    }
+    assert!(err.to_string().contains("drain timed out"));
+    assert!(
+        q.get().await.is_none(),
+        "after a timed-out drain the queue is shut down hard"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn clones_share_one_queue_across_tasks() {
+    let q = queue::<u32>();
+    let producer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            for k in 0..100 {
+                q.add(k);
+            }
+        })
+    };
+    producer.await.expect("producer");
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        let item = q.get().await.expect("running");
+        // The guard is Send: it can move into another task.
+        seen.push(tokio::spawn(async move { *item }).await.expect("worker"));
+    }
+    assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    assert_eq!(q.num_in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_guard_marks_done_on_drop_even_on_early_return_or_panic() {
+    let q = queue::<u32>();
+    q.add(1);
+    async fn worker(q: &WorkQueue<u32>) -> Result<(), &'static str> {
+        let item = q.get().await.ok_or("closed")?;
+        if *item == 1 {
+            return Err("failed"); // no explicit done
+        }
+        Ok(())
+    }
+    assert_eq!(worker(&q).await, Err("failed"));
+    assert_eq!(q.num_in_flight(), 0);
+
+    q.add(2);
+    let item = q.get().await.expect("running");
+    let panicked = tokio::spawn(async move {
+        let _item = item;
+        panic!("reconcile panicked");
+    })
+    .await;
+    assert!(panicked.is_err());
+    assert_eq!(
+        q.num_in_flight(),
+        0,
+        "a panicking worker still marks its key done"
+    );
+    q.add(2);
+    assert_eq!(*q.get().await.expect("running"), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn guard_helpers_retry_and_forget() {
+    let q = queue::<u32>();
+    q.add(1);
+    let t0 = Instant::now();
+    q.get().await.expect("running").retry_rate_limited();
+    assert_eq!(q.num_delayed(), 1);
+    assert_eq!(q.num_in_flight(), 0);
+    q.get()
+        .await
+        .expect("running")
+        .retry_after(Duration::from_secs(2));
+    assert_eq!(t0.elapsed(), Duration::from_millis(10));
+    let item = q.get().await.expect("running");
+    assert_eq!(t0.elapsed(), Duration::from_millis(2010));
+    assert_eq!(q.num_requeues(&1), 1);
+    item.done_and_forget();
+    assert_eq!(q.num_requeues(&1), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_getters_do_not_lose_wakeups() {
+    let q = queue::<u32>();
+    // A getter cancelled while waiting must not swallow the next add's wake-up.
+    assert!(timeout(Duration::from_millis(10), q.get()).await.is_err());
+    let getter = {
+        let q = q.clone();
+        tokio::spawn(async move { *q.get().await.unwrap() })
+    };
+    tokio::task::yield_now().await;
+    q.add(5);
+    assert_eq!(getter.await.expect("getter"), 5);
+}
+
+#[test]
+fn works_without_a_runtime_for_adds() {
+    // Building and adding need no runtime (no background task is required).
+    let q = WorkQueue::<u32>::new("no-runtime");
+    q.add(1);
+    q.add_after(2, Duration::from_millis(1));
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.num_delayed(), 1);
+    assert_eq!(q.name(), "no-runtime");
+    assert!(format!("{q:?}").contains("no-runtime"));
+}
