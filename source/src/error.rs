@@ -21,7 +21,8 @@ pub enum SourceError {
         /// Name of the source.
         source_name: String,
     },
-    /// This subscriber fell behind and `missed` events were not delivered to it. Sources never
+    /// This subscriber fell behind and `missed` events were not delivered to it (a
+    /// [`Channel`](crate::Channel) with [`Overflow::Lag`](crate::Overflow::Lag)). Sources never
     /// skip events without this signal.
     #[error("subscriber lagged behind and missed {missed} events")]
     Lagged {
@@ -42,4 +43,16 @@ pub enum SyncError {
     /// The source stopped (its task ended or was dropped) before it ever synced.
     #[error("source stopped before it synced")]
     Stopped,
+}
+
+/// Errors of sending into a [`Channel`](crate::Channel).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The channel was closed; the event was not delivered to anyone.
+    #[error("channel is closed")]
+    Closed,
+    /// (`try_send` on an [`Overflow::Wait`](crate::Overflow::Wait) channel) a subscriber's buffer
+    /// is full; the event was not delivered to anyone. Retry later or use `send`.
+    #[error("a subscriber's buffer is full")]
+    Full,
 }
