@@ -1,10 +1,86 @@
-//! `kcr-envtest`: an in-process Kubernetes API server over real HTTP on loopback.
+//! `kcr-envtest`: an in-process Kubernetes API server over real HTTP on loopback, for tests and
+//! for running operators without a cluster.
 //!
-//! (Work in progress: the server modules land in the next commits.)
+//! An unmodified `kube::Client`, kube-runtime's watcher and reflector, and `kubectl` work
+//! against it. One call starts a server on `127.0.0.1:<random port>`; the handle gives a
+//! client, a kubeconfig (value and file), fault injection and request counters, helpers for
+//! simulated Nodes and CRDs, and stops the server when dropped. It is cheap enough to start one
+//! per test.
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//! use kcr_envtest::TestApiServer;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = TestApiServer::start().await?;
+//! server.add_nodes(2)?;
+//! let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("demo".into());
+//! cms.create(&PostParams::default(), &cm).await?;
+//! assert_eq!(cms.get("demo").await?.metadata.generation, Some(1));
+//!
+//! // Make the next GET of configmaps fail with 500 (kube retries 429/503/504 by itself).
+//! server.faults().fail_next("get", "configmaps", 1, 500);
+//! assert!(cms.get("demo").await.is_err());
+//! assert!(cms.get("demo").await.is_ok());
+//! assert_eq!(server.faults().request_count("get", "configmaps"), 3);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The standalone binary serves the same API for kubectl:
+//! `cargo run -p kcr-envtest -- --port 6443 --kubeconfig /tmp/kc [--nodes N]`, then
+//! `KUBECONFIG=/tmp/kc kubectl get nodes`. `/openapi/v2` and `/openapi/v3` are not served, so
+//! `kubectl apply`/`create` need `--validate=false` (kubectl's client-side validation downloads
+//! the OpenAPI document); `get`, `label`, `patch`, `delete`, `get -w` work as they are.
+//!
+//! # Design
+//! Objects are kept as `serde_json::Value` plus pre-serialised bytes in a `BTreeMap` keyed by
+//! `(namespace, name)` per resource ([`store`]). One global resourceVersion counter is bumped by
+//! every write; each write appends to a bounded event log that watches read in batches (one
+//! HTTP chunk per batch) and that paginated lists use to serve a consistent snapshot.
+//! Label/field selectors ([`selector`]), patches and server-side apply ([`patch`]), CRD schema
+//! validation ([`schema`]) and admission webhooks ([`admission`]) are pure modules the HTTP
+//! layer calls.
+//!
+//! # Fidelity
+//!
+//! | Area | Supported | Differs from the real API server | Not supported |
+//! |---|---|---|---|
+//! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin) | protobuf, CBOR, websockets (exec/attach/port-forward) |
+//! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources | | aggregated discovery (`Discovery::run_aggregated`, use `Discovery::run`), `/openapi/*` (kubectl needs `--validate=false` for apply/create) |
+//! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, core and events.k8s.io events, apps/v1 deployments, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope | built-ins are stored as given: no defaulting, no per-type validation beyond `metadata.name`, no controllers (pods never run, deployments create nothing) | other built-in resources; `pods/log`, `exec`, `scale`, `binding`, `eviction` subresources |
+//! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status subresource; printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes | several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | `scale` subresource, CEL validation rules, `selectableFields` |
+//! | Metadata | global monotonically increasing resourceVersion; uid; creationTimestamp; generateName; generation starts at 1, bumped when anything outside metadata (and status, with a status subresource) changes; status subresource separation; 409 on stale update / AlreadyExists; managedFields via server-side apply and `Update` entries | generation is kept for every kind (the real server only for some); unconditional updates (no resourceVersion) are allowed for all kinds; creating in a missing namespace is 404 and in a terminating one 403 | |
+//! | List | label selectors (full syntax), field selectors (`metadata.name`, `metadata.namespace`, a few per-kind fields such as pods' `spec.nodeName`), limit/continue over a consistent snapshot, resourceVersion + resourceVersionMatch (`NotOlderThan`, `Exact`, legacy), 410 for expired continue tokens, `PartialObjectMetadataList` and `Table` output | `remainingItemCount` is not set; a too large resourceVersion answers 504 at once (no wait) | |
+//! | Watch | from a resourceVersion; from none/`0` (ADDED for the current state, then live); bookmarks (interval configurable); `sendInitialEvents` + `k8s.io/initial-events-end`; `timeoutSeconds`; selector transitions as DELETED/ADDED; bounded history window → ERROR 410 Expired | a running watch that falls behind the window gets 410 (the real server keeps a per-watcher buffer) | watch via the legacy `/watch/` paths |
+//! | Patch | JSON patch, merge patch, strategic merge (built-ins; 415 for custom resources), server-side apply with fieldManager/force and managedFields; resourceVersion in a patch is a precondition | see [`patch`] for list strategies | |
+//! | Delete | finalizers + deletionTimestamp; owner-reference GC with background (default), foreground and orphan propagation; preconditions (uid, resourceVersion); deletecollection; namespace deletion removes its contents | GC runs synchronously inside the delete request (deterministic); grace periods are ignored (pods go at once) | |
+//! | Admission | mutating and validating webhook configurations matched by rules (groups, versions, resources, operations); AdmissionReview v1 over HTTPS with caBundle; JSONPatch responses; failurePolicy; timeoutSeconds | see [`admission`] | namespaceSelector/objectSelector/matchConditions unless [`admission`] says otherwise |
+//! | Faults | fail next N (verb, resource) with any status, 429 with Retry-After, latency, close all watches, compact history, pause/resume, request counters ([`Faults`]) | | |
 
 #![forbid(unsafe_code)]
 
 pub mod admission;
+mod admission_glue;
+mod api;
+pub mod discovery;
+pub mod error;
+pub mod faults;
+pub mod nodes;
 pub mod patch;
+mod patch_glue;
+pub mod resources;
 pub mod schema;
 pub mod selector;
+mod server;
+pub mod store;
+pub mod table;
+mod watch;
+
+pub use error::{ApiError, EnvtestError};
+pub use faults::Faults;
+pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};

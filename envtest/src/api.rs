@@ -1,0 +1,1215 @@
+//! HTTP routing and the REST verbs: discovery paths, get/list/create/update/patch/delete/
+//! deletecollection, the status subresource, and the hand-off of watches to [`crate::watch`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use http::{Method, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::server::{Body, Shared};
+use crate::store::{DeleteOpts, ObjKey, Propagation, StoredObject};
+
+/// Largest accepted request body.
+const MAX_BODY: usize = 32 * 1024 * 1024;
+
+/// How objects are rendered, from the request's `Accept` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutputMode {
+    /// The objects themselves.
+    Full,
+    /// `PartialObjectMetadata` (metadata only).
+    Metadata,
+    /// `meta.k8s.io/v1` `Table` (kubectl get).
+    Table {
+        /// `includeObject=Object` rather than metadata.
+        include_object: bool,
+    },
+}
+
+/// A resource request after routing.
+#[derive(Debug, Clone)]
+pub(crate) struct Route {
+    pub t: Arc<ResourceType>,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    /// The request's `User-Agent` (default field manager).
+    pub user_agent: String,
+}
+
+impl Route {
+    fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or_default()
+    }
+}
+
+pub(crate) type Query = HashMap<String, String>;
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub(crate) fn parse_query(q: Option<&str>) -> Query {
+    q.unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (percent_decode(k), percent_decode(v)),
+            None => (percent_decode(p), String::new()),
+        })
+        .collect()
+}
+
+fn flag(q: &Query, key: &str) -> bool {
+    q.get(key).is_some_and(|v| v == "true" || v == "1")
+}
+
+/// A JSON response.
+pub(crate) fn json_bytes(code: StatusCode, body: Bytes) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(body).map_err(|never| match never {}).boxed())
+        // invariant: status and a static header are always valid
+        .unwrap_or_default()
+}
+
+pub(crate) fn json_value(code: StatusCode, value: &Value) -> Response<Body> {
+    json_bytes(
+        code,
+        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+    )
+}
+
+/// A `metav1.Status` error response (with `Retry-After` for 429).
+pub(crate) fn error_response(err: &ApiError) -> Response<Body> {
+    let code = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = json_value(code, &err.to_status());
+    if let Some(secs) = err.retry_after
+        && let Ok(v) = http::HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+fn output_mode(req_accept: Option<&str>, q: &Query) -> OutputMode {
+    let accept = req_accept.unwrap_or_default();
+    // Take the first acceptable media type (clients list preferences in order).
+    for part in accept.split(',') {
+        if part.contains("as=Table") {
+            return OutputMode::Table {
+                include_object: q.get("includeObject").is_some_and(|v| v == "Object"),
+            };
+        }
+        if part.contains("as=PartialObjectMetadata") {
+            return OutputMode::Metadata;
+        }
+        if part.contains("application/json") || part.contains("*/*") {
+            return OutputMode::Full;
+        }
+    }
+    OutputMode::Full
+}
+
+/// Entry point for every request.
+pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let query = parse_query(parts.uri.query());
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return error_response(&ApiError::bad_request(format!("cannot read body: {e}"))),
+    };
+    shared.faults.wait_unpaused().await;
+    let user_agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let routed = route(&shared, &parts.method, &path, &query, user_agent);
+    let (verb, resource) = match &routed {
+        Ok(Target::Resource(r)) => (
+            verb_of(&parts.method, r, &query).to_string(),
+            match &r.subresource {
+                Some(sub) => format!("{}/{sub}", r.t.plural),
+                None => r.t.plural.clone(),
+            },
+        ),
+        _ => (parts.method.as_str().to_lowercase(), path.clone()),
+    };
+    let (fault, latency) = shared.faults.on_request(&verb, &resource);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(err) = fault {
+        return error_response(&err);
+    }
+    let target = match routed {
+        Ok(t) => t,
+        Err(e) => return error_response(&e),
+    };
+    let mode = output_mode(accept.as_deref(), &query);
+    let result = match target {
+        Target::Fixed(v) => Ok(json_value(StatusCode::OK, &v)),
+        Target::Text(t) => Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(
+                Full::new(Bytes::from(t))
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+            .unwrap_or_default()),
+        Target::Resource(route) => {
+            dispatch(
+                &shared,
+                &parts.method,
+                route,
+                &query,
+                mode,
+                &content_type,
+                body,
+                &verb,
+            )
+            .await
+        }
+    };
+    match result {
+        Ok(resp) => resp,
+        Err(e) => error_response(&e),
+    }
+}
+
+fn verb_of(method: &Method, r: &Route, q: &Query) -> &'static str {
+    match *method {
+        Method::GET if r.name.is_some() => "get",
+        Method::GET if flag(q, "watch") => "watch",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if r.name.is_some() => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+pub(crate) enum Target {
+    Fixed(Value),
+    Text(String),
+    Resource(Route),
+}
+
+fn route(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    q: &Query,
+    user_agent: String,
+) -> Result<Target, ApiError> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let store = shared.store.lock();
+    let reg = &store.registry;
+    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
+        ["version"] => return Ok(Target::Fixed(crate::discovery::version())),
+        ["healthz" | "readyz" | "livez", ..] => return Ok(Target::Text("ok".into())),
+        ["api"] => return Ok(Target::Fixed(crate::discovery::api_versions())),
+        ["apis"] => return Ok(Target::Fixed(crate::discovery::group_list(reg))),
+        ["api", "v1"] => {
+            return Ok(Target::Fixed(crate::discovery::resource_list(
+                reg, "", "v1",
+            )));
+        }
+        ["apis", g] => {
+            return crate::discovery::group(reg, g)
+                .map(Target::Fixed)
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        ["apis", g, v] => {
+            if !reg.serves_group_version(g, v) {
+                return Err(ApiError::no_route(path));
+            }
+            return Ok(Target::Fixed(crate::discovery::resource_list(reg, g, v)));
+        }
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", g, v, rest @ ..] => (g, v, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let _ = (method, q);
+    // namespaces/{ns}/{resource}/... for namespaced resources.
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, res, tail @ ..]
+            if reg
+                .lookup(group, version, res)
+                .is_some_and(|t| t.namespaced) =>
+        {
+            (Some(ns.to_string()), {
+                let mut v = vec![*res];
+                v.extend_from_slice(tail);
+                v
+            })
+        }
+        other => (None, other.to_vec()),
+    };
+    let (res, name, sub) = match rest.as_slice() {
+        [res] => (*res, None, None),
+        [res, name] => (*res, Some(name.to_string()), None),
+        [res, name, sub] => (*res, Some(name.to_string()), Some(sub.to_string())),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let t = reg
+        .lookup(group, version, res)
+        .ok_or_else(|| ApiError::no_route(path))?;
+    if t.namespaced && namespace.is_none() && name.is_some() {
+        return Err(ApiError::no_route(path));
+    }
+    if let Some(sub) = &sub {
+        let ok = (sub == "status" && t.status_subresource)
+            || (sub == "finalize" && t.key() == "namespaces");
+        if !ok {
+            return Err(ApiError::no_route(path));
+        }
+    }
+    Ok(Target::Resource(Route {
+        t,
+        version: version.to_string(),
+        namespace,
+        name,
+        subresource: sub,
+        user_agent,
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    shared: &Arc<Shared>,
+    method: &Method,
+    route: Route,
+    q: &Query,
+    mode: OutputMode,
+    content_type: &str,
+    body: Bytes,
+    verb: &str,
+) -> Result<Response<Body>, ApiError> {
+    match verb {
+        "get" => get(shared, &route, mode),
+        "list" => list(shared, &route, q, mode),
+        "watch" => crate::watch::start(shared.clone(), route, q, mode),
+        "create" => {
+            if route.subresource.is_some() || route.name.is_some() {
+                return Err(ApiError::method_not_allowed(format!(
+                    "POST is not supported on {}",
+                    route.t.plural
+                )));
+            }
+            create(shared, &route, q, &body).await
+        }
+        "update" => update(shared, &route, q, &body).await,
+        "patch" => patch(shared, &route, q, content_type, &body).await,
+        "delete" => delete(shared, &route, q, &body).await,
+        "deletecollection" => delete_collection(shared, &route, q, &body).await,
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        ))),
+    }
+}
+
+/// Render one stored object for `route.version` and the output mode.
+pub(crate) fn render(obj: &StoredObject, route: &Route, mode: OutputMode) -> Bytes {
+    match mode {
+        OutputMode::Full if route.version == route.t.storage_version() => obj.bytes.clone(),
+        OutputMode::Full => {
+            let mut v = obj.value.clone();
+            v["apiVersion"] = json!(route.t.api_version(&route.version));
+            Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+        }
+        OutputMode::Metadata => {
+            Bytes::from(serde_json::to_vec(&partial_metadata(&obj.value)).unwrap_or_default())
+        }
+        OutputMode::Table { include_object } => Bytes::from(
+            serde_json::to_vec(&crate::table::table(
+                &route.t,
+                &route.version,
+                &[&obj.value],
+                include_object,
+                None,
+            ))
+            .unwrap_or_default(),
+        ),
+    }
+}
+
+pub(crate) fn partial_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj["metadata"].clone(),
+    })
+}
+
+fn get(shared: &Shared, route: &Route, mode: OutputMode) -> Result<Response<Body>, ApiError> {
+    let name = route.name.as_deref().unwrap_or_default();
+    let obj = shared
+        .store
+        .lock()
+        .get(&route.t.key(), route.ns(), name)
+        .ok_or_else(|| ApiError::not_found(&route.t.group, &route.t.plural, name))?;
+    Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
+}
+
+/// Label and field selectors of a list or watch.
+#[derive(Debug, Clone)]
+pub(crate) struct Selectors {
+    pub label: LabelSelector,
+    pub field: FieldSelector,
+}
+
+impl Selectors {
+    pub fn parse(t: &ResourceType, q: &Query) -> Result<Self, ApiError> {
+        let label = match q.get("labelSelector") {
+            Some(s) => LabelSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            None => LabelSelector::everything(),
+        };
+        let field = match q.get("fieldSelector") {
+            Some(s) => FieldSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?,
+            None => FieldSelector::everything(),
+        };
+        let mut supported = vec!["metadata.name", "metadata.namespace"];
+        match t.key().as_str() {
+            "pods" => supported.extend([
+                "spec.nodeName",
+                "status.phase",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "status.podIP",
+            ]),
+            "events" | "events.k8s.io/events" => supported.extend([
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+                "regarding.kind",
+                "regarding.name",
+                "regarding.namespace",
+            ]),
+            "secrets" => supported.push("type"),
+            "nodes" => supported.push("spec.unschedulable"),
+            "namespaces" => supported.push("status.phase"),
+            _ => {}
+        }
+        field
+            .check_supported(&supported)
+            .map_err(|e| ApiError::bad_request(format!("field label not supported: {e}")))?;
+        Ok(Selectors { label, field })
+    }
+
+    pub fn is_everything(&self) -> bool {
+        self.label.is_empty() && self.field.is_empty()
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        (self.label.is_empty() || self.label.matches_object(obj))
+            && (self.field.is_empty() || self.field.matches(obj))
+    }
+}
+
+/// Continue token contents.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+fn encode_continue(rv: u64, key: &ObjKey) -> String {
+    use base64::Engine;
+    let token = ContinueToken {
+        rv,
+        ns: key.0.clone(),
+        name: key.1.clone(),
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&token).unwrap_or_default())
+}
+
+fn decode_continue(s: &str) -> Result<ContinueToken, ApiError> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| ApiError::bad_request("invalid continue token"))
+}
+
+fn parse_rv(s: &str) -> Result<u64, ApiError> {
+    s.parse::<u64>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "invalid resource version \"{s}\": must be an integer"
+        ))
+    })
+}
+
+fn list(
+    shared: &Shared,
+    route: &Route,
+    q: &Query,
+    mode: OutputMode,
+) -> Result<Response<Body>, ApiError> {
+    let t = &route.t;
+    let sel = Selectors::parse(t, q)?;
+    let limit = match q.get("limit") {
+        Some(l) if !l.is_empty() => l
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit {l}")))?,
+        _ => 0,
+    };
+    let cont = q
+        .get("continue")
+        .filter(|c| !c.is_empty())
+        .map(|c| decode_continue(c))
+        .transpose()?;
+    let rv_param = q.get("resourceVersion").filter(|r| !r.is_empty()).cloned();
+    let rv_match = q.get("resourceVersionMatch").cloned().unwrap_or_default();
+    if cont.is_some() && rv_param.as_deref().is_some_and(|r| r != "0") {
+        return Err(ApiError::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    let ns = route.namespace.as_deref();
+    let store = shared.store.lock();
+    // Decide the snapshot: `None` = current state.
+    let (snapshot_rv, after): (Option<u64>, Option<ObjKey>) = match &cont {
+        Some(c) => (Some(c.rv), Some((c.ns.clone(), c.name.clone()))),
+        None => match (rv_param.as_deref(), rv_match.as_str()) {
+            (None, "") | (Some("0"), _) | (None, _) => (None, None),
+            (Some(r), "Exact") => (Some(parse_rv(r)?), None),
+            (Some(r), "NotOlderThan") | (Some(r), "") => {
+                let r = parse_rv(r)?;
+                if r > store.rv() {
+                    return Err(ApiError::new(
+                        504,
+                        "Timeout",
+                        format!("Too large resource version: {r}, current resource version: {}", store.rv()),
+                    )
+                    .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})));
+                }
+                // Legacy semantics: a limit with an explicit RV and no match is Exact.
+                if limit > 0 && rv_match.is_empty() {
+                    (Some(r), None)
+                } else {
+                    (None, None)
+                }
+            }
+            (Some(_), other) => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
+                )));
+            }
+        },
+    };
+    let list_rv = snapshot_rv.unwrap_or(store.rv());
+    if snapshot_rv.is_some_and(|r| r > store.rv()) {
+        return Err(ApiError::new(504, "Timeout", "Too large resource version"));
+    }
+    let overlay = match snapshot_rv {
+        Some(at) => store.overlay_at(&t.key(), at).map_err(|e| {
+            ApiError::expired(format!(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. (oldest available resourceVersion {})",
+                e.oldest
+            ))
+        })?,
+        None => Default::default(),
+    };
+    // Merge the current range with the overlay (state at the snapshot for changed keys).
+    let mut items: Vec<Arc<StoredObject>> = Vec::new();
+    let mut last_key: Option<ObjKey> = None;
+    let mut more = false;
+    {
+        let in_scope =
+            |k: &ObjKey| ns.is_none_or(|ns| k.0 == ns) && after.as_ref().is_none_or(|a| k > a);
+        let mut current = store.range(&t.key(), ns, after.as_ref()).peekable();
+        let mut over = overlay.iter().filter(|(k, _)| in_scope(k)).peekable();
+        loop {
+            let next: Option<(ObjKey, Option<Arc<StoredObject>>)> =
+                match (current.peek(), over.peek()) {
+                    (None, None) => None,
+                    (Some((ck, cv)), None) => {
+                        let r = ((*ck).clone(), Some((*cv).clone()));
+                        current.next();
+                        Some(r)
+                    }
+                    (None, Some((ok, ov))) => {
+                        let r = ((*ok).clone(), (*ov).clone());
+                        over.next();
+                        Some(r)
+                    }
+                    (Some((ck, cv)), Some((ok, ov))) => {
+                        if *ck < *ok {
+                            let r = ((*ck).clone(), Some((*cv).clone()));
+                            current.next();
+                            Some(r)
+                        } else if *ck == *ok {
+                            let r = ((*ok).clone(), (*ov).clone());
+                            current.next();
+                            over.next();
+                            Some(r)
+                        } else {
+                            let r = ((*ok).clone(), (*ov).clone());
+                            over.next();
+                            Some(r)
+                        }
+                    }
+                };
+            let Some((key, value)) = next else { break };
+            let Some(obj) = value else { continue };
+            if !sel.is_everything() && !sel.matches(&obj.value) {
+                continue;
+            }
+            if limit > 0 && items.len() == limit {
+                more = true;
+                break;
+            }
+            last_key = Some(key);
+            items.push(obj);
+        }
+    }
+    drop(store);
+    let continue_token = match (&last_key, more) {
+        (Some(k), true) => encode_continue(list_rv, k),
+        _ => String::new(),
+    };
+    Ok(json_bytes(
+        StatusCode::OK,
+        render_list(route, &items, list_rv, &continue_token, mode),
+    ))
+}
+
+/// Serialise a list body.
+pub(crate) fn render_list(
+    route: &Route,
+    items: &[Arc<StoredObject>],
+    rv: u64,
+    continue_token: &str,
+    mode: OutputMode,
+) -> Bytes {
+    let t = &route.t;
+    if let OutputMode::Table { include_object } = mode {
+        let values: Vec<&Value> = items.iter().map(|o| &o.value).collect();
+        let mut table = crate::table::table(t, &route.version, &values, include_object, Some(rv));
+        if !continue_token.is_empty() {
+            table["metadata"]["continue"] = json!(continue_token);
+        }
+        return Bytes::from(serde_json::to_vec(&table).unwrap_or_default());
+    }
+    let (kind, api_version) = match mode {
+        OutputMode::Metadata => (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        ),
+        _ => (t.list_kind(), t.api_version(&route.version)),
+    };
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if !continue_token.is_empty() {
+        meta["continue"] = json!(continue_token);
+    }
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        json!(kind),
+        json!(api_version),
+        meta
+    );
+    let total: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
+    let mut buf = BytesMut::with_capacity(head.len() + total + 2);
+    buf.extend_from_slice(head.as_bytes());
+    for (i, obj) in items.iter().enumerate() {
+        if i > 0 {
+            buf.extend_from_slice(b",");
+        }
+        buf.extend_from_slice(&render(obj, route, mode));
+    }
+    buf.extend_from_slice(b"]}");
+    buf.freeze()
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request("request body is empty"));
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => Ok(v),
+        Err(json_err) => serde_yaml::from_slice::<Value>(body).map_err(|_| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded: {json_err}"
+            ))
+        }),
+    }
+}
+
+/// Check apiVersion/kind of a body against the route and fill them in when absent.
+fn check_type(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    let t = &route.t;
+    let want_av = t.api_version(&route.version);
+    match obj["apiVersion"].as_str() {
+        None | Some("") => obj["apiVersion"] = json!(want_av),
+        Some(av) if av == want_av => {}
+        Some(av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+    }
+    match obj["kind"].as_str() {
+        None | Some("") => obj["kind"] = json!(t.kind),
+        Some(k) if k == t.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                t.kind
+            )));
+        }
+    }
+    // Store the storage version.
+    obj["apiVersion"] = json!(t.api_version(t.storage_version()));
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    Ok(())
+}
+
+fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name
+            .as_bytes()
+            .first()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .as_bytes()
+            .last()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+/// Validate an object before it is stored: metadata.name and, for custom resources, the
+/// CRD schema (after pruning unknown fields and applying defaults, as the real server does).
+pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
+    let t = &route.t;
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let name = name.as_str();
+    let mut causes = Vec::new();
+    if !is_dns_subdomain(name) {
+        causes.push((
+            "metadata.name".to_string(),
+            "FieldValueInvalid".to_string(),
+            format!("Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
+        ));
+    }
+    if let Some(custom) = &t.custom
+        && let Some(schema) = custom.schemas.get(t.storage_version())
+    {
+        crate::schema::prune(schema, obj);
+        crate::schema::apply_defaults(schema, obj);
+        causes.extend(
+            crate::schema::validate(schema, obj)
+                .into_iter()
+                .map(|e| (e.path, e.reason.as_str().to_string(), e.message)),
+        );
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&t.group, &t.kind, name, causes))
+    }
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let id = uuid::Uuid::new_v4();
+    id.as_bytes()
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect()
+}
+
+fn dry_run(q: &Query) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+async fn create(
+    shared: &Arc<Shared>,
+    route: &Route,
+    q: &Query,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let t = route.t.clone();
+    let mut obj = parse_body(body)?;
+    check_type(route, &mut obj)?;
+    let meta = &mut obj["metadata"];
+    if meta["resourceVersion"]
+        .as_str()
+        .is_some_and(|r| !r.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    if t.namespaced {
+        let ns = route.ns();
+        match meta["namespace"].as_str() {
+            None | Some("") => meta["namespace"] = json!(ns),
+            Some(body_ns) if body_ns == ns => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+    } else if let Some(m) = meta.as_object_mut() {
+        m.remove("namespace");
+    }
+    if meta["name"].as_str().is_none_or(str::is_empty) {
+        match meta["generateName"].as_str() {
+            Some(prefix) if !prefix.is_empty() => {
+                meta["name"] = json!(format!("{prefix}{}", random_suffix()));
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    &t.group,
+                    &t.kind,
+                    "",
+                    vec![(
+                        "metadata.name".into(),
+                        "FieldValueRequired".into(),
+                        "Required value: name or generateName is required".into(),
+                    )],
+                ));
+            }
+        }
+    }
+    if t.status_subresource
+        && t.custom.is_some()
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
+    }
+    let mut obj =
+        crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
+    validate(route, &mut obj)?;
+    if dry_run(q) {
+        return Ok(json_value(StatusCode::CREATED, &obj));
+    }
+    let obj = crate::patch_glue::track_update(route, q, None, obj);
+    let stored = shared.mutate(|s| s.create(&t, obj))?;
+    Ok(json_bytes(
+        StatusCode::CREATED,
+        render(&stored, route, OutputMode::Full),
+    ))
+}
+
+/// Combine the incoming object with the current one according to the status subresource rules.
+fn split_status(route: &Route, current: &Value, mut incoming: Value) -> Value {
+    if route.subresource.as_deref() == Some("status") {
+        let mut out = current.clone();
+        out["status"] = incoming.get("status").cloned().unwrap_or(Value::Null);
+        if out["status"].is_null()
+            && let Some(o) = out.as_object_mut()
+        {
+            o.remove("status");
+        }
+        // The resourceVersion precondition comes from the incoming object.
+        out["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
+        out
+    } else if route.t.status_subresource {
+        match current.get("status") {
+            Some(s) => incoming["status"] = s.clone(),
+            None => {
+                if let Some(o) = incoming.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        incoming
+    } else {
+        incoming
+    }
+}
+
+async fn update(
+    shared: &Arc<Shared>,
+    route: &Route,
+    q: &Query,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let t = route.t.clone();
+    let name = route
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::method_not_allowed("PUT requires a name"))?;
+    let mut obj = parse_body(body)?;
+    check_type(route, &mut obj)?;
+    match obj["metadata"]["name"].as_str() {
+        Some(n) if n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => obj["metadata"]["name"] = json!(name),
+    }
+    if t.namespaced {
+        match obj["metadata"]["namespace"].as_str() {
+            Some(n) if !n.is_empty() && n != route.ns() => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => obj["metadata"]["namespace"] = json!(route.ns()),
+        }
+    }
+    let expected = match obj["metadata"]["resourceVersion"].as_str() {
+        Some(r) if !r.is_empty() => Some(parse_rv(r)?),
+        _ => None,
+    };
+    loop {
+        let current = shared
+            .store
+            .lock()
+            .get(&t.key(), route.ns(), &name)
+            .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
+        let candidate = split_status(route, &current.value, obj.clone());
+        let mut candidate = crate::admission_glue::admit(
+            shared,
+            route,
+            "UPDATE",
+            Some(&current.value),
+            candidate,
+            dry_run(q),
+        )
+        .await?;
+        validate(route, &mut candidate)?;
+        if dry_run(q) {
+            return Ok(json_value(StatusCode::OK, &candidate));
+        }
+        let candidate = crate::patch_glue::track_update(route, q, Some(&current.value), candidate);
+        let base = expected.unwrap_or(current.rv);
+        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
+            Ok(stored) => {
+                return Ok(json_bytes(
+                    StatusCode::OK,
+                    render(&stored, route, OutputMode::Full),
+                ));
+            }
+            // Unconditional update raced with another write: recompute on the new state.
+            Err(e) if e.code == 409 && expected.is_none() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn patch(
+    shared: &Arc<Shared>,
+    route: &Route,
+    q: &Query,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let t = route.t.clone();
+    let name = route
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::method_not_allowed("PATCH requires a name"))?;
+    let patch_type = crate::patch::PatchType::from_content_type(content_type)
+        .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+    loop {
+        let current = shared.store.lock().get(&t.key(), route.ns(), &name);
+        let patched = crate::patch_glue::apply_patch(
+            route,
+            q,
+            patch_type,
+            current.as_deref().map(|c| &c.value),
+            body,
+        )?;
+        let Some(current) = current else {
+            // Server-side apply of an absent object creates it.
+            let mut obj = patched;
+            check_type(route, &mut obj)?;
+            obj["metadata"]["name"] = json!(name);
+            if t.namespaced {
+                obj["metadata"]["namespace"] = json!(route.ns());
+            }
+            if t.status_subresource
+                && t.custom.is_some()
+                && let Some(o) = obj.as_object_mut()
+            {
+                o.remove("status");
+            }
+            let mut obj =
+                crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q))
+                    .await?;
+            validate(route, &mut obj)?;
+            if dry_run(q) {
+                return Ok(json_value(StatusCode::CREATED, &obj));
+            }
+            match shared.mutate(|s| s.create(&t, obj)) {
+                Ok(stored) => {
+                    return Ok(json_bytes(
+                        StatusCode::CREATED,
+                        render(&stored, route, OutputMode::Full),
+                    ));
+                }
+                Err(e) if e.code == 409 && e.reason == "AlreadyExists" => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        let mut patched = patched;
+        check_type(route, &mut patched)?;
+        if patched["metadata"]["name"].as_str() != Some(name.as_str()) {
+            return Err(ApiError::invalid(
+                &t.group,
+                &t.kind,
+                &name,
+                vec![(
+                    "metadata.name".into(),
+                    "FieldValueInvalid".into(),
+                    "field is immutable".into(),
+                )],
+            ));
+        }
+        // A resourceVersion in the patch is a precondition.
+        let pinned = match patched["metadata"]["resourceVersion"].as_str() {
+            Some(r) if !r.is_empty() && r != current.rv.to_string() => {
+                return Err(ApiError::conflict(
+                    &t.group,
+                    &t.plural,
+                    &name,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
+            }
+            _ => false,
+        };
+        let _ = pinned;
+        let candidate = split_status(route, &current.value, patched);
+        let mut candidate = crate::admission_glue::admit(
+            shared,
+            route,
+            "UPDATE",
+            Some(&current.value),
+            candidate,
+            dry_run(q),
+        )
+        .await?;
+        validate(route, &mut candidate)?;
+        if dry_run(q) {
+            return Ok(json_value(StatusCode::OK, &candidate));
+        }
+        let candidate = if patch_type == crate::patch::PatchType::Apply {
+            candidate
+        } else {
+            crate::patch_glue::track_update(route, q, Some(&current.value), candidate)
+        };
+        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
+            Ok(stored) => {
+                return Ok(json_bytes(
+                    StatusCode::OK,
+                    render(&stored, route, OutputMode::Full),
+                ));
+            }
+            // Lost a race with another writer: re-apply the patch on the new state.
+            Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
+    let body: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+    };
+    let policy = body["propagationPolicy"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| q.get("propagationPolicy").cloned());
+    let orphan = body["orphanDependents"].as_bool().unwrap_or(false) || flag(q, "orphanDependents");
+    let propagation = match policy.as_deref() {
+        Some("Foreground") => Propagation::Foreground,
+        Some("Orphan") => Propagation::Orphan,
+        Some("Background") => Propagation::Background,
+        None if orphan => Propagation::Orphan,
+        None => Propagation::Background,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
+        }
+    };
+    Ok(DeleteOpts {
+        propagation,
+        uid: body["preconditions"]["uid"].as_str().map(str::to_string),
+        resource_version: body["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string),
+    })
+}
+
+async fn delete(
+    shared: &Arc<Shared>,
+    route: &Route,
+    q: &Query,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let t = route.t.clone();
+    let name = route.name.clone().unwrap_or_default();
+    if route.subresource.is_some() {
+        return Err(ApiError::method_not_allowed(
+            "DELETE is not supported on subresources",
+        ));
+    }
+    let opts = delete_opts(q, body)?;
+    let current = shared
+        .store
+        .lock()
+        .get(&t.key(), route.ns(), &name)
+        .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
+    crate::admission_glue::admit(
+        shared,
+        route,
+        "DELETE",
+        Some(&current.value),
+        current.value.clone(),
+        dry_run(q),
+    )
+    .await?;
+    if dry_run(q) {
+        return Ok(json_bytes(
+            StatusCode::OK,
+            render(&current, route, OutputMode::Full),
+        ));
+    }
+    let last = shared.mutate(|s| s.delete(&t, route.ns(), &name, &opts))?;
+    Ok(json_bytes(
+        StatusCode::OK,
+        render(&last, route, OutputMode::Full),
+    ))
+}
+
+async fn delete_collection(
+    shared: &Arc<Shared>,
+    route: &Route,
+    q: &Query,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let t = route.t.clone();
+    let sel = Selectors::parse(&t, q)?;
+    let opts = delete_opts(q, body)?;
+    let victims: Vec<Arc<StoredObject>> = shared
+        .store
+        .lock()
+        .range(&t.key(), route.namespace.as_deref(), None)
+        .filter(|(_, o)| sel.matches(&o.value))
+        .map(|(_, o)| o.clone())
+        .collect();
+    let mut deleted = Vec::new();
+    for v in victims {
+        let ns = v.value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = v.value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut r = route.clone();
+        r.name = Some(name.clone());
+        crate::admission_glue::admit(
+            shared,
+            &r,
+            "DELETE",
+            Some(&v.value),
+            v.value.clone(),
+            dry_run(q),
+        )
+        .await?;
+        if dry_run(q) {
+            deleted.push(v);
+            continue;
+        }
+        match shared.mutate(|s| s.delete(&t, &ns, &name, &opts)) {
+            Ok(last) => deleted.push(last),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let rv = shared.store.lock().rv();
+    Ok(json_bytes(
+        StatusCode::OK,
+        render_list(route, &deleted, rv, "", OutputMode::Full),
+    ))
+}

@@ -1,0 +1,238 @@
+//! Errors: [`EnvtestError`] for the library handle and [`ApiError`], the `metav1.Status`
+//! failures the HTTP API answers with.
+
+use serde_json::{Value, json};
+
+/// Errors returned by the library API of the test server (starting it, writing files, helpers).
+#[derive(Debug, thiserror::Error)]
+pub enum EnvtestError {
+    /// Binding or serving the loopback listener failed.
+    #[error("cannot bind the test API server listener on {addr}: {source}")]
+    Bind {
+        /// The address that was requested.
+        addr: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// Writing the kubeconfig file failed.
+    #[error("cannot write kubeconfig to {path}: {source}")]
+    WriteKubeconfig {
+        /// The target path.
+        path: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// Building the kube client from the generated kubeconfig failed.
+    #[error("cannot build a kube client for the test API server: {0}")]
+    Client(String),
+    /// Serialising a value failed.
+    #[error("cannot serialise {what}: {source}")]
+    Serialize {
+        /// What was being serialised.
+        what: String,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+    /// The server rejected an object passed to a helper (for example `install_crd`).
+    #[error("the test API server rejected {what}: {error}")]
+    Api {
+        /// What was being stored.
+        what: String,
+        /// The API error the server produced.
+        error: Box<ApiError>,
+    },
+}
+
+/// A failed API request: rendered as a `metav1.Status` body with `code` as the HTTP status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    /// HTTP status code (404, 409, 422, ...).
+    pub code: u16,
+    /// `metav1.StatusReason` (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, ...).
+    pub reason: String,
+    /// Human readable message.
+    pub message: String,
+    /// `details` of the Status (name, group, kind, causes), if any.
+    pub details: Option<Value>,
+    /// Seconds for a `Retry-After` header (429 answers).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// A new error with the given code, reason and message and no details.
+    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    /// Attach `details` (name, group, kind, causes).
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// 404 NotFound for `resource` (plural, with group if any) named `name`.
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
+            .with_details(json!({"name": name, "group": group, "kind": resource}))
+    }
+
+    /// 404 NotFound for a path that names no served resource.
+    pub fn no_route(path: &str) -> Self {
+        ApiError::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+        .with_details(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]}))
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{qualified} \"{name}\" already exists"),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": resource}))
+    }
+
+    /// 409 Conflict (stale resourceVersion or failed precondition).
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": resource}))
+    }
+
+    /// 422 Invalid with field causes `(field, reason, message)`.
+    pub fn invalid(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: Vec<(String, String, String)>,
+    ) -> Self {
+        let summary: Vec<String> = causes
+            .iter()
+            .map(|(field, _, message)| format!("{field}: {message}"))
+            .collect();
+        let causes: Vec<Value> = causes
+            .into_iter()
+            .map(|(field, reason, message)| json!({"field": field, "reason": reason, "message": message}))
+            .collect();
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        ApiError::new(
+            422,
+            "Invalid",
+            format!("{qualified} \"{name}\" is invalid: {}", summary.join(", ")),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        ApiError::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 410 Expired (resourceVersion too old / continue token expired).
+    pub fn expired(message: impl Into<String>) -> Self {
+        ApiError::new(410, "Expired", message)
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})"
+            ),
+        )
+    }
+
+    /// 429 TooManyRequests with a `Retry-After` of `seconds`.
+    pub fn too_many_requests(seconds: u64) -> Self {
+        let mut err = ApiError::new(
+            429,
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        )
+        .with_details(json!({"retryAfterSeconds": seconds}));
+        err.retry_after = Some(seconds);
+        err
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(500, "InternalError", message)
+    }
+
+    /// An error with an arbitrary status code (fault injection), reason derived from the code.
+    pub fn from_code(code: u16, message: impl Into<String>) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            409 => "Conflict",
+            410 => "Expired",
+            415 => "UnsupportedMediaType",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        let mut err = ApiError::new(code, reason, message);
+        if code == 429 {
+            err.retry_after = Some(1);
+        }
+        err
+    }
+
+    /// The `metav1.Status` JSON body.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}

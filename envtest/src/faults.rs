@@ -1,0 +1,199 @@
+//! Fault injection and request counters, deterministic and observable.
+//!
+//! Obtained from [`crate::TestApiServer::faults`]. Rules match on `(verb, resource)` where
+//! `verb` is the Kubernetes verb (`get`, `list`, `watch`, `create`, `update`, `patch`,
+//! `delete`, `deletecollection`) and `resource` the plural name, with `/status` appended for
+//! the status subresource (`pods/status`); `"*"` matches anything.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use crate::error::ApiError;
+
+/// One armed failure rule.
+#[derive(Debug, Clone)]
+struct Rule {
+    verb: String,
+    resource: String,
+    remaining: usize,
+    error: ApiError,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    rules: Vec<Rule>,
+    latency: Duration,
+    counts: BTreeMap<(String, String), u64>,
+}
+
+/// Fault controls and request counters of one server. Cheap to clone.
+#[derive(Clone)]
+pub struct Faults {
+    inner: Arc<Mutex<Inner>>,
+    paused: watch::Sender<bool>,
+    close_watches: watch::Sender<u64>,
+    compact: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("inner", &self.inner)
+            .field("paused", &self.is_paused())
+            .finish_non_exhaustive()
+    }
+}
+
+fn matches(pattern: &str, value: &str) -> bool {
+    pattern == "*" || pattern == value
+}
+
+impl Faults {
+    pub(crate) fn new(compact: Arc<dyn Fn() + Send + Sync>) -> Self {
+        Faults {
+            inner: Arc::default(),
+            paused: watch::channel(false).0,
+            close_watches: watch::channel(0).0,
+            compact,
+        }
+    }
+
+    /// Fail the next `n` requests matching `(verb, resource)` with HTTP `code` (the Status
+    /// reason follows the code: 404 NotFound, 409 Conflict, 500 InternalError, 503
+    /// ServiceUnavailable, ...).
+    pub fn fail_next(&self, verb: &str, resource: &str, n: usize, code: u16) {
+        self.fail_next_with(
+            verb,
+            resource,
+            n,
+            ApiError::from_code(code, format!("injected fault for {verb} {resource}")),
+        );
+    }
+
+    /// Fail the next `n` requests matching `(verb, resource)` with the given error.
+    pub fn fail_next_with(&self, verb: &str, resource: &str, n: usize, error: ApiError) {
+        if n == 0 {
+            return;
+        }
+        self.inner.lock().rules.push(Rule {
+            verb: verb.to_string(),
+            resource: resource.to_string(),
+            remaining: n,
+            error,
+        });
+    }
+
+    /// Answer the next `n` matching requests with 429 TooManyRequests and
+    /// `Retry-After: retry_after_secs`.
+    pub fn throttle_next(&self, verb: &str, resource: &str, n: usize, retry_after_secs: u64) {
+        self.fail_next_with(
+            verb,
+            resource,
+            n,
+            ApiError::too_many_requests(retry_after_secs),
+        );
+    }
+
+    /// Remove every armed failure rule.
+    pub fn clear(&self) {
+        self.inner.lock().rules.clear();
+    }
+
+    /// Number of injected failures still armed.
+    pub fn pending_failures(&self) -> usize {
+        self.inner.lock().rules.iter().map(|r| r.remaining).sum()
+    }
+
+    /// Delay every request by `latency` before it is handled (zero to turn off). Uses tokio
+    /// time, so a paused test clock controls it.
+    pub fn set_latency(&self, latency: Duration) {
+        self.inner.lock().latency = latency;
+    }
+
+    /// Close every open watch now (the client sees the stream end cleanly).
+    pub fn close_watches(&self) {
+        self.close_watches.send_modify(|g| *g += 1);
+    }
+
+    /// Compact the history: every resume from a resourceVersion handed out so far (watch or
+    /// continue token) gets 410 Expired, so clients must relist.
+    pub fn compact_history(&self) {
+        (self.compact)();
+    }
+
+    /// Pause the server: requests are accepted but not answered until [`Faults::resume`].
+    /// Open watches stop delivering events meanwhile.
+    pub fn pause(&self) {
+        self.paused.send_replace(true);
+    }
+
+    /// Resume a paused server.
+    pub fn resume(&self) {
+        self.paused.send_replace(false);
+    }
+
+    /// Whether the server is paused.
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Requests received for `(verb, resource)` so far (`"*"` sums over that position).
+    pub fn request_count(&self, verb: &str, resource: &str) -> u64 {
+        self.inner
+            .lock()
+            .counts
+            .iter()
+            .filter(|((v, r), _)| matches(verb, v) && matches(resource, r))
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    /// All request counters keyed by `(verb, resource)`.
+    pub fn request_counts(&self) -> BTreeMap<(String, String), u64> {
+        self.inner.lock().counts.clone()
+    }
+
+    /// Reset the request counters.
+    pub fn reset_counts(&self) {
+        self.inner.lock().counts.clear();
+    }
+
+    /// Count a request and return the injected failure it must get, if any, and the latency.
+    pub(crate) fn on_request(&self, verb: &str, resource: &str) -> (Option<ApiError>, Duration) {
+        let mut inner = self.inner.lock();
+        *inner
+            .counts
+            .entry((verb.to_string(), resource.to_string()))
+            .or_default() += 1;
+        let latency = inner.latency;
+        let pos = inner
+            .rules
+            .iter()
+            .position(|r| matches(&r.verb, verb) && matches(&r.resource, resource));
+        let error = pos.map(|i| {
+            let rule = &mut inner.rules[i];
+            rule.remaining -= 1;
+            let error = rule.error.clone();
+            if rule.remaining == 0 {
+                inner.rules.remove(i);
+            }
+            error
+        });
+        (error, latency)
+    }
+
+    /// Wait while the server is paused.
+    pub(crate) async fn wait_unpaused(&self) {
+        let mut rx = self.paused.subscribe();
+        // An error means the sender is gone, i.e. the server is shutting down: stop waiting.
+        let _ = rx.wait_for(|paused| !paused).await;
+    }
+
+    pub(crate) fn close_watches_receiver(&self) -> watch::Receiver<u64> {
+        self.close_watches.subscribe()
+    }
+}

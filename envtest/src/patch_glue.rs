@@ -1,0 +1,138 @@
+//! Wiring of the [`crate::patch`] module into the REST handlers: patch type dispatch, merge
+//! strategies per resource, managed-fields bookkeeping and error mapping.
+
+use serde_json::{Value, json};
+
+use crate::api::{Query, Route};
+use crate::error::ApiError;
+use crate::patch::{
+    ApplyError, ApplyOptions, MergeStrategy, PatchError, PatchType, parse_apply_body, patch_object,
+    record_update, server_side_apply,
+};
+use crate::resources::ResourceType;
+
+/// The list merge rules of a resource: the built-in table, or the CRD schema's list markers.
+pub(crate) fn strategy_for(t: &ResourceType) -> Option<MergeStrategy> {
+    if t.strategic_merge {
+        return MergeStrategy::builtin(&t.api_version(t.storage_version()), &t.kind);
+    }
+    t.custom.as_ref().map(|c| {
+        c.schemas
+            .get(t.storage_version())
+            .map(MergeStrategy::from_openapi_schema)
+            .unwrap_or_else(MergeStrategy::atomic)
+    })
+}
+
+fn patch_error(t: &ResourceType, name: &str, e: PatchError) -> ApiError {
+    match e.status_code() {
+        415 => ApiError::new(415, "UnsupportedMediaType", e.to_string()),
+        422 => ApiError::invalid(
+            &t.group,
+            &t.kind,
+            name,
+            vec![(String::new(), "FieldValueInvalid".into(), e.to_string())],
+        ),
+        _ => ApiError::bad_request(e.to_string()),
+    }
+}
+
+fn apply_error(t: &ResourceType, name: &str, e: ApplyError) -> ApiError {
+    match &e {
+        ApplyError::Conflicts(conflicts) => {
+            let causes: Vec<Value> = conflicts
+                .iter()
+                .map(|c| {
+                    json!({
+                        "reason": "FieldManagerConflict",
+                        "message": format!("conflict with {:?} using {}", c.manager, c.api_version),
+                        "field": c.field,
+                    })
+                })
+                .collect();
+            ApiError::new(409, "Conflict", e.to_string()).with_details(json!({
+                "name": name, "group": t.group, "kind": t.plural, "causes": causes,
+            }))
+        }
+        ApplyError::InvalidBody(m) => ApiError::bad_request(m.clone()),
+        ApplyError::Invalid(m) => ApiError::invalid(
+            &t.group,
+            &t.kind,
+            name,
+            vec![(String::new(), "FieldValueInvalid".into(), m.clone())],
+        ),
+    }
+}
+
+/// Apply the request's patch to `current`. Returns the patched object; `current == None` is
+/// only valid for server-side apply (create), anything else gives 404.
+pub(crate) fn apply_patch(
+    route: &Route,
+    q: &Query,
+    patch_type: PatchType,
+    current: Option<&Value>,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let t = &route.t;
+    let name = route.name.as_deref().unwrap_or_default();
+    let strategy = strategy_for(t);
+    if patch_type == PatchType::Apply {
+        let manager = q
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| ApiError::bad_request("fieldManager is required for apply requests"))?;
+        let force = q.get("force").is_some_and(|f| f == "true");
+        let applied = parse_apply_body(body).map_err(|e| apply_error(t, name, e))?;
+        let now = crate::store::now_rfc3339();
+        let atomic = MergeStrategy::atomic();
+        let opts = ApplyOptions {
+            manager,
+            force,
+            now: &now,
+            strategy: strategy.as_ref().unwrap_or(&atomic),
+            subresource: route.subresource.as_deref(),
+        };
+        return server_side_apply(current, &applied, &opts).map_err(|e| apply_error(t, name, e));
+    }
+    let current = current.ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name))?;
+    if patch_type == PatchType::Strategic && !t.strategic_merge {
+        return Err(ApiError::unsupported_media_type(patch_type.content_type()));
+    }
+    let strategy = if patch_type == PatchType::Strategic {
+        strategy.or_else(|| Some(MergeStrategy::atomic()))
+    } else {
+        None
+    };
+    patch_object(patch_type, current, body, strategy.as_ref()).map_err(|e| patch_error(t, name, e))
+}
+
+/// Record `Update` field ownership for an ordinary write (not apply).
+pub(crate) fn track_update(route: &Route, q: &Query, old: Option<&Value>, new: Value) -> Value {
+    let user_agent = route.user_agent.as_str();
+    let Some(strategy) = strategy_for(&route.t) else {
+        return new;
+    };
+    let manager = q
+        .get("fieldManager")
+        .filter(|m| !m.is_empty())
+        .cloned()
+        .unwrap_or_else(|| {
+            let m = user_agent.split('/').next().unwrap_or_default();
+            if m.is_empty() {
+                "unknown".to_string()
+            } else {
+                m.to_string()
+            }
+        });
+    let now = crate::store::now_rfc3339();
+    record_update(
+        old,
+        &new,
+        &crate::patch::apply::UpdateOptions {
+            manager: &manager,
+            now: &now,
+            strategy: &strategy,
+            subresource: route.subresource.as_deref(),
+        },
+    )
+}

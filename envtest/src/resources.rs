@@ -1,0 +1,373 @@
+//! The resource registry: which resources are served (built-ins plus the resources of installed
+//! CustomResourceDefinitions), their scope, kinds, short names and subresources.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// What the server knows about one served resource (one group, one plural name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceType {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Served versions; the first one is the storage (and preferred) version.
+    pub versions: Vec<String>,
+    /// Plural resource name used in URLs (`pods`).
+    pub plural: String,
+    /// Singular name (`pod`).
+    pub singular: String,
+    /// Kind (`Pod`).
+    pub kind: String,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// Short names (`po`).
+    pub short_names: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Whether the `status` subresource is served (and separates status from the rest).
+    pub status_subresource: bool,
+    /// Whether strategic merge patch is accepted (built-in types only, as on the real server).
+    pub strategic_merge: bool,
+    /// For custom resources: the CRD data that drives validation and printing.
+    pub custom: Option<CustomInfo>,
+}
+
+/// CRD-specific data of a custom resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomInfo {
+    /// Name of the CRD object (`<plural>.<group>`).
+    pub crd_name: String,
+    /// `openAPIV3Schema` per version, when declared.
+    pub schemas: BTreeMap<String, Value>,
+    /// `additionalPrinterColumns` per version.
+    pub printer_columns: BTreeMap<String, Vec<Value>>,
+}
+
+impl ResourceType {
+    /// `group/plural` (or `plural` for the core group): the key objects are stored under.
+    pub fn key(&self) -> String {
+        res_key(&self.group, &self.plural)
+    }
+
+    /// The storage version.
+    pub fn storage_version(&self) -> &str {
+        // invariant: every constructor in this module creates at least one version
+        self.versions.first().map(String::as_str).unwrap_or("v1")
+    }
+
+    /// `apiVersion` for `version` (`v1` or `group/v1`).
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
+    }
+
+    /// The kind of the list type (`PodList`).
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// Whether `version` is served.
+    pub fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v == version)
+    }
+}
+
+/// Store key for a resource.
+pub fn res_key(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{group}/{plural}")
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn builtin(
+    group: &str,
+    version: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+    short_names: &[&str],
+    status: bool,
+) -> ResourceType {
+    ResourceType {
+        group: group.to_string(),
+        versions: vec![version.to_string()],
+        plural: plural.to_string(),
+        singular: kind.to_lowercase(),
+        kind: kind.to_string(),
+        namespaced,
+        short_names: short_names.iter().map(|s| s.to_string()).collect(),
+        categories: Vec::new(),
+        status_subresource: status,
+        strategic_merge: true,
+        custom: None,
+    }
+}
+
+/// The built-in resources every server starts with.
+pub fn builtins() -> Vec<ResourceType> {
+    let mut pods = builtin("", "v1", "pods", "Pod", true, &["po"], true);
+    pods.categories = vec!["all".to_string()];
+    let mut services = builtin("", "v1", "services", "Service", true, &["svc"], true);
+    services.categories = vec!["all".to_string()];
+    let mut deployments = builtin(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        &["deploy"],
+        true,
+    );
+    deployments.categories = vec!["all".to_string()];
+    vec![
+        builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true),
+        builtin("", "v1", "nodes", "Node", false, &["no"], true),
+        pods,
+        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false),
+        builtin("", "v1", "secrets", "Secret", true, &[], false),
+        builtin("", "v1", "events", "Event", true, &["ev"], false),
+        services,
+        builtin(
+            "",
+            "v1",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+        ),
+        deployments,
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            "node.k8s.io",
+            "v1",
+            "runtimeclasses",
+            "RuntimeClass",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            &["crd", "crds"],
+            true,
+        ),
+        builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            false,
+            &[],
+            false,
+        ),
+    ]
+}
+
+/// Build the served resource of a CustomResourceDefinition object (apiextensions.k8s.io/v1).
+/// Returns a list of `(field, reason, message)` causes when the CRD is malformed.
+pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String)>> {
+    let mut causes = Vec::new();
+    let spec = &crd["spec"];
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let group = text(&spec["group"]);
+    let names = &spec["names"];
+    let plural = text(&names["plural"]);
+    let kind = text(&names["kind"]);
+    if group.is_empty() {
+        causes.push(required("spec.group"));
+    }
+    if plural.is_empty() {
+        causes.push(required("spec.names.plural"));
+    }
+    if kind.is_empty() {
+        causes.push(required("spec.names.kind"));
+    }
+    let name = text(&crd["metadata"]["name"]);
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        causes.push((
+            "metadata.name".to_string(),
+            "FieldValueInvalid".to_string(),
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    let scope = text(&spec["scope"]);
+    let namespaced = match scope.as_str() {
+        "Namespaced" => true,
+        "Cluster" => false,
+        _ => {
+            causes.push((
+                "spec.scope".to_string(),
+                "FieldValueNotSupported".to_string(),
+                format!(
+                    "Unsupported value: \"{scope}\": supported values: \"Cluster\", \"Namespaced\""
+                ),
+            ));
+            true
+        }
+    };
+    let mut versions = Vec::new();
+    let mut storage = None;
+    let mut schemas = BTreeMap::new();
+    let mut printer_columns = BTreeMap::new();
+    let mut status_subresource = false;
+    for v in spec["versions"].as_array().into_iter().flatten() {
+        let vname = text(&v["name"]);
+        if vname.is_empty() {
+            causes.push(required("spec.versions[].name"));
+            continue;
+        }
+        if v["storage"].as_bool() == Some(true) {
+            storage = Some(vname.clone());
+        }
+        if v["served"].as_bool() != Some(false) {
+            versions.push(vname.clone());
+        }
+        if let Some(schema) = v["schema"].get("openAPIV3Schema") {
+            schemas.insert(vname.clone(), schema.clone());
+        }
+        if let Some(cols) = v["additionalPrinterColumns"].as_array() {
+            printer_columns.insert(vname.clone(), cols.clone());
+        }
+        if v["subresources"].get("status").is_some() {
+            status_subresource = true;
+        }
+    }
+    if versions.is_empty() {
+        causes.push(required("spec.versions"));
+    }
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    if let Some(storage) = storage
+        && let Some(pos) = versions.iter().position(|v| *v == storage)
+    {
+        let v = versions.remove(pos);
+        versions.insert(0, v);
+    }
+    let list = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
+    let singular = match text(&names["singular"]) {
+        s if s.is_empty() => kind.to_lowercase(),
+        s => s,
+    };
+    Ok(ResourceType {
+        group,
+        versions,
+        plural,
+        singular,
+        kind,
+        namespaced,
+        short_names: list(&names["shortNames"]),
+        categories: list(&names["categories"]),
+        status_subresource,
+        strategic_merge: false,
+        custom: Some(CustomInfo {
+            crd_name: name,
+            schemas,
+            printer_columns,
+        }),
+    })
+}
+
+fn required(field: &str) -> (String, String, String) {
+    (
+        field.to_string(),
+        "FieldValueRequired".to_string(),
+        "Required value".to_string(),
+    )
+}
+
+/// Registry of served resources keyed by [`ResourceType::key`].
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    types: BTreeMap<String, Arc<ResourceType>>,
+}
+
+impl Registry {
+    /// A registry with the built-in resources.
+    pub fn with_builtins() -> Self {
+        let mut registry = Registry::default();
+        for t in builtins() {
+            registry.insert(t);
+        }
+        registry
+    }
+
+    /// Add or replace a resource.
+    pub fn insert(&mut self, t: ResourceType) {
+        self.types.insert(t.key(), Arc::new(t));
+    }
+
+    /// Remove a resource by key.
+    pub fn remove(&mut self, key: &str) -> Option<Arc<ResourceType>> {
+        self.types.remove(key)
+    }
+
+    /// Look a resource up by group, version and plural.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.types
+            .get(&res_key(group, plural))
+            .filter(|t| t.serves(version))
+            .cloned()
+    }
+
+    /// Look a resource up by key.
+    pub fn get(&self, key: &str) -> Option<&Arc<ResourceType>> {
+        self.types.get(key)
+    }
+
+    /// All served resources.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.types.values()
+    }
+
+    /// Whether some resource serves `group` at `version`.
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.types
+            .values()
+            .any(|t| t.group == group && t.serves(version))
+    }
+}

@@ -1,0 +1,306 @@
+//! Watch streams: newline-delimited JSON `WatchEvent`s on a chunked HTTP response.
+//!
+//! A watch starts either from a resourceVersion (every later event of the resource, in order)
+//! or from "now" (synthetic ADDED events for the current state, then live events). With
+//! `sendInitialEvents=true` the initial state ends with a BOOKMARK annotated
+//! `k8s.io/initial-events-end: "true"`. Events are read from the store's bounded log in
+//! batches, filtered by namespace and selectors (an object leaving the selection is sent as
+//! DELETED, one entering it as ADDED) and written in one chunk per batch. Falling out of the
+//! history window (or resuming from a compacted resourceVersion) ends the watch with an
+//! `ERROR` event carrying a 410 Expired Status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{Response, StatusCode, header};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::api::{OutputMode, Query, Route, Selectors, render};
+use crate::error::ApiError;
+use crate::server::{Body, Shared};
+use crate::store::{EventKind, LogEvent, StoredObject};
+
+/// Events read from the log per lock acquisition.
+const BATCH: usize = 2048;
+/// Flush a chunk once it grows beyond this many bytes.
+const CHUNK: usize = 256 * 1024;
+
+struct WatchSpec {
+    route: Route,
+    sel: Selectors,
+    mode: OutputMode,
+    rv: Option<String>,
+    bookmarks: bool,
+    send_initial: bool,
+    timeout: Option<Duration>,
+}
+
+/// Start a watch: validates parameters, spawns the producer and returns the streaming response.
+pub(crate) fn start(
+    shared: Arc<Shared>,
+    route: Route,
+    q: &Query,
+    mode: OutputMode,
+) -> Result<Response<Body>, ApiError> {
+    let sel = Selectors::parse(&route.t, q)?;
+    let rv = q.get("resourceVersion").filter(|r| !r.is_empty()).cloned();
+    if let Some(r) = &rv {
+        r.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid resource version \"{r}\": must be an integer"
+            ))
+        })?;
+    }
+    let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
+    let send_initial = flag("sendInitialEvents");
+    let bookmarks = flag("allowWatchBookmarks");
+    if send_initial {
+        if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+            return Err(ApiError::invalid(
+                "",
+                "ListOptions",
+                "",
+                vec![(
+                    "resourceVersionMatch".into(),
+                    "FieldValueForbidden".into(),
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+                        .into(),
+                )],
+            ));
+        }
+        if !bookmarks {
+            return Err(ApiError::invalid(
+                "",
+                "ListOptions",
+                "",
+                vec![(
+                    "allowWatchBookmarks".into(),
+                    "FieldValueForbidden".into(),
+                    "sendInitialEvents requires setting allowWatchBookmarks to true".into(),
+                )],
+            ));
+        }
+    }
+    let timeout = match q.get("timeoutSeconds") {
+        Some(s) if !s.is_empty() => {
+            Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid timeoutSeconds {s}"))
+            })?))
+        }
+        _ => None,
+    };
+    let spec = WatchSpec {
+        route,
+        sel,
+        mode,
+        rv,
+        bookmarks,
+        send_initial,
+        timeout,
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(8);
+    tokio::spawn(run(shared, spec, tx));
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(Frame::data(b)), rx))
+    });
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(StreamBody::new(stream).boxed())
+        // invariant: static status and header are valid
+        .unwrap_or_default())
+}
+
+fn event_line(buf: &mut BytesMut, kind: &str, object: &[u8]) {
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    buf.extend_from_slice(object);
+    buf.extend_from_slice(b"}\n");
+}
+
+fn bookmark(route: &Route, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({
+        "kind": route.t.kind,
+        "apiVersion": route.t.api_version(&route.version),
+        "metadata": meta,
+    });
+    let mut buf = BytesMut::new();
+    event_line(
+        &mut buf,
+        "BOOKMARK",
+        &serde_json::to_vec(&obj).unwrap_or_default(),
+    );
+    buf.freeze()
+}
+
+fn error_event(err: &ApiError) -> Bytes {
+    let mut buf = BytesMut::new();
+    event_line(
+        &mut buf,
+        "ERROR",
+        &serde_json::to_vec(&err.to_status()).unwrap_or_default(),
+    );
+    buf.freeze()
+}
+
+fn too_old(rv: u64, oldest: u64) -> ApiError {
+    ApiError::expired(format!("too old resource version: {rv} ({oldest})"))
+}
+
+impl WatchSpec {
+    fn in_scope(&self, ev: &LogEvent, key: &str) -> bool {
+        &*ev.resource == key
+            && self
+                .route
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| ev.key.0 == ns)
+    }
+
+    fn matches(&self, obj: &StoredObject) -> bool {
+        self.sel.is_everything() || self.sel.matches(&obj.value)
+    }
+
+    /// Append the wire form of one log event (after selector transitions), if any.
+    fn push_event(&self, buf: &mut BytesMut, ev: &LogEvent) {
+        let now = self.matches(&ev.object);
+        let kind = match ev.kind {
+            EventKind::Added if now => EventKind::Added,
+            EventKind::Deleted if now => EventKind::Deleted,
+            EventKind::Modified => {
+                let before = ev.prev.as_deref().is_some_and(|p| self.matches(p));
+                match (before, now) {
+                    (true, true) => EventKind::Modified,
+                    (true, false) => EventKind::Deleted,
+                    (false, true) => EventKind::Added,
+                    (false, false) => return,
+                }
+            }
+            _ => return,
+        };
+        event_line(
+            buf,
+            kind.as_str(),
+            &render(&ev.object, &self.route, self.mode),
+        );
+    }
+}
+
+async fn send(tx: &mpsc::Sender<Bytes>, buf: &mut BytesMut) -> bool {
+    if buf.is_empty() {
+        return true;
+    }
+    tx.send(buf.split().freeze()).await.is_ok()
+}
+
+async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
+    let key = spec.route.t.key();
+    let mut rv_rx = shared.rv_tx.subscribe();
+    let mut kill = shared.faults.close_watches_receiver();
+    kill.borrow_and_update();
+    let mut shutdown = shared.shutdown.subscribe();
+    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+    rv_rx.borrow_and_update();
+
+    // Starting point.
+    let from_now = matches!(spec.rv.as_deref(), None | Some("0"));
+    let start: Result<(u64, Vec<Arc<StoredObject>>), ApiError> = {
+        let store = shared.store.lock();
+        if from_now || spec.send_initial {
+            let items = store
+                .range(&key, spec.route.namespace.as_deref(), None)
+                .filter(|(_, o)| spec.matches(o))
+                .map(|(_, o)| o.clone())
+                .collect();
+            Ok((store.rv(), items))
+        } else {
+            // invariant: validated as an integer in `start`
+            let rv = spec.rv.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0);
+            if rv < store.oldest_rv() {
+                Err(too_old(rv, store.oldest_rv()))
+            } else {
+                Ok((rv, Vec::new()))
+            }
+        }
+    };
+    let (mut cursor, initial) = match start {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = tx.send(error_event(&e)).await;
+            return;
+        }
+    };
+    let mut buf = BytesMut::new();
+    for obj in &initial {
+        event_line(&mut buf, "ADDED", &render(obj, &spec.route, spec.mode));
+        if buf.len() >= CHUNK && !send(&tx, &mut buf).await {
+            return;
+        }
+    }
+    drop(initial);
+    if spec.send_initial {
+        buf.extend_from_slice(&bookmark(&spec.route, cursor, true));
+    }
+    if !send(&tx, &mut buf).await {
+        return;
+    }
+    let mut ticker = tokio::time::interval(shared.bookmark_interval.max(Duration::from_millis(1)));
+    ticker.tick().await;
+    loop {
+        shared.faults.wait_unpaused().await;
+        rv_rx.borrow_and_update();
+        // Drain the log.
+        loop {
+            let batch = shared.store.lock().events_since_live(cursor, BATCH);
+            let events = match batch {
+                Ok(events) => events,
+                Err(expired) => {
+                    let _ = tx.send(error_event(&too_old(cursor, expired.oldest))).await;
+                    return;
+                }
+            };
+            let Some(last) = events.last() else { break };
+            cursor = last.rv;
+            for ev in &events {
+                if spec.in_scope(ev, &key) {
+                    spec.push_event(&mut buf, ev);
+                    if buf.len() >= CHUNK && !send(&tx, &mut buf).await {
+                        return;
+                    }
+                }
+            }
+            if !send(&tx, &mut buf).await {
+                return;
+            }
+        }
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = rv_rx.changed() => if changed.is_err() { return },
+            _ = sleep => return,
+            _ = kill.changed() => return,
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
+            _ = tx.closed() => return,
+            _ = ticker.tick(), if spec.bookmarks => {
+                if tx.send(bookmark(&spec.route, cursor, false)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! kube::Api CRUD against the test server, and every error the API answers with.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use kcr_envtest::TestApiServer;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::ObjectMeta;
+use serde_json::json;
+
+fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn api_err(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_get_update_delete_configmap() {
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let created = api
+        .create(&PostParams::default(), &cm("a", &[("k", "v")]))
+        .await
+        .unwrap();
+    let meta = &created.metadata;
+    assert!(meta.uid.as_deref().is_some_and(|u| !u.is_empty()));
+    assert!(meta.creation_timestamp.is_some());
+    let rv1: u64 = meta.resource_version.as_deref().unwrap().parse().unwrap();
+    assert_eq!(meta.generation, Some(1));
+
+    let got = api.get("a").await.unwrap();
+    assert_eq!(got.data.as_ref().unwrap()["k"], "v");
+    assert_eq!(got.metadata.uid, created.metadata.uid);
+
+    let mut changed = got.clone();
+    changed.data = Some(BTreeMap::from([("k".to_string(), "w".to_string())]));
+    let updated = api
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let rv2: u64 = updated
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv2 > rv1, "every write bumps the global resourceVersion");
+    assert_eq!(
+        updated.metadata.uid, created.metadata.uid,
+        "uid is immutable"
+    );
+
+    // Stale update: 409 Conflict.
+    let err = api_err(
+        api.replace("a", &PostParams::default(), &got)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
+
+    let list = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    let list_rv: u64 = list
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(list_rv >= rv2);
+
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let err = api_err(api.get("a").await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (404, "NotFound"));
+    assert!(
+        err.message.contains("configmaps \"a\" not found"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn errors_have_status_codes_and_reasons() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = server.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &cm("dup", &[]))
+        .await
+        .unwrap();
+
+    // AlreadyExists
+    let err = api_err(
+        api.create(&PostParams::default(), &cm("dup", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (409, "AlreadyExists"));
+
+    // Invalid name: 422 with a cause on metadata.name
+    let err = api_err(
+        api.create(&PostParams::default(), &cm("Bad_Name", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    let causes = err.details.unwrap().causes;
+    assert_eq!(causes[0].field, "metadata.name");
+
+    // Missing namespace: 404
+    let other: Api<ConfigMap> = Api::namespaced(client.clone(), "nope");
+    let err = api_err(
+        other
+            .create(&PostParams::default(), &cm("x", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (404, "NotFound"));
+
+    // Bad label selector: 400
+    let err = api_err(
+        api.list(&ListParams::default().labels("a in (b"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
+
+    // Unsupported field selector: 400
+    let err = api_err(
+        api.list(&ListParams::default().fields("data.k=v"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 400);
+
+    // Strategic merge on a custom-less builtin works, unknown content type → 415
+    let req = http::Request::patch("/api/v1/namespaces/default/configmaps/dup")
+        .header("Content-Type", "application/x-unknown")
+        .body(b"{}".to_vec())
+        .unwrap();
+    let err = api_err(client.request::<ConfigMap>(req).await.unwrap_err());
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (415, "UnsupportedMediaType")
+    );
+
+    // Method not allowed: POST on a named object
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps/dup")
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&cm("dup", &[])).unwrap())
+        .unwrap();
+    let err = api_err(client.request::<ConfigMap>(req).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (405, "MethodNotAllowed"));
+
+    // Unknown resource: 404 with a Status body
+    let req = http::Request::get("/apis/example.com/v1/widgets")
+        .body(vec![])
+        .unwrap();
+    let err = api_err(client.request::<serde_json::Value>(req).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (404, "NotFound"));
+
+    // Garbage body: 400
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("Content-Type", "application/json")
+        .body(b"{not json".to_vec())
+        .unwrap();
+    let err = api_err(client.request::<ConfigMap>(req).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
+
+    // Kind mismatch: 400
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("Content-Type", "application/json")
+        .body(
+            serde_json::to_vec(
+                &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let err = api_err(client.request::<ConfigMap>(req).await.unwrap_err());
+    assert_eq!(err.code, 400);
+
+    // Delete preconditions: wrong uid → 409 Conflict
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some("not-the-uid".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let err = api_err(api.delete("dup", &dp).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
+    // Right resourceVersion precondition succeeds.
+    let current = api.get("dup").await.unwrap();
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: current.metadata.uid.clone(),
+            resource_version: current.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    api.delete("dup", &dp).await.unwrap();
+    // Delete of a missing object: 404
+    let err = api_err(
+        api.delete("dup", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 404);
+    // Update of a missing object: 404
+    let err = api_err(
+        api.replace("dup", &PostParams::default(), &cm("dup", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 404);
+    // Merge patch of a missing object: 404
+    let err = api_err(
+        api.patch(
+            "dup",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "b"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 404);
+}
+
+#[tokio::test]
+async fn generate_name_and_namespaces() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = server.client();
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let names: Vec<String> = ns
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"generateName": "web-"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    }))
+    .unwrap();
+    let a = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let b = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let (an, bn) = (a.metadata.name.unwrap(), b.metadata.name.unwrap());
+    assert!(an.starts_with("web-") && an.len() == 9, "{an}");
+    assert_ne!(an, bn);
+    // Neither name nor generateName: 422
+    let err = api_err(
+        pods.create(&PostParams::default(), &Pod::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+}
+
+#[tokio::test]
+async fn nodes_helper_and_field_selectors() {
+    let server = TestApiServer::start().await.unwrap();
+    let names = server.add_nodes(3).unwrap();
+    assert_eq!(
+        names,
+        ["envtest-node-0", "envtest-node-1", "envtest-node-2"]
+    );
+    let more = server.add_nodes(1).unwrap();
+    assert_eq!(more, ["envtest-node-3"]);
+    let nodes: Api<Node> = Api::all(server.client());
+    let n = nodes.get("envtest-node-1").await.unwrap();
+    let status = n.status.unwrap();
+    assert_eq!(status.capacity.unwrap()["cpu"].0, "4");
+    assert_eq!(status.allocatable.unwrap()["pods"].0, "110");
+    let ready = status.conditions.unwrap();
+    assert!(
+        ready
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+    assert_eq!(
+        n.metadata.labels.unwrap()["kubernetes.io/hostname"],
+        "envtest-node-1"
+    );
+    let by_name = nodes
+        .list(&ListParams::default().fields("metadata.name=envtest-node-2"))
+        .await
+        .unwrap();
+    assert_eq!(by_name.items.len(), 1);
+    let not = nodes
+        .list(&ListParams::default().fields("metadata.name!=envtest-node-2"))
+        .await
+        .unwrap();
+    assert_eq!(not.items.len(), 3);
+
+    // Pods by spec.nodeName
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    for (name, node) in [
+        ("p1", "envtest-node-0"),
+        ("p2", "envtest-node-1"),
+        ("p3", "envtest-node-0"),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let on0 = pods
+        .list(&ListParams::default().fields("spec.nodeName=envtest-node-0"))
+        .await
+        .unwrap();
+    let mut got: Vec<String> = on0
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    got.sort();
+    assert_eq!(got, ["p1", "p3"]);
+}
+
+#[tokio::test]
+async fn label_selectors_full_syntax() {
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for (name, labels) in [
+        ("a", json!({"env": "prod", "tier": "web"})),
+        ("b", json!({"env": "dev", "tier": "web"})),
+        ("c", json!({"env": "qa"})),
+        ("d", json!({})),
+    ] {
+        let obj: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+        api.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    let names = |sel: &'static str| {
+        let api = api.clone();
+        async move {
+            let mut v: Vec<String> = api
+                .list(&ListParams::default().labels(sel))
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    assert_eq!(names("env=prod").await, ["a"]);
+    assert_eq!(names("env==prod").await, ["a"]);
+    assert_eq!(names("env!=prod").await, ["b", "c", "d"]);
+    assert_eq!(names("env in (prod,qa)").await, ["a", "c"]);
+    assert_eq!(names("env notin (prod,qa)").await, ["b", "d"]);
+    assert_eq!(names("tier").await, ["a", "b"]);
+    assert_eq!(names("!tier").await, ["c", "d"]);
+    assert_eq!(names("tier=web,env!=dev").await, ["a"]);
+}
