@@ -12,6 +12,9 @@
 //! - [`quantity`]: exact resource-quantity arithmetic for the allocatable sums.
 //! - [`runtimeclass`]: the pool's RuntimeClass, desired state and drift.
 //! - [`status`]: the pool's status, and whether it needs writing.
+//! - [`validation`]: the admission rules (validation with field paths, defaulting).
+//! - [`tls`]: webhook certificates (reloaded on change; self-signed for the demo).
+//! - [`webhook`]: the admission webhook server over HTTPS.
 //!
 //! ```
 //! use kube::CustomResourceExt;
@@ -28,3 +31,6 @@ pub mod nodes;
 pub mod quantity;
 pub mod runtimeclass;
 pub mod status;
+pub mod tls;
+pub mod validation;
+pub mod webhook;

@@ -1,0 +1,336 @@
+//! TLS for the webhook server: certificates from `--cert-dir` that are reloaded when they change,
+//! and a self-signed pair for running on the embedded API server.
+//!
+//! [`ReloadingCertResolver`] reads `tls.crt` and `tls.key` at start (a missing or broken pair is
+//! an error then) and, at every TLS handshake, reads them again and compares their bytes with
+//! what it loaded (two small files per handshake cost nothing next to the handshake itself, and
+//! unlike modification times they cannot miss a rotation that lands within the file system's
+//! timestamp granularity); when they changed it loads them again. A pair that fails to
+//! load (for instance half-written during a rotation) is logged and the previous one keeps
+//! serving, so a rotation by cert-manager or a mounted Secret never takes the webhook down. No
+//! timers are involved: the next handshake after a change serves the new certificate.
+//!
+//! [`SelfSigned::generate`] makes a small CA and a serving certificate signed by it (rustls, like
+//! the API server's client, refuses a self-signed end-entity certificate as its own trust
+//! anchor); the CA goes into the webhook configurations' `caBundle`.
+
+use std::fs;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rustls::ServerConfig;
+use rustls::crypto::ring::sign::any_supported_type;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// File name of the serving certificate chain in the certificate directory.
+pub const CERT_FILE: &str = "tls.crt";
+/// File name of the serving key in the certificate directory.
+pub const KEY_FILE: &str = "tls.key";
+/// File name of the CA certificate written next to a generated pair.
+pub const CA_FILE: &str = "ca.crt";
+
+/// TLS setup errors.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The PEM file holds no certificate or no key.
+    #[error("{path}: no {what} found in PEM file")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+        /// `certificate` or `private key`.
+        what: &'static str,
+    },
+    /// rustls refused the key or the configuration.
+    #[error("TLS: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// Certificate generation failed.
+    #[error("certificate generation: {0}")]
+    Generate(#[from] rcgen::Error),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
+    move |source| TlsError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Loads a certificate chain and key from PEM files.
+pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+    let cert_pem = fs::read(cert).map_err(io_err(cert))?;
+    let key_pem = fs::read(key).map_err(io_err(key))?;
+    parse_certified_key(cert, &cert_pem, key, &key_pem)
+}
+
+fn parse_certified_key(
+    cert: &Path,
+    cert_pem: &[u8],
+    key: &Path,
+    key_pem: &[u8],
+) -> Result<CertifiedKey, TlsError> {
+    let mut rd = BufReader::new(cert_pem);
+    let chain = rustls_pemfile::certs(&mut rd)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_err(cert))?;
+    if chain.is_empty() {
+        return Err(TlsError::Empty {
+            path: cert.to_owned(),
+            what: "certificate",
+        });
+    }
+    let mut rd = BufReader::new(key_pem);
+    let der = rustls_pemfile::private_key(&mut rd)
+        .map_err(io_err(key))?
+        .ok_or_else(|| TlsError::Empty {
+            path: key.to_owned(),
+            what: "private key",
+        })?;
+    let signing = any_supported_type(&der)?;
+    Ok(CertifiedKey::new(chain, signing))
+}
+
+#[derive(Debug)]
+struct Loaded {
+    key: Arc<CertifiedKey>,
+    cert_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+    generation: u64,
+}
+
+/// A rustls certificate resolver that serves `tls.crt`/`tls.key` from a directory and reloads
+/// them when they change.
+#[derive(Debug)]
+pub struct ReloadingCertResolver {
+    cert: PathBuf,
+    key: PathBuf,
+    loaded: Mutex<Loaded>,
+}
+
+impl ReloadingCertResolver {
+    /// Loads `dir/tls.crt` and `dir/tls.key`.
+    pub fn from_dir(dir: &Path) -> Result<Self, TlsError> {
+        Self::new(dir.join(CERT_FILE), dir.join(KEY_FILE))
+    }
+
+    /// Loads the given certificate and key files.
+    pub fn new(cert: PathBuf, key: PathBuf) -> Result<Self, TlsError> {
+        let cert_pem = fs::read(&cert).map_err(io_err(&cert))?;
+        let key_pem = fs::read(&key).map_err(io_err(&key))?;
+        let loaded = parse_certified_key(&cert, &cert_pem, &key, &key_pem)?;
+        Ok(ReloadingCertResolver {
+            cert,
+            key,
+            loaded: Mutex::new(Loaded {
+                key: Arc::new(loaded),
+                cert_pem,
+                key_pem,
+                generation: 1,
+            }),
+        })
+    }
+
+    /// How many times a pair has been loaded (1 after start).
+    pub fn generation(&self) -> u64 {
+        self.loaded.lock().generation
+    }
+
+    /// The pair to serve now, reloading it first if the files changed.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        let (Ok(cert_pem), Ok(key_pem)) = (fs::read(&self.cert), fs::read(&self.key)) else {
+            // Mid-rotation (a file briefly missing): keep serving what we have.
+            return self.loaded.lock().key.clone();
+        };
+        let mut loaded = self.loaded.lock();
+        if cert_pem != loaded.cert_pem || key_pem != loaded.key_pem {
+            match parse_certified_key(&self.cert, &cert_pem, &self.key, &key_pem) {
+                Ok(new) => {
+                    tracing::info!(cert = %self.cert.display(), "webhook certificate reloaded");
+                    loaded.key = Arc::new(new);
+                    loaded.cert_pem = cert_pem;
+                    loaded.key_pem = key_pem;
+                    loaded.generation += 1;
+                }
+                Err(e) => {
+                    // Keep serving the previous pair; try again at the next handshake.
+                    tracing::warn!(error = %e, "webhook certificate changed but does not load; keeping the previous one");
+                }
+            }
+        }
+        loaded.key.clone()
+    }
+}
+
+impl ResolvesServerCert for ReloadingCertResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// A rustls server configuration (TLS 1.2 and 1.3, ALPN h2 and http/1.1) serving the
+/// resolver's certificate.
+pub fn server_config(resolver: Arc<ReloadingCertResolver>) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A generated CA and a serving certificate signed by it, in PEM.
+#[derive(Debug, Clone)]
+pub struct SelfSigned {
+    /// The CA certificate (for `caBundle` and for clients).
+    pub ca_pem: String,
+    /// The serving certificate.
+    pub cert_pem: String,
+    /// The serving certificate's private key.
+    pub key_pem: String,
+}
+
+impl SelfSigned {
+    /// Generates a CA and a serving certificate valid for `hosts` (DNS names or IP addresses).
+    pub fn generate(hosts: &[&str]) -> Result<SelfSigned, TlsError> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+        };
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "nodepool-operator webhook CA");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca_params.self_signed(&ca_key)?;
+        let issuer = Issuer::new(ca_params, ca_key);
+
+        let leaf_key = KeyPair::generate()?;
+        let mut leaf =
+            CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())?;
+        leaf.distinguished_name.push(
+            DnType::CommonName,
+            hosts.first().copied().unwrap_or("localhost"),
+        );
+        leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
+        Ok(SelfSigned {
+            ca_pem: ca_cert.pem(),
+            cert_pem: leaf_cert.pem(),
+            key_pem: leaf_key.serialize_pem(),
+        })
+    }
+
+    /// Writes `tls.crt`, `tls.key` and `ca.crt` into `dir` (created if missing).
+    pub fn write_to_dir(&self, dir: &Path) -> Result<(), TlsError> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        for (name, body) in [
+            (CERT_FILE, &self.cert_pem),
+            (KEY_FILE, &self.key_pem),
+            (CA_FILE, &self.ca_pem),
+        ] {
+            let path = dir.join(name);
+            fs::write(&path, body).map_err(io_err(&path))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_pair_loads_and_reloads_on_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = SelfSigned::generate(&["localhost", "127.0.0.1"]).unwrap();
+        first.write_to_dir(dir.path()).unwrap();
+        let resolver = ReloadingCertResolver::from_dir(dir.path()).unwrap();
+        assert_eq!(resolver.generation(), 1);
+        let a = resolver.current();
+        // Unchanged files: same key object, no reload.
+        assert!(Arc::ptr_eq(&a, &resolver.current()));
+        assert_eq!(resolver.generation(), 1);
+
+        // Rotation.
+        let second = SelfSigned::generate(&["localhost"]).unwrap();
+        second.write_to_dir(dir.path()).unwrap();
+        let b = resolver.current();
+        assert_eq!(resolver.generation(), 2);
+        assert_ne!(a.cert[0].as_ref(), b.cert[0].as_ref());
+
+        // A broken rotation keeps the previous pair.
+        fs::write(dir.path().join(KEY_FILE), "garbage").unwrap();
+        let c = resolver.current();
+        assert!(Arc::ptr_eq(&b, &c));
+        assert_eq!(resolver.generation(), 2);
+        // Restoring the pair being served is no change at all.
+        second.write_to_dir(dir.path()).unwrap();
+        assert!(Arc::ptr_eq(&b, &resolver.current()));
+        assert_eq!(resolver.generation(), 2);
+        // ...and a good new pair is picked up.
+        SelfSigned::generate(&["localhost"])
+            .unwrap()
+            .write_to_dir(dir.path())
+            .unwrap();
+        assert!(!Arc::ptr_eq(&b, &resolver.current()));
+        assert_eq!(resolver.generation(), 3);
+    }
+
+    #[test]
+    fn missing_or_empty_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = ReloadingCertResolver::from_dir(dir.path()).unwrap_err();
+        assert!(matches!(err, TlsError::Io { .. }), "{err}");
+        assert!(err.to_string().contains("tls.crt"));
+        fs::write(dir.path().join(CERT_FILE), "").unwrap();
+        fs::write(dir.path().join(KEY_FILE), "").unwrap();
+        let err = ReloadingCertResolver::from_dir(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TlsError::Empty {
+                    what: "certificate",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let pair = SelfSigned::generate(&["localhost"]).unwrap();
+        fs::write(dir.path().join(CERT_FILE), &pair.cert_pem).unwrap();
+        let err = ReloadingCertResolver::from_dir(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TlsError::Empty {
+                    what: "private key",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn server_config_builds() {
+        let dir = tempfile::tempdir().unwrap();
+        SelfSigned::generate(&["localhost"])
+            .unwrap()
+            .write_to_dir(dir.path())
+            .unwrap();
+        let resolver = Arc::new(ReloadingCertResolver::from_dir(dir.path()).unwrap());
+        let config = server_config(resolver).unwrap();
+        assert_eq!(config.alpn_protocols.len(), 2);
+    }
+}
