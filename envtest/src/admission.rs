@@ -20,7 +20,10 @@
 //! [`AdmissionError::CallFailed`] (the server answers 500 InternalError). A denial
 //! (`allowed: false`) gives [`AdmissionError::Denied`] with the webhook's status code (403 when
 //! absent or below 400) and the message `admission webhook "<name>" denied the request:
-//! <message>`, as the real server phrases it. Warnings of responses are collected.
+//! <message>`, as the real server phrases it. Warnings of responses are collected. A dry-run
+//! request (`Attributes::dry_run`) matching a webhook whose `sideEffects` is not `None` /
+//! `NoneOnDryRun` is rejected with 400 BadRequest `admission webhook "<name>" does not support
+//! dry run` (reported as [`AdmissionError::Denied`]).
 //!
 //! Differences from the real server: validating webhooks are called one after another (the
 //! real server calls them in parallel; the outcome is the same except which denial is reported
@@ -201,6 +204,8 @@ pub struct Webhook {
     pub timeout: Duration,
     /// `failurePolicy` is `Ignore`.
     pub ignore_failure: bool,
+    /// `sideEffects` is `None` or `NoneOnDryRun` (the webhook may be called for dry runs).
+    pub dry_run_safe: bool,
 }
 
 /// The webhooks of `configurations` (objects of one kind) that match the request, in order.
@@ -246,6 +251,10 @@ pub fn matching_webhooks(
                     .map(str::to_string),
                 timeout: Duration::from_secs(timeout),
                 ignore_failure: hook.get("failurePolicy").and_then(Value::as_str) == Some("Ignore"),
+                dry_run_safe: matches!(
+                    hook.get("sideEffects").and_then(Value::as_str),
+                    Some("None" | "NoneOnDryRun")
+                ),
             });
         }
     }
@@ -395,6 +404,14 @@ async fn run_hooks(
     let mut warnings = Vec::new();
     let mut called = Vec::new();
     for hook in hooks {
+        if attrs.dry_run && !hook.dry_run_safe {
+            return Err(AdmissionError::Denied {
+                webhook: hook.name.clone(),
+                code: 400,
+                reason: "BadRequest".into(),
+                message: format!("admission webhook {:?} does not support dry run", hook.name),
+            });
+        }
         let uid = uuid::Uuid::new_v4().to_string();
         let review = review_request(&uid, attrs, object.as_ref(), old_object);
         let response = match call(hook, &review).await {
@@ -823,6 +840,35 @@ mod tests {
         assert_eq!(names(&hooks), vec!["team-a", "web-objects"]);
         let hooks = matching_webhooks(&cfg, WebhookKind::Mutating, &a, Some(&db), None);
         assert_eq!(names(&hooks), vec!["team-a"]);
+    }
+
+    #[tokio::test]
+    async fn dry_run_needs_side_effect_free_webhooks() {
+        let rule = json!([{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["*"]}]);
+        let cfg = config(json!([
+            {"name": "unknown-effects", "rules": rule, "sideEffects": "Unknown",
+                "clientConfig": {"url": "https://127.0.0.1:1/x"}}
+        ]));
+        let mut a = attrs(Operation::Create);
+        a.dry_run = true;
+        let err = run_validating(&cfg, &a, Some(&json!({})), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.status_code(), 400);
+        assert_eq!(
+            err.to_string(),
+            "admission webhook \"unknown-effects\" does not support dry run"
+        );
+        let hooks = matching_webhooks(
+            &config(json!([
+                {"name": "safe", "rules": rule, "sideEffects": "NoneOnDryRun"}
+            ])),
+            WebhookKind::Validating,
+            &a,
+            None,
+            None,
+        );
+        assert!(hooks[0].dry_run_safe);
     }
 
     #[test]

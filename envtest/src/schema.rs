@@ -5,6 +5,24 @@
 //! answers `422 Invalid` with one cause per [`FieldError`] (see [`invalid_message`] for the
 //! Status message).
 //!
+//! ```
+//! use kcr_envtest::schema::{self, CauseType};
+//! use serde_json::json;
+//!
+//! let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+//!     "required": ["size"], "properties": {
+//!         "size": {"type": "integer", "maximum": 10},
+//!         "mode": {"type": "string", "enum": ["a", "b"], "default": "a"}}}}});
+//! let mut obj = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+//!     "metadata": {"name": "w"}, "spec": {"size": 11, "junk": true}});
+//! assert_eq!(schema::prune(&schema, &mut obj), vec!["spec.junk"]);
+//! schema::apply_defaults(&schema, &mut obj);
+//! assert_eq!(obj["spec"]["mode"], "a");
+//! let errors = schema::validate(&schema, &obj);
+//! assert_eq!(errors[0].path, "spec.size");
+//! assert_eq!(errors[0].reason, CauseType::FieldValueInvalid);
+//! ```
+//!
 //! # Supported schema keywords
 //!
 //! | keyword | behaviour |

@@ -34,6 +34,21 @@
 //! server), numbers and booleans read as their JSON text. Which paths a resource supports is
 //! the server's business: see [`FieldSelector::check_supported`].
 //!
+//! ```
+//! use std::collections::BTreeMap;
+//! use kcr_envtest::selector::{FieldSelector, LabelSelector};
+//! use serde_json::json;
+//!
+//! let sel = LabelSelector::parse("app=web, tier in (front, edge), !canary")?;
+//! let labels = BTreeMap::from([("app".to_string(), "web".to_string()), ("tier".to_string(), "edge".to_string())]);
+//! assert!(sel.matches(&labels));
+//! assert!(LabelSelector::parse("app in (a").is_err());
+//!
+//! let pods_on_node = FieldSelector::parse("spec.nodeName=node-1")?;
+//! assert!(pods_on_node.matches(&json!({"spec": {"nodeName": "node-1"}})));
+//! # Ok::<(), kcr_envtest::selector::SelectorError>(())
+//! ```
+//!
 //! Errors are [`SelectorError`]s; the server turns them into `400 BadRequest`.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -116,8 +116,18 @@ pub struct ApplyOptions<'a> {
 
 /// Parses an apply body: YAML (JSON is YAML too) that must be a map.
 pub fn parse_apply_body(body: &[u8]) -> Result<Value, ApplyError> {
-    let value: Value = serde_yaml::from_slice(body)
-        .map_err(|e| ApplyError::InvalidBody(format!("error decoding YAML: {e}")))?;
+    // kube-rs and client-go send JSON; try the fast parser first.
+    let trimmed = body.trim_ascii_start();
+    let json = if trimmed.starts_with(b"{") {
+        serde_json::from_slice::<Value>(trimmed).ok()
+    } else {
+        None
+    };
+    let value: Value = match json {
+        Some(v) => v,
+        None => serde_yaml::from_slice(body)
+            .map_err(|e| ApplyError::InvalidBody(format!("error decoding YAML: {e}")))?,
+    };
     if !value.is_object() {
         return Err(ApplyError::InvalidBody(
             "apply patch must be a YAML or JSON object".into(),

@@ -16,6 +16,30 @@
 //! `metadata.managedFields` (FieldsV1), see [`fields`] and [`apply`]; ordinary writes record
 //! `Update` ownership through [`record_update`].
 //!
+//! ```
+//! use kcr_envtest::patch::{self, ApplyOptions, MergeStrategy};
+//! use serde_json::json;
+//!
+//! let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+//!     "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}});
+//! let strategy = MergeStrategy::builtin("v1", "Node").expect("Node is a built-in kind");
+//! // Strategic merge: taints merge by key and effect.
+//! let patched = patch::strategic_merge_patch(&node,
+//!     &json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}), &strategy)?;
+//! assert_eq!(patched["spec"]["taints"].as_array().map(Vec::len), Some(2));
+//!
+//! // Server-side apply records ownership; another manager changing the field conflicts.
+//! let opts = |manager| ApplyOptions { manager, force: false, now: "2024-01-01T00:00:00Z",
+//!     strategy: &strategy, subresource: None };
+//! let applied = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"pool": "a"}}});
+//! let owned = patch::server_side_apply(Some(&patched), &applied, &opts("operator"))?;
+//! assert_eq!(owned["metadata"]["managedFields"][0]["manager"], "operator");
+//! let other = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"pool": "b"}}});
+//! let err = patch::server_side_apply(Some(&owned), &other, &opts("someone-else")).unwrap_err();
+//! assert_eq!(err.status_code(), 409);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Errors are typed: [`PatchError::status_code`] and [`ApplyError::status_code`] give the HTTP
 //! code the API server answers with.
 
