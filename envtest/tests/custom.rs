@@ -1,0 +1,457 @@
+//! CRDs, the status subresource, generation rules, schema validation and every patch type.
+
+#![allow(missing_docs)]
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kcr_envtest::TestApiServer;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::discovery::{ApiResource, Discovery};
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus",
+    shortname = "wg",
+    printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#
+)]
+pub struct WidgetSpec {
+    size: i32,
+    color: Color,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+pub enum Color {
+    Red,
+    Blue,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq, Default)]
+pub struct WidgetStatus {
+    ready: bool,
+}
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
+#[kube(group = "example.com", version = "v1", kind = "Gadget")]
+pub struct GadgetSpec {
+    level: i64,
+}
+
+fn api_err(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn widget(name: &str, size: i32) -> Widget {
+    Widget::new(
+        name,
+        WidgetSpec {
+            size,
+            color: Color::Red,
+            note: None,
+        },
+    )
+}
+
+#[tokio::test]
+async fn crd_is_served_and_unserved() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = server.client();
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let err = api_err(widgets.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(err.code, 404);
+
+    // Create the CRD through the API like an operator would, and wait for Established.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &Widget::crd())
+        .await
+        .unwrap();
+    let crd = crds.get("widgets.example.com").await.unwrap();
+    let conds = crd.status.unwrap().conditions.unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+
+    widgets
+        .create(&PostParams::default(), &widget("w1", 3))
+        .await
+        .unwrap();
+    assert_eq!(widgets.get("w1").await.unwrap().spec.size, 3);
+
+    // Discovery sees the group with kind and short names.
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    let (ar, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
+        .expect("Widget discovered");
+    assert_eq!(ar.plural, "widgets");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(s, _)| s.plural.ends_with("status"))
+    );
+
+    // Deleting the CRD stops serving and removes the objects.
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    let err = api_err(widgets.get("w1").await.unwrap_err());
+    assert_eq!(err.code, 404);
+    // Reinstalling starts empty.
+    server.install_crd::<Widget>().unwrap();
+    assert!(
+        widgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn status_subresource_and_generation() {
+    let server = TestApiServer::start().await.unwrap();
+    server.install_crd::<Widget>().unwrap();
+    let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
+    let mut w = widget("w", 1);
+    w.status = Some(WidgetStatus { ready: true });
+    let created = widgets.create(&PostParams::default(), &w).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(
+        created.status, None,
+        "status is dropped on create with a status subresource"
+    );
+
+    // Status write: changes status only, generation unchanged.
+    let st = widgets
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}, "spec": {"size": 99}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.status, Some(WidgetStatus { ready: true }));
+    assert_eq!(st.spec.size, 1, "status writes ignore the spec");
+    assert_eq!(st.metadata.generation, Some(1));
+
+    // Main resource write: status ignored, spec change bumps generation.
+    let mut changed = st.clone();
+    changed.spec.size = 2;
+    changed.status = Some(WidgetStatus { ready: false });
+    let up = widgets
+        .replace("w", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(up.spec.size, 2);
+    assert_eq!(
+        up.status,
+        Some(WidgetStatus { ready: true }),
+        "main writes ignore status"
+    );
+    assert_eq!(up.metadata.generation, Some(2));
+
+    // Metadata-only change: generation unchanged, resourceVersion bumped.
+    let labelled = widgets
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.metadata.generation, Some(2));
+    assert_ne!(
+        labelled.metadata.resource_version,
+        up.metadata.resource_version
+    );
+
+    // replace_status with a stale resourceVersion: 409.
+    let mut stale = st.clone();
+    stale.status = Some(WidgetStatus { ready: false });
+    let err = api_err(
+        widgets
+            .replace_status("w", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 409);
+    // get_status works.
+    assert_eq!(
+        widgets.get_status("w").await.unwrap().status,
+        Some(WidgetStatus { ready: true })
+    );
+}
+
+#[tokio::test]
+async fn generation_without_status_subresource_counts_status() {
+    let server = TestApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"a": "1"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let p = cms
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.metadata.generation, Some(2));
+    let p = cms
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.metadata.generation, Some(2));
+}
+
+#[tokio::test]
+async fn schema_validation_gives_422_with_field_paths() {
+    let server = TestApiServer::start().await.unwrap();
+    server.install_crd::<Widget>().unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        server.client(),
+        "default",
+        &ApiResource::erase::<Widget>(&()),
+    );
+    let bad: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "bad"},
+        "spec": {"size": "big", "color": "Green"},
+    }))
+    .unwrap();
+    let err = api_err(api.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    let causes = err.details.unwrap().causes;
+    let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+    assert!(fields.contains(&"spec.size"), "{causes:?}");
+    assert!(fields.contains(&"spec.color"), "{causes:?}");
+    let missing: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "missing"},
+        "spec": {"color": "Red"},
+    }))
+    .unwrap();
+    let err = api_err(
+        api.create(&PostParams::default(), &missing)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert_eq!(err.details.unwrap().causes[0].reason, "FieldValueRequired");
+    // Unknown fields are pruned, valid objects accepted.
+    let ok: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "ok"},
+        "spec": {"size": 1, "color": "Blue", "bogus": true},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &ok).await.unwrap();
+    assert!(created.data["spec"].get("bogus").is_none());
+    // An update that breaks the schema is refused too.
+    let err = api_err(
+        api.patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"color": "Pink"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+}
+
+#[tokio::test]
+async fn cluster_scoped_crd() {
+    let server = TestApiServer::start().await.unwrap();
+    server.install_crd::<Gadget>().unwrap();
+    let gadgets: Api<Gadget> = Api::all(server.client());
+    gadgets
+        .create(
+            &PostParams::default(),
+            &Gadget::new("g", GadgetSpec { level: 3 }),
+        )
+        .await
+        .unwrap();
+    let g = gadgets.get("g").await.unwrap();
+    assert_eq!(g.metadata.namespace, None);
+    assert_eq!(g.spec.level, 3);
+}
+
+#[tokio::test]
+async fn patch_types() {
+    let server = TestApiServer::start().await.unwrap();
+    server.install_crd::<Widget>().unwrap();
+    server.add_nodes(1).unwrap();
+    let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
+    widgets
+        .create(&PostParams::default(), &widget("p", 1))
+        .await
+        .unwrap();
+
+    // JSON patch
+    let p = widgets
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::<()>::Json(
+                serde_json::from_value(
+                    json!([{"op": "replace", "path": "/spec/size", "value": 5}]),
+                )
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.spec.size, 5);
+    // Failing JSON patch test op: 422
+    let err = api_err(
+        widgets
+            .patch(
+                "p",
+                &PatchParams::default(),
+                &Patch::<()>::Json(
+                    serde_json::from_value(
+                        json!([{"op": "test", "path": "/spec/size", "value": 6}]),
+                    )
+                    .unwrap(),
+                ),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    // Strategic merge on a custom resource: 415
+    let err = api_err(
+        widgets
+            .patch(
+                "p",
+                &PatchParams::default(),
+                &Patch::Strategic(json!({"spec": {"size": 2}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (415, "UnsupportedMediaType")
+    );
+    // A stale resourceVersion inside a patch is a precondition: 409
+    let err = api_err(
+        widgets
+            .patch(
+                "p",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"resourceVersion": "1"}, "spec": {"size": 7}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 409);
+
+    // Strategic merge on node taints merges by key+effect.
+    let nodes: Api<Node> = Api::all(server.client());
+    let name = "envtest-node-0";
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"taints": [{"key": "a", "value": "1", "effect": "NoSchedule"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let n = nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"taints": [{"key": "b", "value": "2", "effect": "NoSchedule"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let keys: Vec<String> = n
+        .spec
+        .unwrap()
+        .taints
+        .unwrap()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+
+    // Server-side apply: create, then two managers, then a field dropped by its only owner.
+    let ssa = PatchParams::apply("mgr-a");
+    let applied = widgets
+        .patch(
+            "s",
+            &ssa,
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "s", "labels": {"a": "1"}}, "spec": {"size": 1, "color": "Red", "note": "hi"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.spec.note.as_deref(), Some("hi"));
+    assert!(
+        applied
+            .metadata
+            .managed_fields
+            .as_ref()
+            .is_some_and(|m| m.iter().any(|e| e.manager.as_deref() == Some("mgr-a")))
+    );
+    let b = PatchParams::apply("mgr-b");
+    widgets
+        .patch("s", &b, &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "s", "labels": {"b": "2"}}})))
+        .await
+        .unwrap();
+    // mgr-a drops `note` and label a: they go; label b (owned by mgr-b) stays.
+    let after = widgets
+        .patch("s", &ssa, &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "s"}, "spec": {"size": 1, "color": "Red"}})))
+        .await
+        .unwrap();
+    assert_eq!(after.spec.note, None);
+    let labels = after.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("b").map(String::as_str), Some("2"));
+    assert!(!labels.contains_key("a"));
+    // A conflicting apply without force: 409; with force: taken over.
+    let err = api_err(
+        widgets
+            .patch("s", &b, &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "s"}, "spec": {"size": 9}})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 409);
+    let forced = widgets
+        .patch("s", &b.clone().force(), &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "s"}, "spec": {"size": 9}})))
+        .await
+        .unwrap();
+    assert_eq!(forced.spec.size, 9);
+    // Apply without fieldManager: 400 (kube refuses client-side, so send it raw).
+    let req = http::Request::patch("/apis/example.com/v1/namespaces/default/widgets/s")
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body(b"{}".to_vec())
+        .unwrap();
+    let err = api_err(server.client().request::<Widget>(req).await.unwrap_err());
+    assert_eq!(err.code, 400);
+}
