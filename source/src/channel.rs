@@ -1,25 +1,6 @@
 //! [`Channel`]: events pushed from anywhere in the program, fanned out to every consumer.
 //!
-//! # How a slow consumer is handled
-//!
-//! controller-runtime's `source.Channel` copies each event to its destinations one after the
-//! other, so one destination that does not read blocks the delivery to all others. Here every
-//! subscriber (every [`Source::start`] call) has its **own bounded buffer** of `capacity` events,
-//! filled by the sender directly; a subscriber only ever waits for its own buffer. When a
-//! subscriber's buffer is full, the channel's [`Overflow`] policy decides, and neither policy
-//! loses an event silently:
-//!
-//! * [`Overflow::Wait`] (default, lossless): `send` waits until the full subscriber has made room
-//!   (back-pressure on the *producer*; the other subscribers keep draining their buffers
-//!   meanwhile); `try_send` returns [`SendError::Full`] and delivers nothing.
-//! * [`Overflow::Lag`] (never blocks the producer): the event is delivered to every subscriber
-//!   with room; for a full one it is skipped and counted, and that subscriber's stream yields
-//!   [`SourceError::Lagged`] with the number of missed events at the place of the gap (after the
-//!   events it had buffered). Fast subscribers never slow down because of a slow one.
-//!
-//! A subscriber receives the events sent after it subscribed. Closing the channel (or dropping
-//! every [`Channel`] handle) ends each stream after its buffered events. Dropping a stream
-//! unsubscribes it, so an abandoned consumer never blocks the producer.
+//! See [`Channel`] for how a slow consumer is handled.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -31,7 +12,7 @@ use tokio::sync::Notify;
 
 use crate::{Event, SendError, Source, SourceError, Started, SyncHandle};
 
-/// What a [`Channel`] does when a subscriber's buffer is full (see the [module docs](self)).
+/// What a [`Channel`] does when a subscriber's buffer is full (see [`Channel`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {
     /// The producer waits for room (lossless back-pressure).
@@ -72,6 +53,27 @@ struct Shared<K> {
 /// An in-process event source fed by [`Channel::send`], consumable by several controllers.
 ///
 /// Clone it to get more producer handles; every [`Source::start`] is a new subscriber.
+///
+/// # How a slow consumer is handled
+///
+/// controller-runtime's `source.Channel` copies each event to its destinations one after the
+/// other, so one destination that does not read blocks the delivery to all others. Here every
+/// subscriber (every [`Source::start`] call) has its **own bounded buffer** of `capacity` events,
+/// filled by the sender directly; a subscriber only ever waits for its own buffer. When a
+/// subscriber's buffer is full, the channel's [`Overflow`] policy decides, and neither policy
+/// loses an event silently:
+///
+/// * [`Overflow::Wait`] (default, lossless): `send` waits until the full subscriber has made room
+///   (back-pressure on the *producer*; the other subscribers keep draining their buffers
+///   meanwhile); `try_send` returns [`SendError::Full`] and delivers nothing.
+/// * [`Overflow::Lag`] (never blocks the producer): the event is delivered to every subscriber
+///   with room; for a full one it is skipped and counted, and that subscriber's stream yields
+///   [`SourceError::Lagged`] with the number of missed events at the place of the gap (after the
+///   events it had buffered). Fast subscribers never slow down because of a slow one.
+///
+/// A subscriber receives the events sent after it subscribed. Closing the channel (or dropping
+/// every [`Channel`] handle) ends each stream after its buffered events. Dropping a stream
+/// unsubscribes it, so an abandoned consumer never blocks the producer.
 pub struct Channel<K> {
     shared: Arc<Shared<K>>,
 }

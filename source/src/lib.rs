@@ -33,6 +33,16 @@
 //!
 //! ## Sources in this crate
 //!
+//! * [`Kind`]: a cached watch of one resource type (kube-runtime `watcher` + reflector store).
+//!   Updates carry the previous object from the store; after a relist (410, reconnect) changed
+//!   objects come out as updates and vanished ones as deletes with `state_unknown: true`. Options
+//!   ([`WatchOptions`]): namespace, label and field selectors; metadata-only watches through
+//!   [`Cache::metadata_kind`].
+//! * [`Cache`]: the shared informer map. Every `Kind` and every [`Reader`] (cached `get`/`list`
+//!   with label selectors) for the same type and options shares one watch and one store. Each
+//!   subscriber has a bounded buffer; one that falls behind is resynced from the store (it gets
+//!   the net difference since what it last saw) instead of blocking the others or losing a change
+//!   (details in [`KindStream`]).
 //! * [`StreamSource`]: any `Stream<Item = Event<K>>`.
 //! * [`Channel`]: events pushed from anywhere in the program to any number of consumers, each with
 //!   its own bounded buffer; a slow consumer either back-pressures the producer or gets an
@@ -84,16 +94,22 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod cache;
 mod channel;
 mod error;
 mod event;
+mod informer;
+mod kind;
 mod selector;
 mod source;
 mod stream;
 
+pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi, WatchOptions};
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use event::{Event, EventKind};
+pub use informer::{CacheObject, KindStream};
+pub use kind::{Kind, KindStats};
 pub use selector::{SelectorError, parse_label_selector};
 pub use source::{EventStream, Source, Started, SyncHandle, SyncSignal, wait_for_sync};
 pub use stream::StreamSource;

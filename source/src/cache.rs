@@ -1,0 +1,404 @@
+//! [`Cache`]: controller-runtime's informer map. Every [`Kind`] source and every [`Reader`] for
+//! the same (type, namespace, label selector, field selector) shares one watch and one store.
+//!
+//! Informers start when first asked for and run until the cache is stopped or the last handle
+//! (the `Cache` itself, a `Kind`, a `Reader` or a started stream) is dropped. The way slow
+//! subscribers are handled is described in [`KindStream`](crate::KindStream)'s module: bounded
+//! per-subscriber buffers, and a subscriber that falls behind gets a resync of the current state.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use kube::core::{PartialObjectMeta, Selector, SelectorExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::informer::{CacheObject, Informer};
+use crate::{Kind, SelectorError, SourceError, SyncError, SyncHandle};
+
+/// Default size of each subscriber's buffer.
+pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
+
+/// Errors of creating a watch in a [`Cache`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CacheError {
+    /// The label selector does not parse.
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    /// A namespace was given for a cluster-scoped type.
+    #[error("{kind} is cluster-scoped and cannot be watched in namespace {namespace:?}")]
+    NamespaceOnClusterScoped {
+        /// The type's kind.
+        kind: String,
+        /// The namespace that was asked for.
+        namespace: String,
+    },
+    /// The watch could not start.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The cache was stopped.
+    #[error("the cache was stopped")]
+    Stopped,
+}
+
+/// Which objects of a type to watch. Two watches with equal options share one informer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct WatchOptions {
+    /// Only this namespace (namespaced types only); `None` watches all namespaces.
+    pub namespace: Option<String>,
+    /// A label selector such as `app=web,tier in (a,b)`; validated when the watch is created.
+    pub label_selector: Option<String>,
+    /// A field selector such as `spec.nodeName=n1`; validated by the API server.
+    pub field_selector: Option<String>,
+}
+
+impl WatchOptions {
+    /// All objects of the type.
+    pub fn all() -> Self {
+        Self::default()
+    }
+    /// Restricts to one namespace.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+    /// Restricts with a label selector.
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+    /// Restricts with a field selector.
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    fn watcher_config(&self) -> Result<watcher::Config, CacheError> {
+        let mut config = watcher::Config::default();
+        if let Some(labels) = &self.label_selector {
+            crate::parse_label_selector(labels)?;
+            config = config.labels(labels);
+        }
+        if let Some(fields) = &self.field_selector {
+            config = config.fields(fields);
+        }
+        Ok(config)
+    }
+}
+
+/// How to build an `Api<K>` for a namespace, per resource scope (so that namespaced and
+/// cluster-scoped types both work through one generic method).
+pub trait ScopedApi {
+    /// The `Api` for `namespace` (or all namespaces), or an error for a namespace on a
+    /// cluster-scoped type.
+    fn api<K>(client: Client, namespace: Option<&str>) -> Result<Api<K>, CacheError>
+    where
+        K: Resource<Scope = Self>,
+        K::DynamicType: Default;
+}
+
+impl ScopedApi for NamespaceResourceScope {
+    fn api<K>(client: Client, namespace: Option<&str>) -> Result<Api<K>, CacheError>
+    where
+        K: Resource<Scope = Self>,
+        K::DynamicType: Default,
+    {
+        Ok(match namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        })
+    }
+}
+
+impl ScopedApi for ClusterResourceScope {
+    fn api<K>(client: Client, namespace: Option<&str>) -> Result<Api<K>, CacheError>
+    where
+        K: Resource<Scope = Self>,
+        K::DynamicType: Default,
+    {
+        match namespace {
+            Some(ns) => Err(CacheError::NamespaceOnClusterScoped {
+                kind: K::kind(&Default::default()).into_owned(),
+                namespace: ns.to_string(),
+            }),
+            None => Ok(Api::all(client)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct InformerKey {
+    type_id: TypeId,
+    options: WatchOptions,
+}
+
+/// Cancels its token when the last handle goes away.
+pub(crate) struct Lifetime(pub(crate) CancellationToken);
+
+impl Drop for Lifetime {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+struct CacheInner {
+    client: Client,
+    informers: Mutex<HashMap<InformerKey, Arc<dyn Any + Send + Sync>>>,
+    subscriber_buffer: usize,
+    token: CancellationToken,
+    lifetime: Arc<Lifetime>,
+}
+
+/// A shared cache of watched objects (controller-runtime's informer cache). Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use k8s_openapi::api::core::v1::Node;
+/// use kcr_source::{Cache, Source, WatchOptions};
+/// use std::time::Duration;
+///
+/// let cache = Cache::new(client);
+/// let nodes_a = cache.kind::<Node>(WatchOptions::all())?; // controller A
+/// let nodes_b = cache.kind::<Node>(WatchOptions::all())?; // controller B: same watch
+/// let reader = cache.reader::<Node>(WatchOptions::all())?;
+/// let started = nodes_a.start()?;
+/// reader.wait_for_sync(Duration::from_secs(30)).await?;
+/// let gpu_nodes = reader.list_labels("gpu=true")?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<CacheInner>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("informers", &self.informer_count())
+            .field("subscriber_buffer", &self.inner.subscriber_buffer)
+            .finish()
+    }
+}
+
+impl Cache {
+    /// A cache using `client`, with [`DEFAULT_SUBSCRIBER_BUFFER`].
+    pub fn new(client: Client) -> Self {
+        Self::with_subscriber_buffer(client, DEFAULT_SUBSCRIBER_BUFFER)
+    }
+
+    /// A cache whose subscribers each buffer up to `events` events before they fall back to a
+    /// resync.
+    pub fn with_subscriber_buffer(client: Client, events: usize) -> Self {
+        let token = CancellationToken::new();
+        Self {
+            inner: Arc::new(CacheInner {
+                client,
+                informers: Mutex::new(HashMap::new()),
+                subscriber_buffer: events.max(1),
+                lifetime: Arc::new(Lifetime(token.clone())),
+                token,
+            }),
+        }
+    }
+
+    /// Number of informers (watches) this cache runs.
+    pub fn informer_count(&self) -> usize {
+        self.inner.informers.lock().len()
+    }
+
+    /// Stops every watch; started streams end after their buffered events.
+    pub fn stop(&self) {
+        self.inner.token.cancel();
+    }
+
+    fn informer<K, F>(
+        &self,
+        options: &WatchOptions,
+        make_stream: F,
+    ) -> Result<Arc<Informer<K>>, CacheError>
+    where
+        K: CacheObject,
+        F: FnOnce(
+            watcher::Config,
+        ) -> Result<
+            futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+            CacheError,
+        >,
+    {
+        if self.inner.token.is_cancelled() {
+            return Err(CacheError::Stopped);
+        }
+        let key = InformerKey {
+            type_id: TypeId::of::<K>(),
+            options: options.clone(),
+        };
+        let mut informers = self.inner.informers.lock();
+        // The key holds K's TypeId, so the downcast cannot fail for an existing entry.
+        if let Some(Ok(informer)) = informers
+            .get(&key)
+            .map(|existing| Arc::clone(existing).downcast::<Informer<K>>())
+        {
+            return Ok(informer);
+        }
+        let config = options.watcher_config()?;
+        let stream = make_stream(config)?;
+        let informer = Informer::spawn(
+            stream,
+            self.inner.subscriber_buffer,
+            self.inner.token.child_token(),
+            format!("{}{:?}", std::any::type_name::<K>(), options),
+        )?;
+        informers.insert(key, Arc::clone(&informer) as Arc<dyn Any + Send + Sync>);
+        Ok(informer)
+    }
+
+    fn full_informer<K>(&self, options: &WatchOptions) -> Result<Arc<Informer<K>>, CacheError>
+    where
+        K: CacheObject,
+        K::Scope: ScopedApi,
+    {
+        let client = self.inner.client.clone();
+        self.informer(options, |config| {
+            let api = <K::Scope as ScopedApi>::api::<K>(client, options.namespace.as_deref())?;
+            Ok(watcher(api, config).default_backoff().boxed())
+        })
+    }
+
+    /// A [`Kind`] source for `K`, sharing the watch with every other user of the same options.
+    pub fn kind<K>(&self, options: WatchOptions) -> Result<Kind<K>, CacheError>
+    where
+        K: CacheObject,
+        K::Scope: ScopedApi,
+    {
+        let informer = self.full_informer::<K>(&options)?;
+        Ok(Kind::from_parts(informer, Arc::clone(&self.inner.lifetime)))
+    }
+
+    /// A metadata-only [`Kind`] source (objects are `PartialObjectMeta<K>`: metadata without spec
+    /// or status, much cheaper for large types).
+    pub fn metadata_kind<K>(
+        &self,
+        options: WatchOptions,
+    ) -> Result<Kind<PartialObjectMeta<K>>, CacheError>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        PartialObjectMeta<K>: CacheObject,
+        <PartialObjectMeta<K> as Resource>::Scope: ScopedApi,
+    {
+        self.kind::<PartialObjectMeta<K>>(options)
+    }
+
+    /// A [`Reader`] of the store shared with the `Kind` sources of the same options.
+    pub fn reader<K>(&self, options: WatchOptions) -> Result<Reader<K>, CacheError>
+    where
+        K: CacheObject,
+        K::Scope: ScopedApi,
+    {
+        let informer = self.full_informer::<K>(&options)?;
+        Ok(Reader {
+            informer,
+            _lifetime: Arc::clone(&self.inner.lifetime),
+        })
+    }
+
+    /// A [`Reader`] of a metadata-only store.
+    pub fn metadata_reader<K>(
+        &self,
+        options: WatchOptions,
+    ) -> Result<Reader<PartialObjectMeta<K>>, CacheError>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        PartialObjectMeta<K>: CacheObject,
+        <PartialObjectMeta<K> as Resource>::Scope: ScopedApi,
+    {
+        self.reader::<PartialObjectMeta<K>>(options)
+    }
+}
+
+/// Reads a shared store without calling the API server.
+pub struct Reader<K: CacheObject> {
+    informer: Arc<Informer<K>>,
+    _lifetime: Arc<Lifetime>,
+}
+
+impl<K: CacheObject> Clone for Reader<K> {
+    fn clone(&self) -> Self {
+        Self {
+            informer: Arc::clone(&self.informer),
+            _lifetime: Arc::clone(&self._lifetime),
+        }
+    }
+}
+
+impl<K: CacheObject> std::fmt::Debug for Reader<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("type", &std::any::type_name::<K>())
+            .field("objects", &self.informer.store().len())
+            .finish()
+    }
+}
+
+impl<K: CacheObject> Reader<K> {
+    /// The object `name` in `namespace` (`None` for cluster-scoped objects).
+    pub fn get(&self, name: &str, namespace: Option<&str>) -> Option<Arc<K>> {
+        let mut key = ObjectRef::<K>::new_with(name, K::DynamicType::default());
+        if let Some(ns) = namespace {
+            key = key.within(ns);
+        }
+        self.informer.store().get(&key)
+    }
+
+    /// Every cached object.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.informer.store().state()
+    }
+
+    /// The cached objects of one namespace.
+    pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.informer
+            .store()
+            .state_filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+    }
+
+    /// The cached objects whose labels match `selector`.
+    pub fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>> {
+        let empty = Default::default();
+        self.informer
+            .store()
+            .state_filter(|o| selector.matches(o.meta().labels.as_ref().unwrap_or(&empty)))
+    }
+
+    /// The cached objects whose labels match the selector string (for example `app=web`).
+    pub fn list_labels(&self, selector: &str) -> Result<Vec<Arc<K>>, SelectorError> {
+        Ok(self.list_selected(&crate::parse_label_selector(selector)?))
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.informer.store().len()
+    }
+
+    /// Whether the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.informer.store().is_empty()
+    }
+
+    /// The sync handle of the underlying watch.
+    pub fn sync(&self) -> SyncHandle {
+        self.informer.sync_handle()
+    }
+
+    /// Waits until the store holds the first complete list.
+    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), SyncError> {
+        self.informer.sync_handle().wait_timeout(timeout).await
+    }
+}
