@@ -7,6 +7,8 @@
 //!
 //! The crate is split by concern:
 //! - [`crd`]: the resource types and the generated CustomResourceDefinition.
+//! - [`deploy`]: generated deployment objects (RBAC with exactly the verbs used, webhook
+//!   configurations).
 //! - [`nodes`]: what a pool changes on its nodes (labels, taints, the applied record) and the
 //!   JSON patch that does it.
 //! - [`quantity`]: exact resource-quantity arithmetic for the allocatable sums.
@@ -27,6 +29,7 @@
 //! ```
 
 pub mod crd;
+pub mod deploy;
 pub mod nodes;
 pub mod quantity;
 pub mod runtimeclass;

@@ -14,6 +14,13 @@ struct Cli {
 enum Command {
     /// Print the NodePool CustomResourceDefinition as YAML.
     Crd,
+    /// Write the generated deployment files (CRD, RBAC, webhook configurations) under a
+    /// directory (normally nodepool-operator/config).
+    Manifests {
+        /// The config directory.
+        #[arg(long, default_value = "config")]
+        dir: std::path::PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -21,6 +28,9 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Crd => {
             print!("{}", nodepool_operator::crd::crd_yaml()?);
+        }
+        Command::Manifests { dir } => {
+            nodepool_operator::deploy::write_manifests(&dir)?;
         }
     }
     Ok(())

@@ -1,0 +1,136 @@
+//! The deployment files under `config/`: every file parses, the kustomization lists exactly the
+//! files that exist, the sample is a valid NodePool, and the Deployment wires the same ports and
+//! paths as the code.
+
+use std::path::{Path, PathBuf};
+
+use nodepool_operator::crd::NodePool;
+use serde::Deserialize;
+
+fn config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+}
+
+fn docs(path: &Path) -> Vec<serde_yaml::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| {
+            serde_yaml::Value::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect()
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "yaml") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_manifest_has_kind_and_name() {
+    let mut files = Vec::new();
+    yaml_files(&config(), &mut files);
+    assert!(files.len() >= 12, "{files:?}");
+    for f in files.iter().filter(|f| !f.ends_with("kustomization.yaml")) {
+        for d in docs(f) {
+            assert!(
+                d["apiVersion"].as_str().is_some(),
+                "{}: apiVersion",
+                f.display()
+            );
+            assert!(d["kind"].as_str().is_some(), "{}: kind", f.display());
+            assert!(
+                d["metadata"]["name"].as_str().is_some(),
+                "{}: name",
+                f.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn kustomization_lists_every_deployable_file() {
+    let k = &docs(&config().join("kustomization.yaml"))[0];
+    let listed: Vec<String> = k["resources"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect();
+    for r in &listed {
+        assert!(config().join(r).is_file(), "{r} is listed but missing");
+    }
+    let mut files = Vec::new();
+    yaml_files(&config(), &mut files);
+    for f in files {
+        let rel = f
+            .strip_prefix(config())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel == "kustomization.yaml" || rel.starts_with("samples/") {
+            continue;
+        }
+        assert!(
+            listed.contains(&rel),
+            "{rel} exists but is not in kustomization.yaml"
+        );
+    }
+}
+
+#[test]
+fn sample_is_a_valid_pool() {
+    let path = config().join("samples/nodes_v1_nodepool.yaml");
+    let doc = &docs(&path)[0];
+    let json = serde_json::to_value(doc).unwrap();
+    let pool: NodePool = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(pool.metadata.name.as_deref(), Some("worker"));
+    assert!(nodepool_operator::validation::validate(&json).is_empty());
+}
+
+#[test]
+fn deployment_matches_the_code() {
+    let d = docs(&config().join("manager/manager.yaml"));
+    let deploy = d.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let c = &deploy["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "run");
+    assert!(args.contains(&"--leader-elect"));
+    assert!(args.contains(&"--webhook-port=9443"));
+    let cert_dir = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--cert-dir="))
+        .unwrap();
+    assert_eq!(c["volumeMounts"][0]["mountPath"].as_str(), Some(cert_dir));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(
+        deploy["metadata"]["namespace"].as_str(),
+        Some(nodepool_operator::deploy::NAMESPACE)
+    );
+    let svc = &docs(&config().join("webhook/service.yaml"))[0];
+    assert_eq!(
+        svc["metadata"]["name"].as_str(),
+        Some(nodepool_operator::deploy::WEBHOOK_SERVICE)
+    );
+    assert_eq!(
+        svc["spec"]["ports"][0]["targetPort"].as_u64(),
+        Some(u64::from(nodepool_operator::webhook::DEFAULT_PORT))
+    );
+    let secret = deploy["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
+        .as_str()
+        .unwrap();
+    let cert = docs(&config().join("certmanager/certificate.yaml"));
+    let certificate = cert.iter().find(|d| d["kind"] == "Certificate").unwrap();
+    assert_eq!(certificate["spec"]["secretName"].as_str(), Some(secret));
+}
