@@ -858,9 +858,7 @@ async fn create(
     {
         o.remove("status");
     }
-    let mut obj =
-        crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
-    validate(route, &mut obj)?;
+    let obj = crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
     if dry_run(q) {
         return Ok(json_value(StatusCode::CREATED, &obj));
     }
@@ -942,7 +940,7 @@ async fn update(
             .get(&t.key(), route.ns(), &name)
             .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
         let candidate = split_status(route, &current.value, obj.clone());
-        let mut candidate = crate::admission_glue::admit(
+        let candidate = crate::admission_glue::admit(
             shared,
             route,
             "UPDATE",
@@ -951,7 +949,6 @@ async fn update(
             dry_run(q),
         )
         .await?;
-        validate(route, &mut candidate)?;
         if dry_run(q) {
             return Ok(json_value(StatusCode::OK, &candidate));
         }
@@ -1008,10 +1005,8 @@ async fn patch(
             {
                 o.remove("status");
             }
-            let mut obj =
-                crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q))
-                    .await?;
-            validate(route, &mut obj)?;
+            let obj = crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q))
+                .await?;
             if dry_run(q) {
                 return Ok(json_value(StatusCode::CREATED, &obj));
             }
@@ -1054,7 +1049,7 @@ async fn patch(
         };
         let _ = pinned;
         let candidate = split_status(route, &current.value, patched);
-        let mut candidate = crate::admission_glue::admit(
+        let candidate = crate::admission_glue::admit(
             shared,
             route,
             "UPDATE",
@@ -1063,7 +1058,6 @@ async fn patch(
             dry_run(q),
         )
         .await?;
-        validate(route, &mut candidate)?;
         if dry_run(q) {
             return Ok(json_value(StatusCode::OK, &candidate));
         }

@@ -1,0 +1,311 @@
+//! Admission round trip through the server: webhook configurations stored via the API, a small
+//! HTTPS webhook in the test (allow, deny with message, mutate), failurePolicy and timeouts.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kcr_envtest::TestApiServer;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+struct Hook {
+    url: String,
+    ca_bundle: String,
+    calls: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hook {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Decide on one AdmissionReview: deny objects labelled `deny`, label everything `admitted`.
+fn review(path: &str, review: &Value) -> Value {
+    let req = &review["request"];
+    let uid = req["uid"].clone();
+    let response = match path {
+        "/validate" => {
+            let denied = req["object"]["metadata"]["labels"]["deny"].is_string();
+            if denied {
+                json!({"uid": uid, "allowed": false, "status": {"code": 403, "message": "objects labelled deny are refused"}})
+            } else {
+                json!({"uid": uid, "allowed": true})
+            }
+        }
+        "/mutate" => {
+            let has_labels = req["object"]["metadata"]["labels"].is_object();
+            let ops = if has_labels {
+                json!([{"op": "add", "path": "/metadata/labels/admitted", "value": req["operation"]}])
+            } else {
+                json!([{"op": "add", "path": "/metadata/labels", "value": {"admitted": req["operation"]}}])
+            };
+            let patch = base64::engine::general_purpose::STANDARD.encode(ops.to_string());
+            json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch})
+        }
+        _ => json!({"uid": uid, "allowed": true}),
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+async fn start_hook() -> Hook {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, counter) = (acceptor.clone(), counter.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let counter = counter.clone();
+                        async move {
+                            counter.fetch_add(1, Ordering::SeqCst);
+                            let path = req.uri().path().to_string();
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let input: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                            let out = review(&path, &input).to_string();
+                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(out))))
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Hook {
+        url,
+        ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.pem()),
+        calls,
+        task,
+    }
+}
+
+fn webhook_config(kind: &str, name: &str, url: &str, ca: &str, policy: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": format!("{name}.example.com"),
+            "clientConfig": {"url": url, "caBundle": ca},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["CREATE", "UPDATE"]}],
+            "failurePolicy": policy,
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 2,
+        }],
+    }))
+    .unwrap()
+}
+
+fn cm(name: &str, labels: Value) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
+}
+
+fn api_for(server: &TestApiServer, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+    Api::all_with(
+        server.client(),
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
+#[tokio::test]
+async fn allow_deny_and_mutate() {
+    let server = TestApiServer::start().await.unwrap();
+    let hook = start_hook().await;
+    let mutating = api_for(
+        &server,
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+    );
+    let validating = api_for(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+    );
+    mutating
+        .create(
+            &PostParams::default(),
+            &webhook_config(
+                "MutatingWebhookConfiguration",
+                "m",
+                &format!("{}/mutate", hook.url),
+                &hook.ca_bundle,
+                "Fail",
+            ),
+        )
+        .await
+        .unwrap();
+    validating
+        .create(
+            &PostParams::default(),
+            &webhook_config(
+                "ValidatingWebhookConfiguration",
+                "v",
+                &format!("{}/validate", hook.url),
+                &hook.ca_bundle,
+                "Fail",
+            ),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+
+    // Allowed and mutated on create.
+    let ok = cms
+        .create(&PostParams::default(), &cm("ok", json!({"a": "b"})))
+        .await
+        .unwrap();
+    let labels = ok.metadata.labels.unwrap();
+    assert_eq!(labels["admitted"], "CREATE");
+    assert_eq!(labels["a"], "b");
+    // Mutated on update (patch) as well.
+    let patched = cms
+        .patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["admitted"], "UPDATE");
+    assert_eq!(
+        hook.calls.load(Ordering::SeqCst),
+        4,
+        "mutate+validate per write"
+    );
+
+    // Denied with the webhook's message.
+    let err = cms
+        .create(&PostParams::default(), &cm("no", json!({"deny": "yes"})))
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 403);
+            assert!(
+                s.message.contains("objects labelled deny are refused"),
+                "{}",
+                s.message
+            );
+            assert!(s.message.contains("v.example.com"), "{}", s.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        cms.get("no").await.is_err(),
+        "denied objects are not stored"
+    );
+    // Rules: deletes are not intercepted by these configurations.
+    cms.delete("ok", &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn failure_policy() {
+    let server = TestApiServer::start().await.unwrap();
+    let hook = start_hook().await;
+    // A URL nobody listens on (the hook's own port, wrong scheme path is fine: use a closed port).
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        format!("https://{addr}/validate")
+    };
+    let validating = api_for(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+    );
+    validating
+        .create(
+            &PostParams::default(),
+            &webhook_config(
+                "ValidatingWebhookConfiguration",
+                "ignore",
+                &closed,
+                &hook.ca_bundle,
+                "Ignore",
+            ),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    cms.create(&PostParams::default(), &cm("passes", json!({})))
+        .await
+        .unwrap();
+
+    validating
+        .create(
+            &PostParams::default(),
+            &webhook_config(
+                "ValidatingWebhookConfiguration",
+                "fail",
+                &closed,
+                &hook.ca_bundle,
+                "Fail",
+            ),
+        )
+        .await
+        .unwrap();
+    let err = cms
+        .create(&PostParams::default(), &cm("blocked", json!({})))
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 500);
+            assert!(s.message.contains("fail.example.com"), "{}", s.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Removing the failing configuration lets writes through again.
+    validating
+        .delete("fail", &DeleteParams::default())
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("after", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(hook.calls.load(Ordering::SeqCst), 0);
+}
