@@ -1,0 +1,420 @@
+//! `Kind` and `Cache` against a real (in-process) API server: kcr-envtest.
+//!
+//! These tests talk HTTP over loopback, so they run on the real clock; every wait is bounded by
+//! a timeout that only fires when the behaviour is wrong.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kcr_envtest::TestApiServer;
+use kcr_source::{Cache, Event, EventStream, Source, WatchOptions, wait_for_sync};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn next<K>(events: &mut EventStream<K>) -> Event<K> {
+    tokio::time::timeout(WAIT, events.next())
+        .await
+        .expect("an event within the timeout")
+        .expect("stream still open")
+        .expect("kind streams yield no errors")
+}
+
+/// The next `n` events, sorted by object name (a relist has no defined order).
+async fn next_n(events: &mut EventStream<ConfigMap>, n: usize) -> Vec<Event<ConfigMap>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(next(events).await);
+    }
+    out.sort_by_key(|e| name(e.object()));
+    out
+}
+
+/// Asserts nothing more arrives for a short while (used after exact expectations).
+async fn quiet<K: std::fmt::Debug>(events: &mut EventStream<K>) {
+    if let Ok(Some(extra)) = tokio::time::timeout(Duration::from_millis(300), events.next()).await {
+        panic!("unexpected extra event {extra:?}");
+    }
+}
+
+fn name(o: &ConfigMap) -> String {
+    o.metadata.name.clone().unwrap_or_default()
+}
+
+fn rv(o: &ConfigMap) -> String {
+    o.metadata.resource_version.clone().unwrap_or_default()
+}
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "demo"}},
+        "data": {"v": value}
+    }))
+    .expect("valid ConfigMap")
+}
+
+fn data(o: &ConfigMap) -> String {
+    o.data
+        .as_ref()
+        .and_then(|d| d.get("v").cloned())
+        .unwrap_or_default()
+}
+
+async fn set_value(api: &Api<ConfigMap>, name: &str, value: &str) -> ConfigMap {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": value}})),
+    )
+    .await
+    .expect("patch")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kind_sees_create_update_with_old_and_delete() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let before = api
+        .create(&PostParams::default(), &cm("pre", "0"))
+        .await
+        .expect("create");
+
+    let cache = Cache::new(server.client());
+    let kind = cache
+        .kind::<ConfigMap>(WatchOptions::all().namespace("default"))
+        .expect("kind");
+    let mut started = kind.start().expect("start");
+    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    match next(&mut started.events).await {
+        Event::Create { object, initial } => {
+            assert!(initial, "pre-existing object comes from the initial list");
+            assert_eq!(rv(&object), rv(&before));
+        }
+        other => panic!("expected initial create, got {other:?}"),
+    }
+
+    let created = api
+        .create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .expect("create");
+    match next(&mut started.events).await {
+        Event::Create { object, initial } => {
+            assert!(!initial);
+            assert_eq!((name(&object), rv(&object)), ("a".into(), rv(&created)));
+        }
+        other => panic!("expected create, got {other:?}"),
+    }
+
+    let updated = set_value(&api, "a", "2").await;
+    match next(&mut started.events).await {
+        Event::Update { old, new } => {
+            assert_eq!((rv(&old), data(&old)), (rv(&created), "1".into()));
+            assert_eq!((rv(&new), data(&new)), (rv(&updated), "2".into()));
+        }
+        other => panic!("expected update, got {other:?}"),
+    }
+
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    match next(&mut started.events).await {
+        Event::Delete {
+            object,
+            state_unknown,
+        } => {
+            assert!(!state_unknown, "an observed delete");
+            assert_eq!(name(&object), "a");
+        }
+        other => panic!("expected delete, got {other:?}"),
+    }
+    quiet(&mut started.events).await;
+
+    // a second namespace is not watched
+    let other_ns: Api<ConfigMap> = Api::namespaced(server.client(), "kube-system");
+    other_ns
+        .create(&PostParams::default(), &cm("elsewhere", "x"))
+        .await
+        .expect("create");
+    quiet(&mut started.events).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relist_after_410_yields_updates_and_unknown_deletes() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for n in ["changed", "vanished", "same"] {
+        api.create(&PostParams::default(), &cm(n, "1"))
+            .await
+            .expect("create");
+    }
+    let cache = Cache::new(server.client());
+    let kind = cache
+        .kind::<ConfigMap>(WatchOptions::all().namespace("default"))
+        .expect("kind");
+    let mut started = kind.start().expect("start");
+    let initial = next_n(&mut started.events, 3).await;
+    assert!(
+        initial
+            .iter()
+            .all(|e| matches!(e, Event::Create { initial: true, .. }))
+    );
+    let changed_before = initial[0].object().clone();
+    assert_eq!(name(&changed_before), "changed");
+
+    // Cut the watch off: close it and make every re-watch fail until the history is compacted.
+    let faults = server.faults();
+    let watches = faults.request_count("watch", "configmaps");
+    faults.fail_next("watch", "configmaps", 1_000_000, 503);
+    faults.close_watches();
+    // The old watch is gone once the watcher has tried (and failed) to re-watch.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while faults.request_count("watch", "configmaps") == watches {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "watcher never re-watched"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    set_value(&api, "changed", "2").await;
+    api.delete("vanished", &DeleteParams::default())
+        .await
+        .expect("delete");
+    api.create(&PostParams::default(), &cm("appeared", "1"))
+        .await
+        .expect("create");
+    faults.compact_history();
+    faults.clear();
+
+    let relisted = next_n(&mut started.events, 3).await;
+    match &relisted[0] {
+        Event::Create { object, initial } => {
+            assert_eq!(name(object), "appeared");
+            assert!(!initial, "created after the first list");
+        }
+        other => panic!("expected create of 'appeared', got {other:?}"),
+    }
+    match &relisted[1] {
+        Event::Update { old, new } => {
+            assert_eq!(name(new), "changed");
+            assert_eq!(rv(old), rv(&changed_before), "old comes from the cache");
+            assert_eq!((data(old), data(new)), ("1".into(), "2".into()));
+        }
+        other => panic!("expected update of 'changed', got {other:?}"),
+    }
+    match &relisted[2] {
+        Event::Delete {
+            object,
+            state_unknown,
+        } => {
+            assert_eq!(name(object), "vanished");
+            assert!(state_unknown, "the delete was not observed");
+        }
+        other => panic!("expected unknown delete of 'vanished', got {other:?}"),
+    }
+    quiet(&mut started.events).await;
+    assert!(kind.stats().relists >= 2, "{:?}", kind.stats());
+
+    // and the watch is live again
+    set_value(&api, "same", "3").await;
+    assert!(matches!(
+        next(&mut started.events).await,
+        Event::Update { .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consumers_share_one_watch_and_one_store() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    server.add_nodes(2).expect("nodes");
+    let faults = server.faults();
+    faults.reset_counts();
+
+    let cache = Cache::new(server.client());
+    let controller_a = cache.kind::<Node>(WatchOptions::all()).expect("kind");
+    let controller_b = cache.kind::<Node>(WatchOptions::all()).expect("kind");
+    let reader = cache.reader::<Node>(WatchOptions::all()).expect("reader");
+    let mut a = controller_a.start().expect("start");
+    let mut b = controller_b.start().expect("start");
+    wait_for_sync([&a.sync, &b.sync], WAIT).await.expect("sync");
+    for events in [&mut a.events, &mut b.events] {
+        for _ in 0..2 {
+            assert!(matches!(
+                next(events).await,
+                Event::Create { initial: true, .. }
+            ));
+        }
+    }
+    assert_eq!(cache.informer_count(), 1);
+    assert_eq!(controller_a.subscribers(), 2);
+
+    server.add_nodes(1).expect("node");
+    for events in [&mut a.events, &mut b.events] {
+        match next(events).await {
+            Event::Create { object, initial } => {
+                assert!(!initial);
+                assert_eq!(object.metadata.name.as_deref(), Some("envtest-node-2"));
+            }
+            other => panic!("expected create, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        faults.request_count("list", "nodes"),
+        1,
+        "{:?}",
+        faults.request_counts()
+    );
+    assert_eq!(
+        faults.request_count("watch", "nodes"),
+        1,
+        "{:?}",
+        faults.request_counts()
+    );
+
+    // readers answer from the shared store, without requests
+    let before = faults.request_count("*", "*");
+    assert_eq!(reader.len(), 3);
+    assert!(reader.get("envtest-node-1", None).is_some());
+    assert!(reader.get("missing", None).is_none());
+    assert_eq!(
+        reader
+            .list_labels("kubernetes.io/hostname=envtest-node-0")
+            .expect("valid selector")
+            .len(),
+        1
+    );
+    assert!(reader.list_labels("kubernetes.io/hostname in (").is_err());
+    assert_eq!(faults.request_count("*", "*"), before);
+
+    // different options are a different watch
+    let _selected = cache
+        .kind::<Node>(WatchOptions::all().labels("kubernetes.io/hostname=envtest-node-0"))
+        .expect("kind");
+    assert_eq!(cache.informer_count(), 2);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while faults.request_count("watch", "nodes") < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "second watch never opened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_are_validated_and_metadata_only_watches_work() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let cache = Cache::new(server.client());
+    assert!(matches!(
+        cache.kind::<ConfigMap>(WatchOptions::all().labels("app in (")),
+        Err(kcr_source::CacheError::Selector(_))
+    ));
+    assert!(matches!(
+        cache.kind::<Node>(WatchOptions::all().namespace("default")),
+        Err(kcr_source::CacheError::NamespaceOnClusterScoped { .. })
+    ));
+    assert_eq!(cache.informer_count(), 0);
+
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(&PostParams::default(), &cm("meta", "big"))
+        .await
+        .expect("create");
+    let kind = cache
+        .metadata_kind::<ConfigMap>(WatchOptions::all().labels("app=demo"))
+        .expect("metadata kind");
+    let mut started = kind.start().expect("start");
+    match next(&mut started.events).await {
+        Event::Create { object, initial } => {
+            assert!(initial);
+            assert_eq!(object.metadata.name.as_deref(), Some("meta"));
+        }
+        other => panic!("expected create, got {other:?}"),
+    }
+    let reader = cache
+        .metadata_reader::<ConfigMap>(WatchOptions::all().labels("app=demo"))
+        .expect("reader");
+    assert_eq!(reader.list_in("default").len(), 1);
+    assert!(reader.list_in("kube-system").is_empty());
+    assert_eq!(cache.informer_count(), 1);
+
+    cache.stop();
+    assert!(
+        tokio::time::timeout(WAIT, started.events.next())
+            .await
+            .expect("ends after stop")
+            .is_none()
+    );
+    assert!(matches!(
+        cache.kind::<ConfigMap>(WatchOptions::all()),
+        Err(kcr_source::CacheError::Stopped)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_subscriber_is_resynced_and_does_not_block_the_fast_one() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(&PostParams::default(), &cm("hot", "0"))
+        .await
+        .expect("create");
+    api.create(&PostParams::default(), &cm("doomed", "0"))
+        .await
+        .expect("create");
+    let cache = Cache::with_subscriber_buffer(server.client(), 2);
+    let kind = cache
+        .kind::<ConfigMap>(WatchOptions::all().namespace("default"))
+        .expect("kind");
+    let mut fast = kind.start().expect("start");
+    let mut slow = kind.start().expect("start");
+    let first_slow = next_n(&mut slow.events, 2).await;
+    next_n(&mut fast.events, 2).await;
+    let hot_seen_by_slow = first_slow[1].object().clone();
+    assert_eq!(name(&hot_seen_by_slow), "hot");
+
+    // ten updates and a delete while `slow` does not read; `fast` sees every one of them
+    let mut last = None;
+    for i in 1..=10 {
+        last = Some(set_value(&api, "hot", &i.to_string()).await);
+        match next(&mut fast.events).await {
+            Event::Update { new, .. } => assert_eq!(data(&new), i.to_string()),
+            other => panic!("expected update, got {other:?}"),
+        }
+    }
+    api.delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(matches!(
+        next(&mut fast.events).await,
+        Event::Delete {
+            state_unknown: false,
+            ..
+        }
+    ));
+    assert_eq!(kind.stats().lags, 1);
+
+    // `slow` gets its two buffered updates, then one collapsed update to the current state and
+    // the delete it missed
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(next(&mut slow.events).await);
+    }
+    let updates: Vec<(String, String)> = got
+        .iter()
+        .filter_map(|e| match e {
+            Event::Update { old, new } => Some((data(old), data(new))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        updates,
+        [("0", "1"), ("1", "2"), ("2", "10")].map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    assert!(got.iter().any(|e| matches!(
+        e,
+        Event::Delete { object, state_unknown: true } if name(object) == "doomed"
+    )));
+    let last = last.expect("updated");
+    assert!(got.iter().any(|e| rv(e.object()) == rv(&last)));
+    quiet(&mut slow.events).await;
+}
