@@ -40,6 +40,9 @@ pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default for [`ControllerOptions::graceful_shutdown_timeout`].
 pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a cache-sync timeout may spend asking the API server why.
+const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Tunables of a [`Controller`].
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
@@ -182,14 +185,15 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
                     watch: description.clone(),
                     source,
                 })?;
-            pending_sync.push((description, started.synced, started.last_error));
+            pending_sync.push((description, started.synced, started.diagnose));
             pumps.spawn(started.pump);
         }
         if !pending_sync.is_empty() {
             tracing::info!(controller = %name, watches = pending_sync.len(), "waiting for caches to sync");
             let deadline = tokio::time::Instant::now() + options.cache_sync_timeout;
-            for (description, synced, last_error) in pending_sync {
+            for (description, synced, diagnose) in pending_sync {
                 tokio::select! {
+                    biased;
                     _ = shutdown.cancelled() => {
                         queue.shutdown();
                         return Ok(());
@@ -204,11 +208,15 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
                             });
                         }
                         Err(_) => {
+                            let diagnosis = tokio::time::timeout(DIAGNOSE_TIMEOUT, diagnose())
+                                .await
+                                .ok()
+                                .flatten();
                             return Err(ControllerError::CacheSyncTimeout {
                                 controller: name.to_string(),
                                 watch: description,
                                 timeout: options.cache_sync_timeout,
-                                last_error: last_error(),
+                                diagnosis,
                             });
                         }
                     },
@@ -328,7 +336,9 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             shutdown: self.shutdown.clone(),
         };
         self.metrics.active_workers.increment(1.0);
-        let started = tokio::time::Instant::now();
+        // std's clock: the histogram measures real time even on a paused tokio clock, and it is
+        // cheaper than tokio's.
+        let started = std::time::Instant::now();
         let outcome = self.reconcile(request, &ctx).instrument(span.clone()).await;
         self.metrics
             .reconcile_time

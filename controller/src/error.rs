@@ -14,9 +14,9 @@ pub enum ControllerError {
     /// A watch did not sync within `cache_sync_timeout`.
     #[error(
         "controller {controller}: timed out after {timeout:?} waiting for {watch} to sync; \
-         last error from the source: {last_error}; {hint}",
+         diagnosis: {diagnosis}; {hint}",
         hint = CACHE_SYNC_HINT,
-        last_error = last_error.as_deref().unwrap_or("none")
+        diagnosis = diagnosis.as_deref().unwrap_or("none available")
     )]
     CacheSyncTimeout {
         /// The controller's name.
@@ -25,8 +25,8 @@ pub enum ControllerError {
         watch: String,
         /// The timeout that expired.
         timeout: Duration,
-        /// The last error the source reported, if any.
-        last_error: Option<String>,
+        /// What the source or the API server says about the resource, if anything.
+        diagnosis: Option<String>,
     },
     /// A watch failed to start or reported that it cannot sync.
     #[error("controller {controller}: {watch} failed: {source}")]
@@ -120,6 +120,26 @@ pub enum ManagerError {
         /// Runnables still running.
         pending: Vec<String>,
     },
+    /// The builder was misused (owns without for_kind, for_kind twice, no cache, ...).
+    #[error("controller builder: {reason}")]
+    Builder {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The shared cache refused a watch.
+    #[error("cannot watch {kind} through the cache: {source}")]
+    Cache {
+        /// The kind.
+        kind: String,
+        /// The cache's error.
+        #[source]
+        source: kcr_source::CacheError,
+    },
+    /// `complete` was called on a builder made without a manager.
+    #[error(
+        "this builder has no manager: use Manager::controller() or call build() instead of complete()"
+    )]
+    NoManager,
     /// `run` was called twice.
     #[error("the manager was already started")]
     AlreadyStarted,

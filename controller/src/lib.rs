@@ -31,6 +31,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod builder;
 pub mod controller;
 pub mod error;
 pub mod http;
@@ -41,6 +42,7 @@ pub mod reconciler;
 pub mod signals;
 pub mod watch;
 
+pub use builder::{Builder, EventFilter, SourceWatch, WatchOptions};
 pub use controller::{Controller, ControllerOptions, Key};
 pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;

@@ -37,6 +37,7 @@ use crate::http::{BindAddress, Checks, metrics_router, probes_router, prometheus
 use crate::leader::{LeaderElectionConfig, LeaderElector};
 use crate::reconciler::Reconciler;
 use crate::watch::BoxError;
+use kcr_source::{Cache, CacheObject, Reader, ScopedApi, SyncHandle};
 
 /// Options of a [`Manager`].
 #[derive(Debug, Clone)]
@@ -106,6 +107,9 @@ struct Registered {
 /// Operator process scaffolding: see the [module docs](self).
 pub struct Manager {
     client: kube::Client,
+    cache: Cache,
+    /// Informers whose sync `/readyz` waits for.
+    cache_syncs: Arc<Mutex<Vec<(String, SyncHandle)>>>,
     options: ManagerOptions,
     runnables: Mutex<Vec<Registered>>,
     controller_names: Mutex<HashSet<String>>,
@@ -168,24 +172,39 @@ impl Manager {
         let readyz = Checks::default();
         let healthz = Checks::default();
         let leader = Arc::new(AtomicBool::new(options.leader_election.is_none()));
+        let cache_syncs: Arc<Mutex<Vec<(String, SyncHandle)>>> = Arc::default();
         {
             let unsynced = unsynced.clone();
             let leader = leader.clone();
+            let cache_syncs = cache_syncs.clone();
             readyz.add("caches-synced", move || {
+                // The shared cache runs on every replica (leader or not).
+                let pending: Vec<String> = cache_syncs
+                    .lock()
+                    .iter()
+                    .filter(|(_, h)| !h.is_synced())
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if !pending.is_empty() {
+                    return Err(format!("informers not synced yet: {}", pending.join(", ")));
+                }
                 if !leader.load(Ordering::SeqCst) {
-                    // A standby replica runs no controllers; it is ready to take over.
+                    // A standby replica runs no controllers; with warm caches it is ready to
+                    // take over.
                     return Ok(());
                 }
                 match unsynced.load(Ordering::SeqCst) {
                     0 => Ok(()),
                     n => Err(format!(
-                        "{n} controller(s) have not synced their caches yet"
+                        "{n} controller(s) have not synced their sources yet"
                     )),
                 }
             })?;
             healthz.add("ping", || Ok(()))?;
         }
         Ok(Manager {
+            cache: Cache::new(client.clone()),
+            cache_syncs,
             client,
             options,
             runnables: Mutex::new(Vec::new()),
@@ -205,6 +224,36 @@ impl Manager {
     /// The client.
     pub fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// The shared cache: every controller's `for_kind`/`owns` watch and every [`reader`]
+    /// (Self::reader) for one type and set of options share one watch and one store.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// A cache-backed reader of `K` (cached `get`/`list`), sharing the controllers' informers.
+    /// Its sync is part of `/readyz`.
+    pub fn reader<K>(&self, options: kcr_source::WatchOptions) -> Result<Reader<K>, ManagerError>
+    where
+        K: CacheObject,
+        K::Scope: ScopedApi,
+    {
+        let kind = K::kind(&K::DynamicType::default()).into_owned();
+        let reader = self
+            .cache
+            .reader::<K>(options)
+            .map_err(|source| ManagerError::Cache {
+                kind: kind.clone(),
+                source,
+            })?;
+        self.track_cache_sync(format!("reader/{kind}"), reader.sync());
+        Ok(reader)
+    }
+
+    /// Adds an informer's sync to `/readyz`.
+    pub(crate) fn track_cache_sync(&self, name: String, handle: SyncHandle) {
+        self.cache_syncs.lock().push((name, handle));
     }
 
     /// The options.
@@ -239,6 +288,11 @@ impl Manager {
                 .map(|le| le.identity.clone()),
         };
         Recorder::new(self.client.clone(), reporter)
+    }
+
+    /// A [`Builder`](crate::Builder) whose `complete` registers the controller here.
+    pub fn controller(&self) -> crate::builder::Builder<'_> {
+        crate::builder::Builder::for_manager(self)
     }
 
     /// Adds a liveness check served under `/healthz` (and `/healthz/<name>`).
@@ -494,6 +548,7 @@ impl Manager {
             }
             self.leader.store(false, Ordering::SeqCst);
         }
+        self.cache.stop();
         http_stop.cancel();
         for task in http_tasks {
             let _ = task.await;

@@ -19,9 +19,10 @@ pub struct StartedWatch {
     /// Resolves once the source has delivered its initial state (`Ok`), or with the reason it
     /// never will (`Err`).
     pub synced: BoxFuture<'static, Result<(), BoxError>>,
-    /// The most recent error the source has seen, if any (e.g. `403 Forbidden` from the API
-    /// server), used to explain a cache-sync timeout.
-    pub last_error: Box<dyn Fn() -> Option<String> + Send + Sync>,
+    /// Explains a sync that is taking too long: the most recent error the source reported, or
+    /// what the API server answers for the resource (`404`: not served, e.g. a missing CRD;
+    /// `403`: RBAC). Called only when `cache_sync_timeout` expires.
+    pub diagnose: Box<dyn FnOnce() -> BoxFuture<'static, Option<String>> + Send>,
 }
 
 /// One input of a controller, type-erased over the watched object type.
