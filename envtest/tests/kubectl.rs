@@ -1,0 +1,223 @@
+//! kubectl smoke test against the in-process server: apply -f, get -o json, label,
+//! patch --type=merge, delete, get -w bounded by a timeout; also a CRD with printer columns.
+//! Skipped (with a printed reason) when kubectl is not on PATH.
+
+use std::process::Output;
+
+use kcr_envtest::TestApiServer;
+use serde_json::Value;
+
+fn kubectl_available() -> bool {
+    std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+struct Kubectl {
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Kubectl {
+    async fn run(&self, args: &[&str]) -> Output {
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .await
+            .expect("kubectl runs")
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+const MANIFEST: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: smoke
+  labels:
+    app: smoke
+data:
+  greeting: hello
+"#;
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, shortNames: [gz]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size]
+            properties:
+              size: {type: integer}
+---
+apiVersion: example.com/v1
+kind: Gizmo
+metadata: {name: g1}
+spec: {size: 42}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_smoke() {
+    if !kubectl_available() {
+        println!("SKIPPED kubectl_smoke: kubectl is not on PATH");
+        return;
+    }
+    let server = TestApiServer::builder().nodes(2).start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let manifest = dir.path().join("cm.yaml");
+    std::fs::write(&manifest, MANIFEST).unwrap();
+    let k = Kubectl { kubeconfig };
+
+    let nodes = k.ok(&["get", "nodes"]).await;
+    assert!(
+        nodes.contains("envtest-node-0") && nodes.contains("Ready"),
+        "{nodes}"
+    );
+
+    // No OpenAPI document is served: client-side validation must be turned off.
+    let out = k
+        .ok(&[
+            "apply",
+            "--validate=false",
+            "-f",
+            manifest.to_str().unwrap(),
+        ])
+        .await;
+    assert!(out.contains("configmap/smoke created"), "{out}");
+    // Re-apply is a no-op patch.
+    let out = k
+        .ok(&[
+            "apply",
+            "--validate=false",
+            "-f",
+            manifest.to_str().unwrap(),
+        ])
+        .await;
+    assert!(out.contains("configmap/smoke"), "{out}");
+
+    let json: Value =
+        serde_json::from_str(&k.ok(&["get", "configmap", "smoke", "-o", "json"]).await).unwrap();
+    assert_eq!(json["data"]["greeting"], "hello");
+    assert_eq!(json["metadata"]["labels"]["app"], "smoke");
+
+    k.ok(&["label", "configmap", "smoke", "tier=backend"]).await;
+    k.ok(&[
+        "patch",
+        "configmap",
+        "smoke",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"extra":"1"}}"#,
+    ])
+    .await;
+    let json: Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "smoke", "-o", "json"]).await).unwrap();
+    assert_eq!(json["metadata"]["labels"]["tier"], "backend");
+    assert_eq!(json["data"]["extra"], "1");
+
+    // get -w bounded by the server-side timeout: sees the delete that happens meanwhile.
+    let watch = tokio::spawn({
+        let kubeconfig = k.kubeconfig.clone();
+        async move {
+            tokio::process::Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args([
+                    "get",
+                    "configmaps",
+                    "-w",
+                    "--request-timeout=3s",
+                    "-o",
+                    "json",
+                    "--output-watch-events",
+                ])
+                .output()
+                .await
+                .expect("kubectl runs")
+        }
+    });
+    // Wait until the watch is registered by the server before deleting.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.faults().request_count("watch", "configmaps") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl never started watching"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let out = k.ok(&["delete", "configmap", "smoke"]).await;
+    assert!(out.contains("deleted"), "{out}");
+    let watched = watch.await.unwrap();
+    let text = String::from_utf8_lossy(&watched.stdout);
+    let compact: String = text.split_whitespace().collect();
+    assert!(
+        compact.contains(r#""type":"ADDED""#) && compact.contains(r#""name":"smoke""#),
+        "{text}"
+    );
+    assert!(compact.contains(r#""type":"DELETED""#), "{text}");
+    let out = k.run(&["get", "configmap", "smoke"]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NotFound"));
+
+    // CRD + custom object in one apply; printer columns show up in kubectl get.
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(&crd, CRD).unwrap();
+    // The CRD must exist before its object can be mapped: apply twice like users do.
+    let _ = k
+        .run(&["apply", "--validate=false", "-f", crd.to_str().unwrap()])
+        .await;
+    k.ok(&["apply", "--validate=false", "-f", crd.to_str().unwrap()])
+        .await;
+    let table = k.ok(&["get", "gz"]).await;
+    assert!(
+        table.contains("SIZE") && table.contains("42") && table.contains("g1"),
+        "{table}"
+    );
+    // Schema validation reaches kubectl as an error.
+    let out = k
+        .run(&[
+            "patch",
+            "gizmo",
+            "g1",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":"big"}}"#,
+        ])
+        .await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("spec.size"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
