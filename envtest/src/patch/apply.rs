@@ -27,7 +27,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::fields::{FieldSet, display_path, key_element, remove_at, value_at};
+use super::fields::{
+    FieldDiff, FieldSet, display_path, fields_v1_contains, key_element, remove_at, value_at,
+};
 use super::strategy::{ListType, MergeStrategy};
 
 /// One field owned by another manager whose value the apply would change.
@@ -171,10 +173,11 @@ impl Entry {
 }
 
 fn parse_entries(object: Option<&Value>) -> Vec<Entry> {
-    let Some(list) = object
-        .and_then(|o| o.pointer("/metadata/managedFields"))
-        .and_then(Value::as_array)
-    else {
+    parse_entry_list(object.and_then(|o| o.pointer("/metadata/managedFields")))
+}
+
+fn parse_entry_list(list: Option<&Value>) -> Vec<Entry> {
+    let Some(list) = list.and_then(Value::as_array) else {
         return Vec::new();
     };
     list.iter()
@@ -444,60 +447,76 @@ pub struct UpdateOptions<'a> {
 /// The entries are taken from `old`, unless the client sent a different `managedFields` list in
 /// `new` (as on the real server, a client may reset them; `[]` clears them). The writer's entry
 /// gains every field whose value it changed; other entries lose those fields; every entry loses
-/// fields that no longer exist. An entry left empty is dropped.
+/// fields that no longer exist. An entry left empty is dropped. When ownership does not change
+/// (the writer already owns every field it changed), the entries are kept byte for byte, `time`
+/// included.
 pub fn record_update(old: Option<&Value>, new: &Value, opts: &UpdateOptions<'_>) -> Value {
+    record_update_owned(old, new.clone(), opts)
+}
+
+/// [`record_update`] taking the new object by value (saves a deep copy per write).
+pub fn record_update_owned(old: Option<&Value>, new: Value, opts: &UpdateOptions<'_>) -> Value {
+    let mut out = new;
     let old_mf = old.and_then(|o| o.pointer("/metadata/managedFields"));
-    let new_mf = new.pointer("/metadata/managedFields");
-    let mut entries = match (new_mf, old_mf) {
-        (Some(n), o) if Some(n) != o => parse_entries(Some(new)),
-        _ => parse_entries(old),
+    let sent = out
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.remove("managedFields"));
+    // A client may send its own managedFields (e.g. `[]` to reset them); otherwise keep the old.
+    let client_override = sent.is_some() && sent.as_ref() != old_mf;
+    let client_reset = client_override && matches!(&sent, Some(Value::Array(a)) if a.is_empty());
+    let source: Option<Value> = if client_override {
+        sent
+    } else {
+        old_mf.cloned()
     };
-    let client_reset = matches!(new_mf, Some(Value::Array(a)) if a.is_empty()) && old_mf != new_mf;
-    let new_set = FieldSet::of_object(new, opts.strategy);
-    let mut changed = FieldSet::new();
-    for path in new_set.iter() {
-        let differs = match old {
-            None => true,
-            Some(o) => {
-                let leaf = path.last().is_some_and(|l| l.starts_with("f:"));
-                match (value_at(o, path), value_at(new, path)) {
-                    (None, _) => true,
-                    (Some(a), Some(b)) => leaf && a != b,
-                    (Some(_), None) => false,
-                }
-            }
-        };
-        if differs {
-            changed.insert(path.clone());
-        }
-    }
-    let mine = |e: &Entry| e.is(opts.manager, "Update", opts.subresource);
-    for e in entries.iter_mut() {
-        e.fields = e.fields.intersection(&new_set);
-        if !mine(e) {
-            e.fields = e.fields.difference(&changed);
-        }
-    }
-    let mut out = new.clone();
+    let diff = match old {
+        Some(o) => FieldDiff::between(o, &out, opts.strategy),
+        None => FieldDiff {
+            changed: FieldSet::of_object(&out, opts.strategy),
+            removed: FieldSet::new(),
+        },
+    };
+    let FieldDiff { changed, removed } = diff;
     if client_reset {
-        write_entries(&mut out, &[]);
         return out;
     }
-    let api_version = new
+    if (changed.is_empty() && removed.is_empty())
+        || ownership_unchanged(source.as_ref(), &changed, &removed, opts)
+    {
+        // Nothing changes ownership (the writer already owns every changed field and nobody
+        // owns a removed one): the entries stay byte for byte, no re-encoding per write.
+        if let (Some(Value::Object(meta)), Some(mf)) = (out.get_mut("metadata"), source) {
+            meta.insert("managedFields".into(), mf);
+        }
+        return out;
+    }
+    let mut entries = parse_entry_list(source.as_ref());
+    let mine = |e: &Entry| e.is(opts.manager, "Update", opts.subresource);
+    for e in entries.iter_mut() {
+        if !removed.is_empty() {
+            e.fields.retain(|p| !removed.contains(p));
+        }
+        if !mine(e) {
+            e.fields.retain(|p| !changed.contains(p));
+        }
+    }
+    let api_version = out
         .get("apiVersion")
         .and_then(Value::as_str)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .to_string();
     if !changed.is_empty() {
         match entries.iter_mut().find(|e| mine(e)) {
             Some(e) => {
                 e.fields = e.fields.union(&changed);
                 e.time = Some(opts.now.to_string());
-                e.api_version = api_version.to_string();
+                e.api_version = api_version;
             }
             None => entries.push(Entry {
                 manager: opts.manager.to_string(),
                 operation: "Update".into(),
-                api_version: api_version.to_string(),
+                api_version,
                 time: Some(opts.now.to_string()),
                 subresource: opts.subresource.map(str::to_string),
                 fields: changed,
@@ -506,6 +525,38 @@ pub fn record_update(old: Option<&Value>, new: &Value, opts: &UpdateOptions<'_>)
     }
     write_entries(&mut out, &entries);
     out
+}
+
+/// Checks on the raw FieldsV1 entries whether a write leaves every entry as it is.
+fn ownership_unchanged(
+    source: Option<&Value>,
+    changed: &FieldSet,
+    removed: &FieldSet,
+    opts: &UpdateOptions<'_>,
+) -> bool {
+    let Some(list) = source.and_then(Value::as_array) else {
+        return false;
+    };
+    let mut found_mine = false;
+    for e in list {
+        let s = |k: &str| e.get(k).and_then(Value::as_str);
+        let fields = e.get("fieldsV1").unwrap_or(&Value::Null);
+        let is_mine = s("manager") == Some(opts.manager)
+            && s("operation") == Some("Update")
+            && s("subresource").filter(|x| !x.is_empty()) == opts.subresource;
+        if removed.iter().any(|p| fields_v1_contains(fields, p)) {
+            return false;
+        }
+        if is_mine {
+            found_mine = true;
+            if !changed.iter().all(|p| fields_v1_contains(fields, p)) {
+                return false;
+            }
+        } else if changed.iter().any(|p| fields_v1_contains(fields, p)) {
+            return false;
+        }
+    }
+    found_mine || changed.is_empty()
 }
 
 #[cfg(test)]
@@ -765,6 +816,45 @@ mod tests {
         reset["metadata"]["managedFields"] = json!([]);
         let cleared = record_update(Some(&after), &reset, &uo("x", T2));
         assert!(cleared["metadata"].get("managedFields").is_none());
+    }
+
+    #[test]
+    fn unchanged_ownership_keeps_entries_verbatim() {
+        let s = MergeStrategy::builtin("v1", "Node").unwrap();
+        let uo = |m: &'static str, now: &'static str| UpdateOptions {
+            manager: m,
+            now,
+            strategy: &s,
+            subresource: Some("status"),
+        };
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "a"}]}});
+        let first = record_update(None, &node, &uo("kubelet", T1));
+        let mut beat = first.clone();
+        beat["status"]["conditions"][0]["lastHeartbeatTime"] = json!("b");
+        let second = record_update(Some(&first), &beat, &uo("kubelet", T2));
+        assert_eq!(
+            second["metadata"]["managedFields"],
+            first["metadata"]["managedFields"]
+        );
+        assert_eq!(second["status"]["conditions"][0]["lastHeartbeatTime"], "b");
+        // Another writer changing the same field takes it over.
+        let mut other = second.clone();
+        other["status"]["conditions"][0]["status"] = json!("False");
+        let third = record_update(Some(&second), &other, &uo("node-controller", T2));
+        let mf = third["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(mf.len(), 2);
+        assert_eq!(mf[1]["manager"], "node-controller");
+        assert_eq!(mf[1]["subresource"], "status");
+        assert_eq!(
+            mf[1]["fieldsV1"],
+            json!({"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {"f:status": {}}}}})
+        );
+        assert!(
+            !FieldSet::from_fields_v1(&mf[0]["fieldsV1"])
+                .iter()
+                .any(|p| p.last().map(String::as_str) == Some("f:status") && p.len() == 4)
+        );
     }
 
     #[test]
