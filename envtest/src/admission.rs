@@ -25,9 +25,11 @@
 //! `NoneOnDryRun` is rejected with 400 BadRequest `admission webhook "<name>" does not support
 //! dry run` (reported as [`AdmissionError::Denied`]).
 //!
-//! Differences from the real server: validating webhooks are called one after another (the
-//! real server calls them in parallel; the outcome is the same except which denial is reported
-//! first); `reinvocationPolicy: IfNeeded`, `matchConditions` (CEL), `matchPolicy: Equivalent`
+//! Validating webhooks are called concurrently, as upstream; failures and denials are reported
+//! in configuration order. `reinvocationPolicy: IfNeeded` mutating webhooks are called once
+//! more after the first pass when a later webhook changed the object they returned.
+//!
+//! Differences from the real server: `matchConditions` (CEL), `matchPolicy: Equivalent`
 //! (other versions of the same resource), `clientConfig.service` (no in-cluster services) and
 //! system trust roots (a `caBundle` is required) are not supported; a webhook with only
 //! `service` fails like an unreachable one, so its `failurePolicy` applies.
@@ -206,6 +208,8 @@ pub struct Webhook {
     pub ignore_failure: bool,
     /// `sideEffects` is `None` or `NoneOnDryRun` (the webhook may be called for dry runs).
     pub dry_run_safe: bool,
+    /// `reinvocationPolicy: IfNeeded` (mutating webhooks only).
+    pub reinvoke: bool,
 }
 
 /// The webhooks of `configurations` (objects of one kind) that match the request, in order.
@@ -251,6 +255,8 @@ pub fn matching_webhooks(
                     .map(str::to_string),
                 timeout: Duration::from_secs(timeout),
                 ignore_failure: hook.get("failurePolicy").and_then(Value::as_str) == Some("Ignore"),
+                reinvoke: kind == WebhookKind::Mutating
+                    && hook.get("reinvocationPolicy").and_then(Value::as_str) == Some("IfNeeded"),
                 dry_run_safe: matches!(
                     hook.get("sideEffects").and_then(Value::as_str),
                     Some("None" | "NoneOnDryRun")
@@ -360,7 +366,7 @@ pub async fn run_mutating(
         object.as_ref(),
         old_object,
     );
-    run_hooks(&hooks, attrs, object, old_object).await
+    run_mutating_hooks(&hooks, attrs, object, old_object).await
 }
 
 /// Runs the matching validating webhooks of `configurations`; the first denial wins.
@@ -377,7 +383,7 @@ pub async fn run_validating(
         object,
         old_object,
     );
-    run_hooks(&hooks, attrs, object.cloned(), old_object).await
+    run_validating_hooks(&hooks, attrs, object, old_object).await
 }
 
 /// Runs mutating then validating admission; returns the (possibly mutated) object.
@@ -395,75 +401,126 @@ pub async fn admit(
     Ok(first)
 }
 
-async fn run_hooks(
+/// Calls one webhook; `Ok(None)` when the call failed and `failurePolicy` is `Ignore`.
+async fn call_one(
+    hook: &Webhook,
+    attrs: &Attributes,
+    object: Option<&Value>,
+    old_object: Option<&Value>,
+) -> Result<Option<Value>, AdmissionError> {
+    if attrs.dry_run && !hook.dry_run_safe {
+        return Err(AdmissionError::Denied {
+            webhook: hook.name.clone(),
+            code: 400,
+            reason: "BadRequest".into(),
+            message: format!("admission webhook {:?} does not support dry run", hook.name),
+        });
+    }
+    let uid = uuid::Uuid::new_v4().to_string();
+    let review = review_request(&uid, attrs, object, old_object);
+    let outcome = match call(hook, &review).await {
+        Ok(v) => parse_response(&v, &uid).cloned(),
+        Err(cause) => Err(cause),
+    };
+    match outcome {
+        Ok(resp) => Ok(Some(resp)),
+        Err(cause) if hook.ignore_failure => {
+            tracing::warn!(webhook = %hook.name, %cause, "failed calling webhook, ignoring (failurePolicy Ignore)");
+            Ok(None)
+        }
+        Err(cause) => Err(AdmissionError::CallFailed {
+            webhook: hook.name.clone(),
+            message: format!("failed calling webhook {:?}: {cause}", hook.name),
+        }),
+    }
+}
+
+/// Records a response: warnings, denial, and (mutating only) the patch.
+fn take_response(
+    hook: &Webhook,
+    resp: &Value,
+    object: &mut Option<Value>,
+    out: &mut Admitted,
+) -> Result<(), AdmissionError> {
+    out.called.push(hook.name.clone());
+    out.warnings.extend(
+        resp.get("warnings")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w.as_str().map(str::to_string)),
+    );
+    if !resp
+        .get("allowed")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+    {
+        return Err(denial(&hook.name, resp.get("status")));
+    }
+    if let Some(patch) = resp.get("patch").and_then(Value::as_str) {
+        *object = Some(apply_response_patch(hook, resp, patch, object.take())?);
+    }
+    Ok(())
+}
+
+/// Mutating webhooks: in order, each seeing the previous ones' patches; then one more call of
+/// every `reinvocationPolicy: IfNeeded` webhook whose output was changed by a later webhook.
+async fn run_mutating_hooks(
     hooks: &[Webhook],
     attrs: &Attributes,
     mut object: Option<Value>,
     old_object: Option<&Value>,
 ) -> Result<Admitted, AdmissionError> {
-    let mut warnings = Vec::new();
-    let mut called = Vec::new();
+    let mut out = Admitted {
+        object: None,
+        warnings: Vec::new(),
+        called: Vec::new(),
+    };
+    let mut seen_after: Vec<Option<Value>> = Vec::with_capacity(hooks.len());
     for hook in hooks {
-        if attrs.dry_run && !hook.dry_run_safe {
-            return Err(AdmissionError::Denied {
-                webhook: hook.name.clone(),
-                code: 400,
-                reason: "BadRequest".into(),
-                message: format!("admission webhook {:?} does not support dry run", hook.name),
-            });
-        }
-        let uid = uuid::Uuid::new_v4().to_string();
-        let review = review_request(&uid, attrs, object.as_ref(), old_object);
-        let response = match call(hook, &review).await {
-            Ok(v) => v,
-            Err(cause) => {
-                if hook.ignore_failure {
-                    tracing::warn!(webhook = %hook.name, %cause, "failed calling webhook, ignoring (failurePolicy Ignore)");
-                    continue;
-                }
-                return Err(AdmissionError::CallFailed {
-                    webhook: hook.name.clone(),
-                    message: format!("failed calling webhook {:?}: {cause}", hook.name),
-                });
+        match call_one(hook, attrs, object.as_ref(), old_object).await? {
+            Some(resp) => {
+                take_response(hook, &resp, &mut object, &mut out)?;
+                seen_after.push(object.clone());
             }
-        };
-        let resp = match parse_response(&response, &uid) {
-            Ok(r) => r,
-            Err(cause) => {
-                if hook.ignore_failure {
-                    tracing::warn!(webhook = %hook.name, %cause, "bad webhook response, ignoring (failurePolicy Ignore)");
-                    continue;
-                }
-                return Err(AdmissionError::CallFailed {
-                    webhook: hook.name.clone(),
-                    message: format!("failed calling webhook {:?}: {cause}", hook.name),
-                });
-            }
-        };
-        called.push(hook.name.clone());
-        warnings.extend(
-            resp.get("warnings")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|w| w.as_str().map(str::to_string)),
-        );
-        if !resp
-            .get("allowed")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
-            return Err(denial(&hook.name, resp.get("status")));
-        }
-        if let Some(patch) = resp.get("patch").and_then(Value::as_str) {
-            object = Some(apply_response_patch(hook, resp, patch, object)?);
+            None => seen_after.push(None),
         }
     }
-    Ok(Admitted {
-        object,
-        warnings,
-        called,
-    })
+    for (hook, after) in hooks.iter().zip(seen_after) {
+        if hook.reinvoke && after.is_some() && after != object {
+            if let Some(resp) = call_one(hook, attrs, object.as_ref(), old_object).await? {
+                take_response(hook, &resp, &mut object, &mut out)?;
+            }
+        }
+    }
+    out.object = object;
+    Ok(out)
+}
+
+/// Validating webhooks: called concurrently (as upstream); failures and denials are reported
+/// in configuration order.
+async fn run_validating_hooks(
+    hooks: &[Webhook],
+    attrs: &Attributes,
+    object: Option<&Value>,
+    old_object: Option<&Value>,
+) -> Result<Admitted, AdmissionError> {
+    let results =
+        futures::future::join_all(hooks.iter().map(|h| call_one(h, attrs, object, old_object)))
+            .await;
+    let mut out = Admitted {
+        object: None,
+        warnings: Vec::new(),
+        called: Vec::new(),
+    };
+    let mut unchanged = object.cloned();
+    for (hook, result) in hooks.iter().zip(results) {
+        if let Some(resp) = result? {
+            take_response(hook, &resp, &mut unchanged, &mut out)?;
+        }
+    }
+    out.object = unchanged;
+    Ok(out)
 }
 
 fn apply_response_patch(

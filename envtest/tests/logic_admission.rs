@@ -418,3 +418,98 @@ async fn wrong_ca_bad_uid_and_error_status_fail() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn if_needed_webhooks_are_reinvoked_after_later_mutations() -> anyhow::Result<()> {
+    let wh = start_webhook().await?;
+    let cfg = configuration(
+        "MutatingWebhookConfiguration",
+        vec![
+            hook(
+                "observer.example.com",
+                &format!("{}/allow", wh.base),
+                &wh.ca_bundle,
+                json!({"reinvocationPolicy": "IfNeeded"}),
+            ),
+            hook(
+                "mutate.example.com",
+                &format!("{}/mutate", wh.base),
+                &wh.ca_bundle,
+                json!({}),
+            ),
+            hook(
+                "last.example.com",
+                &format!("{}/allow", wh.base),
+                &wh.ca_bundle,
+                json!({"reinvocationPolicy": "IfNeeded"}),
+            ),
+        ],
+    );
+    let out = run_mutating(&cfg, &attrs(Operation::Create), Some(pod()), None).await?;
+    // The observer saw the object before the mutation: called again; `last` saw the final one.
+    assert_eq!(
+        out.called,
+        vec![
+            "observer.example.com",
+            "mutate.example.com",
+            "last.example.com",
+            "observer.example.com"
+        ]
+    );
+    assert_eq!(wh.hits.load(Ordering::SeqCst), 4);
+    // "Never" (the default) is not reinvoked.
+    let cfg = configuration(
+        "MutatingWebhookConfiguration",
+        vec![
+            hook(
+                "observer.example.com",
+                &format!("{}/allow", wh.base),
+                &wh.ca_bundle,
+                json!({}),
+            ),
+            hook(
+                "mutate.example.com",
+                &format!("{}/mutate", wh.base),
+                &wh.ca_bundle,
+                json!({}),
+            ),
+        ],
+    );
+    let out = run_mutating(&cfg, &attrs(Operation::Create), Some(pod()), None).await?;
+    assert_eq!(
+        out.called,
+        vec!["observer.example.com", "mutate.example.com"]
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn validating_webhooks_run_concurrently() -> anyhow::Result<()> {
+    let wh = start_webhook().await?;
+    let slow = |name: &str| {
+        hook(
+            name,
+            &format!("{}/hang", wh.base),
+            &wh.ca_bundle,
+            json!({"timeoutSeconds": 3, "failurePolicy": "Ignore"}),
+        )
+    };
+    let cfg = configuration(
+        "ValidatingWebhookConfiguration",
+        vec![
+            slow("a.example.com"),
+            slow("b.example.com"),
+            slow("c.example.com"),
+        ],
+    );
+    let start = tokio::time::Instant::now();
+    let out = run_validating(&cfg, &attrs(Operation::Create), Some(&pod()), None).await?;
+    let waited = start.elapsed();
+    assert!(out.called.is_empty());
+    // Three 3 s timeouts overlap instead of adding up to 9 s.
+    assert!(
+        waited >= Duration::from_secs(3) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
+    Ok(())
+}
