@@ -7,10 +7,14 @@
 //!
 //! The crate is split by concern:
 //! - [`crd`]: the resource types and the generated CustomResourceDefinition.
+//! - [`demo`]: `nodepool-operator demo`.
+//! - [`embedded`]: the operator on kcr-envtest, for the demo, tests and benchmark.
 //! - [`deploy`]: generated deployment objects (RBAC with exactly the verbs used, webhook
 //!   configurations).
 //! - [`nodes`]: what a pool changes on its nodes (labels, taints, the applied record) and the
 //!   JSON patch that does it.
+//! - [`operator`]: the controller's watches on a kcr manager, the webhook server, run options.
+//! - [`reconciler`]: the reconcile of one pool (nodes, finalizer, RuntimeClass, status, events).
 //! - [`quantity`]: exact resource-quantity arithmetic for the allocatable sums.
 //! - [`runtimeclass`]: the pool's RuntimeClass, desired state and drift.
 //! - [`status`]: the pool's status, and whether it needs writing.
@@ -29,9 +33,13 @@
 //! ```
 
 pub mod crd;
+pub mod demo;
 pub mod deploy;
+pub mod embedded;
 pub mod nodes;
+pub mod operator;
 pub mod quantity;
+pub mod reconciler;
 pub mod runtimeclass;
 pub mod status;
 pub mod tls;

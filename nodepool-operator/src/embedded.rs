@@ -1,0 +1,343 @@
+//! The operator on the embedded API server (kcr-envtest), exactly as in production: the demo,
+//! the end-to-end tests and the benchmark all use this.
+//!
+//! [`Embedded::start`] starts an in-process API server with simulated nodes, installs the CRD
+//! through the API (as `kubectl apply` would) and generates a self-signed webhook certificate.
+//! [`Embedded::start_operator`] then runs the real [`Operator`] against it (manager, cache,
+//! controller, HTTPS webhook server) and points the webhook configurations at that operator's
+//! webhook server. [`convergence_problems`] compares the cluster with what the pools ask for.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kcr_envtest::TestApiServer;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{CustomResourceExt, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::crd::{FINALIZER, NodePool, runtime_class_name};
+use crate::deploy::{WebhookTarget, webhook_configurations};
+use crate::nodes::{Applied, is_member, plan_node};
+use crate::operator::{Operator, OperatorError, RunOptions};
+use crate::runtimeclass::{Drift, desired_runtime_class, drift};
+use crate::tls::{SelfSigned, TlsError};
+
+/// Errors of the embedded environment.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    /// The API server.
+    #[error("embedded API server: {0}")]
+    Envtest(#[from] kcr_envtest::EnvtestError),
+    /// An API call.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: kube::Error,
+    },
+    /// Certificates.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The operator.
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
+    /// A temporary directory.
+    #[error("temporary directory: {0}")]
+    Io(#[from] std::io::Error),
+    /// The operator task panicked or was aborted.
+    #[error("operator task: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    /// Convergence did not happen in time.
+    #[error("not converged after {after:?}: {problems:?}")]
+    NotConverged {
+        /// How long was waited.
+        after: Duration,
+        /// What was still wrong.
+        problems: Vec<String>,
+    },
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EmbeddedError {
+    let what = what.into();
+    move |source| EmbeddedError::Api { what, source }
+}
+
+/// An embedded API server prepared for the operator.
+pub struct Embedded {
+    /// The API server.
+    pub server: TestApiServer,
+    /// An admin client.
+    pub client: kube::Client,
+    /// The webhook CA (PEM).
+    pub ca_pem: String,
+    cert_dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedded")
+            .field("url", &self.server.url())
+            .field("cert_dir", &self.cert_dir.path())
+            .finish()
+    }
+}
+
+/// A running operator (see [`Embedded::start_operator`]).
+pub struct RunningOperator {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), OperatorError>>,
+    /// `/metrics` address.
+    pub metrics_addr: Option<SocketAddr>,
+    /// `/healthz`, `/readyz` address.
+    pub probes_addr: Option<SocketAddr>,
+    /// Webhook server address.
+    pub webhook_addr: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for RunningOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningOperator")
+            .field("metrics_addr", &self.metrics_addr)
+            .field("probes_addr", &self.probes_addr)
+            .field("webhook_addr", &self.webhook_addr)
+            .finish()
+    }
+}
+
+impl RunningOperator {
+    /// Graceful shutdown; returns the operator's result.
+    pub async fn stop(self) -> Result<(), EmbeddedError> {
+        self.stop.cancel();
+        Ok(self.task.await??)
+    }
+
+    /// Stops without a graceful shutdown (a crash): the task is aborted.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Whether the operator task has ended (for instance after losing leadership).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+impl Embedded {
+    /// Starts an API server with `nodes` simulated nodes, installs the CRD through the API and
+    /// generates the webhook certificate.
+    pub async fn start(nodes: usize) -> Result<Embedded, EmbeddedError> {
+        let server = TestApiServer::builder().nodes(nodes).start().await?;
+        let client = server.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        crds.create(&PostParams::default(), &NodePool::crd())
+            .await
+            .map_err(api_err("creating the NodePool CRD"))?;
+        let cert_dir = tempfile::tempdir()?;
+        let pair = SelfSigned::generate(&["127.0.0.1", "localhost"])?;
+        pair.write_to_dir(cert_dir.path())?;
+        Ok(Embedded {
+            server,
+            client,
+            ca_pem: pair.ca_pem,
+            cert_dir,
+        })
+    }
+
+    /// Run options for an operator on this server: loopback, ephemeral ports for metrics,
+    /// probes and webhooks, the generated certificate.
+    pub fn run_options(&self) -> RunOptions {
+        RunOptions {
+            metrics_bind_address: "127.0.0.1:0".into(),
+            health_probe_bind_address: "127.0.0.1:0".into(),
+            webhook_host: std::net::IpAddr::from([127, 0, 0, 1]),
+            webhook_port: 0,
+            cert_dir: self.cert_dir.path().to_owned(),
+            max_concurrent_reconciles: 2,
+            graceful_shutdown_timeout: Duration::from_secs(10),
+            ..RunOptions::default()
+        }
+    }
+
+    /// Creates (or replaces) the webhook configurations, pointing at `addr`.
+    pub async fn install_webhooks(&self, addr: SocketAddr) -> Result<(), EmbeddedError> {
+        let (m, v) = webhook_configurations(&WebhookTarget::Url {
+            base: format!("https://{addr}"),
+            ca_pem: self.ca_pem.clone(),
+        });
+        let mapi: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        let vapi: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        let dp = DeleteParams::default();
+        let _ = mapi.delete(&m.name_any(), &dp).await;
+        let _ = vapi.delete(&v.name_any(), &dp).await;
+        mapi.create(&PostParams::default(), &m)
+            .await
+            .map_err(api_err("creating the mutating webhook configuration"))?;
+        vapi.create(&PostParams::default(), &v)
+            .await
+            .map_err(api_err("creating the validating webhook configuration"))?;
+        Ok(())
+    }
+
+    /// Starts the real operator with `options` (see [`Embedded::run_options`]) and, when
+    /// `install_webhooks`, points the webhook configurations at it.
+    pub async fn start_operator(
+        &self,
+        options: &RunOptions,
+        install_webhooks: bool,
+    ) -> Result<RunningOperator, EmbeddedError> {
+        let operator = Operator::new(self.client.clone(), options).await?;
+        let metrics_addr = operator.manager().metrics_addr();
+        let probes_addr = operator.manager().health_probe_addr();
+        let webhook_addr = operator.webhook_addr();
+        if install_webhooks && let Some(addr) = webhook_addr {
+            self.install_webhooks(addr).await?;
+        }
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move { operator.run(token).await });
+        Ok(RunningOperator {
+            stop,
+            task,
+            metrics_addr,
+            probes_addr,
+            webhook_addr,
+        })
+    }
+
+    /// Waits (polling every 50 ms of real time) until [`convergence_problems`] finds nothing.
+    pub async fn wait_converged(&self, timeout: Duration) -> Result<Duration, EmbeddedError> {
+        wait_converged(&self.client, timeout).await
+    }
+}
+
+/// Waits (polling every 50 ms of real time) until [`convergence_problems`] finds nothing.
+pub async fn wait_converged(
+    client: &kube::Client,
+    timeout: Duration,
+) -> Result<Duration, EmbeddedError> {
+    let start = std::time::Instant::now();
+    loop {
+        let problems = convergence_problems(client).await?;
+        if problems.is_empty() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > timeout {
+            return Err(EmbeddedError::NotConverged {
+                after: start.elapsed(),
+                problems: problems.into_iter().take(10).collect(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Everything that differs between the cluster and what its pools ask for (empty: converged):
+/// member nodes missing a label or taint or carrying a stale one, records of deleted pools,
+/// RuntimeClasses missing or drifted, statuses that are not Ready with the right count for the
+/// current generation, finalizers missing.
+pub async fn convergence_problems(client: &kube::Client) -> Result<Vec<String>, EmbeddedError> {
+    let pools: Vec<NodePool> = Api::<NodePool>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_err("listing pools"))?
+        .items;
+    let nodes: Vec<Node> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_err("listing nodes"))?
+        .items;
+    let rcs: BTreeMap<String, RuntimeClass> = Api::<RuntimeClass>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_err("listing runtimeclasses"))?
+        .items
+        .into_iter()
+        .map(|r| (r.name_any(), r))
+        .collect();
+    let mut problems = Vec::new();
+    let live: Vec<String> = pools
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(ResourceExt::name_any)
+        .collect();
+    for pool in &pools {
+        let name = pool.name_any();
+        if pool.metadata.deletion_timestamp.is_some() {
+            problems.push(format!("pool {name} is still being deleted"));
+            continue;
+        }
+        if !pool.finalizers().iter().any(|f| f == FINALIZER) {
+            problems.push(format!("pool {name} has no finalizer"));
+        }
+        let desired = Applied::from_spec(&pool.spec);
+        let members: Vec<&Node> = nodes.iter().filter(|n| is_member(n, &name)).collect();
+        for n in &members {
+            let plan = plan_node(&name, Some(&desired), n);
+            if !plan.is_noop() {
+                problems.push(format!(
+                    "node {} not converged for pool {name}: {:?}",
+                    n.name_any(),
+                    plan.changes
+                ));
+            }
+        }
+        for n in nodes.iter().filter(|n| !is_member(n, &name)) {
+            if !plan_node(&name, None, n).is_noop() {
+                problems.push(format!(
+                    "node {} left pool {name} but is not cleaned",
+                    n.name_any()
+                ));
+            }
+        }
+        match (
+            rcs.get(&runtime_class_name(&name)),
+            desired_runtime_class(pool),
+        ) {
+            (None, _) => problems.push(format!("RuntimeClass of pool {name} missing")),
+            (Some(rc), Ok(want)) if drift(rc, &want) != Drift::None => {
+                problems.push(format!("RuntimeClass of pool {name} drifted"))
+            }
+            _ => {}
+        }
+        let status = pool.status.clone().unwrap_or_default();
+        let ready = status.ready_condition().map(|c| c.status.as_str());
+        if ready != Some("True")
+            || status.status != 200
+            || status.observed_generation != pool.metadata.generation
+            || status.node_count != i32::try_from(members.len()).unwrap_or(-1)
+        {
+            problems.push(format!(
+                "pool {name} status not converged: ready={ready:?} status={} nodeCount={} (want {}) observedGeneration={:?} (want {:?})",
+                status.status,
+                status.node_count,
+                members.len(),
+                status.observed_generation,
+                pool.metadata.generation
+            ));
+        }
+    }
+    // Records of pools that no longer exist.
+    for n in &nodes {
+        for key in n.annotations().keys() {
+            if let Some(p) = key.strip_prefix(crate::nodes::APPLIED_ANNOTATION_PREFIX)
+                && !live.iter().any(|l| l == p)
+                && !pools.iter().any(|x| x.name_any() == p)
+            {
+                problems.push(format!(
+                    "node {} still carries a record of deleted pool {p}",
+                    n.name_any()
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}

@@ -1,0 +1,416 @@
+//! Wiring: the NodePool controller on a kcr [`Manager`], the webhook server, and the process
+//! options (the seed's `main.go` as flags).
+//!
+//! The controller, as controller-runtime's builder would say it:
+//! - `For(NodePool)`: [`EnqueueRequestForObject`];
+//! - `Owns(RuntimeClass)`: [`EnqueueRequestForOwner<NodePool>`] (controller owners only), so a
+//!   RuntimeClass deleted or edited by hand is repaired;
+//! - `Watches(Node)` with [`EnqueueRequestsFromMapFunc`] over [`pools_of_node`] (old and new
+//!   node of an update, so a node moving from pool A to pool B reconciles both; creates and
+//!   deletes count too), behind [`node_predicate`], which drops updates that change none of
+//!   labels, taints or allocatable (kubelet heartbeats).
+//!
+//! All three watches come from one shared [`Cache`], whose stores the reconciler reads. The
+//! webhook server runs on every replica (it needs no leadership); the controller only on the
+//! leader when `--leader-elect` is on.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::node::v1::RuntimeClass;
+use kcr_controller::{
+    LeaderElectionConfig, Manager, ManagerError, ManagerOptions, WatchOptions as CtrlWatchOptions,
+};
+use kcr_handler::{
+    EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, Request,
+};
+use kcr_predicate::Funcs;
+use kcr_source::{Cache, CacheError, WatchOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::crd::{NodePool, pools_of_labels};
+use crate::nodes::APPLIED_ANNOTATION_PREFIX;
+use crate::reconciler::NodePoolReconciler;
+use crate::tls::{ReloadingCertResolver, TlsError, server_config};
+use crate::webhook::{self, WebhookError};
+
+/// The controller's name (metrics label, queue name, event reporter suffix).
+pub const CONTROLLER_NAME: &str = "nodepool";
+/// The leader election Lease name (the seed's `LeaderElectionID`).
+pub const LEADER_ELECTION_ID: &str = "97acaccf.lailin.xyz";
+
+/// Errors setting the operator up or running it.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// The manager failed.
+    #[error(transparent)]
+    Manager(#[from] ManagerError),
+    /// The shared cache refused a watch.
+    #[error("cache: {0}")]
+    Cache(#[from] CacheError),
+    /// Webhook certificates.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// Webhook server.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+}
+
+/// The pools a node event concerns: every `node-role.kubernetes.io/<pool>` label key, plus every
+/// pool whose applied record (`applied.node-pool.lailin.xyz/<pool>`) the node still carries (so a
+/// node that left a pool while the operator was down is cleaned). Reads the object only.
+pub fn pools_of_node(node: &Node) -> Vec<Request> {
+    let mut pools = node
+        .metadata
+        .labels
+        .as_ref()
+        .map(pools_of_labels)
+        .unwrap_or_default();
+    if let Some(annotations) = &node.metadata.annotations {
+        pools.extend(
+            annotations
+                .keys()
+                .filter_map(|k| k.strip_prefix(APPLIED_ANNOTATION_PREFIX))
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    pools.sort();
+    pools.dedup();
+    pools.into_iter().map(Request::cluster).collect()
+}
+
+/// Whether a node update matters to pools: labels, taints or allocatable changed.
+pub fn node_update_matters(old: &Node, new: &Node) -> bool {
+    old.metadata.labels != new.metadata.labels
+        || old.spec.as_ref().and_then(|s| s.taints.as_ref())
+            != new.spec.as_ref().and_then(|s| s.taints.as_ref())
+        || old.status.as_ref().and_then(|s| s.allocatable.as_ref())
+            != new.status.as_ref().and_then(|s| s.allocatable.as_ref())
+        || applied_records(old) != applied_records(new)
+}
+
+fn applied_records(node: &Node) -> Vec<(&String, &String)> {
+    node.metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(APPLIED_ANNOTATION_PREFIX))
+        .collect()
+}
+
+/// The Node watch's predicate: creates and deletes pass, updates only when
+/// [`node_update_matters`].
+pub fn node_predicate() -> Funcs<Node> {
+    Funcs::new().update(|old, new| node_update_matters(old, new))
+}
+
+/// Registers the NodePool controller with `manager`, its watches and readers on `cache`.
+pub fn register_controller(
+    manager: &Manager,
+    cache: &Cache,
+    max_concurrent_reconciles: usize,
+) -> Result<(), OperatorError> {
+    let all = WatchOptions::all;
+    let reconciler = NodePoolReconciler::new(
+        manager.client(),
+        cache.reader::<NodePool>(all())?,
+        cache.reader::<Node>(all())?,
+        cache.reader::<RuntimeClass>(all())?,
+        Some(manager.event_recorder(CONTROLLER_NAME)),
+    );
+    manager
+        .controller()
+        .named(CONTROLLER_NAME)
+        .watches(
+            cache.kind::<NodePool>(all())?,
+            EnqueueRequestForObject,
+            CtrlWatchOptions::<NodePool>::new(),
+        )
+        .watches(
+            cache.kind::<RuntimeClass>(all())?,
+            EnqueueRequestForOwner::<NodePool>::new(),
+            CtrlWatchOptions::<RuntimeClass>::new(),
+        )
+        .watches(
+            cache.kind::<Node>(all())?,
+            EnqueueRequestsFromMapFunc::new(pools_of_node),
+            CtrlWatchOptions::<Node>::new().predicate(node_predicate()),
+        )
+        .max_concurrent_reconciles(max_concurrent_reconciles.max(1))
+        .complete(reconciler)?;
+    Ok(())
+}
+
+/// Process options (`nodepool-operator run` flags).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `/metrics` bind address (`0` disables).
+    pub metrics_bind_address: String,
+    /// `/healthz` and `/readyz` bind address (`0` disables).
+    pub health_probe_bind_address: String,
+    /// Leader election on the Lease [`LEADER_ELECTION_ID`].
+    pub leader_elect: bool,
+    /// Namespace of the Lease (default: `$POD_NAMESPACE`, else the client's namespace).
+    pub leader_election_namespace: Option<String>,
+    /// This replica's identity in leader election (default: host name plus a random suffix).
+    pub leader_election_identity: Option<String>,
+    /// Lease duration, renew deadline, retry period (controller-runtime's 15 s / 10 s / 2 s).
+    pub leader_election_timings: Option<(Duration, Duration, Duration)>,
+    /// Webhook server bind address host (port from `webhook_port`).
+    pub webhook_host: std::net::IpAddr,
+    /// Whether to run the webhook server.
+    pub webhook_enabled: bool,
+    /// Webhook server port (0: any free port).
+    pub webhook_port: u16,
+    /// Directory holding `tls.crt` and `tls.key`.
+    pub cert_dir: PathBuf,
+    /// Number of concurrent reconciles.
+    pub max_concurrent_reconciles: usize,
+    /// Graceful shutdown bound.
+    pub graceful_shutdown_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            metrics_bind_address: ":8080".into(),
+            health_probe_bind_address: ":8081".into(),
+            leader_elect: false,
+            leader_election_namespace: None,
+            leader_election_identity: None,
+            leader_election_timings: None,
+            webhook_host: std::net::IpAddr::from([0, 0, 0, 0]),
+            webhook_enabled: true,
+            webhook_port: webhook::DEFAULT_PORT,
+            cert_dir: std::env::temp_dir().join("k8s-webhook-server/serving-certs"),
+            max_concurrent_reconciles: 1,
+            graceful_shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A configured operator: manager, cache, controller and webhook server, ready to run.
+pub struct Operator {
+    manager: Manager,
+    cache: Cache,
+    webhook_addr: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for Operator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operator")
+            .field("manager", &self.manager)
+            .field("webhook_addr", &self.webhook_addr)
+            .finish()
+    }
+}
+
+impl Operator {
+    /// Sets everything up: binds the HTTP and webhook listeners (a busy port fails here), loads
+    /// the webhook certificate, registers the controller.
+    pub async fn new(
+        client: kube::Client,
+        options: &RunOptions,
+    ) -> Result<Operator, OperatorError> {
+        let mut mopts = ManagerOptions::default()
+            .metrics_bind_address(&options.metrics_bind_address)?
+            .health_probe_bind_address(&options.health_probe_bind_address)?
+            .graceful_shutdown_timeout(options.graceful_shutdown_timeout);
+        mopts.event_reporter = "nodepool-operator".to_owned();
+        if options.leader_elect {
+            let namespace = options
+                .leader_election_namespace
+                .clone()
+                .or_else(|| {
+                    std::env::var("POD_NAMESPACE")
+                        .ok()
+                        .filter(|s| !s.is_empty())
+                })
+                .unwrap_or_else(|| client.default_namespace().to_owned());
+            let mut le = LeaderElectionConfig::new(LEADER_ELECTION_ID)
+                .namespace(namespace)
+                .release_on_cancel(true);
+            if let Some(id) = &options.leader_election_identity {
+                le = le.identity(id.clone());
+            }
+            if let Some((lease, renew, retry)) = options.leader_election_timings {
+                le = le.timings(lease, renew, retry);
+            }
+            mopts = mopts.leader_election(le);
+        }
+        let manager = Manager::new(client.clone(), mopts).await?;
+        let cache = Cache::new(client);
+        register_controller(&manager, &cache, options.max_concurrent_reconciles)?;
+
+        let mut webhook_addr = None;
+        if options.webhook_enabled {
+            let resolver = Arc::new(ReloadingCertResolver::from_dir(&options.cert_dir)?);
+            let tls = server_config(resolver)?;
+            let listener = tokio::net::TcpListener::bind(SocketAddr::new(
+                options.webhook_host,
+                options.webhook_port,
+            ))
+            .await
+            .map_err(WebhookError::Io)?;
+            webhook_addr = Some(listener.local_addr().map_err(WebhookError::Io)?);
+            manager.add_runnable(
+                "webhook-server",
+                false,
+                move |token: CancellationToken| async move {
+                    webhook::serve(listener, tls, token.cancelled_owned())
+                        .await
+                        .map_err(|e| Box::new(e) as kcr_controller::BoxError)
+                },
+            );
+        }
+        Ok(Operator {
+            manager,
+            cache,
+            webhook_addr,
+        })
+    }
+
+    /// The manager (bound addresses, leadership).
+    pub fn manager(&self) -> &Manager {
+        &self.manager
+    }
+
+    /// The shared cache.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// Where the webhook server listens, if enabled.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
+    }
+
+    /// Runs until `shutdown` is cancelled (graceful), a runnable fails or leadership is lost.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), OperatorError> {
+        let res = self.manager.run(shutdown).await;
+        self.cache.stop();
+        res.map_err(OperatorError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kcr_predicate::Predicate;
+    use kcr_source::Event;
+
+    fn node(labels: &[(&str, &str)]) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus::default()),
+        }
+    }
+
+    #[test]
+    fn node_maps_to_its_pools() {
+        let mut n = node(&[
+            ("node-role.kubernetes.io/a", ""),
+            ("node-role.kubernetes.io/b", "x"),
+            ("kubernetes.io/hostname", "n1"),
+        ]);
+        n.metadata.annotations = Some(
+            [
+                (
+                    "applied.node-pool.lailin.xyz/old".to_owned(),
+                    "{}".to_owned(),
+                ),
+                ("applied.node-pool.lailin.xyz/a".to_owned(), "{}".to_owned()),
+                ("other".to_owned(), "x".to_owned()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let names: Vec<String> = pools_of_node(&n).into_iter().map(|r| r.name).collect();
+        assert_eq!(names, vec!["a", "b", "old"]);
+        assert!(pools_of_node(&node(&[])).is_empty());
+        assert!(
+            pools_of_node(&node(&[]))
+                .iter()
+                .all(|r| r.namespace.is_none())
+        );
+    }
+
+    #[test]
+    fn predicate_truth_table() {
+        let p = node_predicate();
+        let base = node(&[("node-role.kubernetes.io/a", "")]);
+        let upd = |new: Node| Event::Update {
+            old: Arc::new(base.clone()),
+            new: Arc::new(new),
+        };
+        // Heartbeat: only conditions / resourceVersion change.
+        let mut heartbeat = base.clone();
+        heartbeat.metadata.resource_version = Some("99".into());
+        heartbeat.status.as_mut().unwrap().conditions = Some(vec![]);
+        heartbeat
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("node.alpha.kubernetes.io/ttl".into(), "0".into());
+        assert!(!p.evaluate(&upd(heartbeat)));
+        // Labels.
+        let mut relabel = base.clone();
+        relabel
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("node-role.kubernetes.io/b".into(), "".into());
+        assert!(p.evaluate(&upd(relabel)));
+        // Taints.
+        let mut tainted = base.clone();
+        tainted.spec.as_mut().unwrap().taints = Some(vec![Taint {
+            key: "k".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        assert!(p.evaluate(&upd(tainted)));
+        // Allocatable.
+        let mut grown = base.clone();
+        grown.status.as_mut().unwrap().allocatable = Some(
+            [("cpu".to_owned(), Quantity("4".into()))]
+                .into_iter()
+                .collect(),
+        );
+        assert!(p.evaluate(&upd(grown)));
+        // A record changed (someone edited it by hand).
+        let mut record = base.clone();
+        record
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("applied.node-pool.lailin.xyz/a".into(), "{}".into());
+        assert!(p.evaluate(&upd(record)));
+        // Creates and deletes always pass.
+        assert!(p.evaluate(&Event::Create {
+            object: Arc::new(base.clone()),
+            initial: true
+        }));
+        assert!(p.evaluate(&Event::Delete {
+            object: Arc::new(base),
+            state_unknown: true
+        }));
+    }
+}

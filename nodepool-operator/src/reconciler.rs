@@ -1,0 +1,676 @@
+//! The NodePool reconciler: brings nodes, the RuntimeClass and the status of one pool in line
+//! with its spec (see the spec's "Reconcile(pool)").
+//!
+//! Reads come from the shared cache (pools, nodes, RuntimeClasses); writes are patches:
+//! - nodes: the guarded JSON patch of [`crate::nodes`]; a `test` that fails (422, or 409) means
+//!   the node changed under us: the node is re-read from the API server (not the cache, which
+//!   may lag) and re-planned, up to [`NODE_PATCH_ATTEMPTS`] times, then the reconcile fails and
+//!   the queue retries with backoff;
+//! - the finalizer: JSON patch guarded by `test` (the finalizer at its index, or the
+//!   resourceVersion when the list does not exist yet);
+//! - the RuntimeClass: create, replace (with its resourceVersion) when it drifted, delete and
+//!   create when the immutable handler changed;
+//! - status: merge patch on the status subresource, only when it changed.
+//!
+//! A failure writes `Ready=False` with a CamelCase reason and the API error's code (best effort),
+//! records a Warning event and returns the error (retried with backoff). Nodes and RuntimeClass
+//! changes are recorded as Normal events. There is no periodic requeue: [`Action::done`] always.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kcr_controller::{Action, Context, ReconcileError, Reconciler};
+use kcr_handler::Request;
+use kcr_source::Reader;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::crd::{FINALIZER, NodePool, NodePoolStatus, runtime_class_name};
+use crate::nodes::{Applied, Change, Conflict, NodePlan, is_member, plan_node, relevant_nodes};
+use crate::runtimeclass::{Drift, RuntimeClassError, desired_runtime_class, drift};
+use crate::status::{
+    AllocatableError, allocatable_sum, failure_status, merge_patch, needs_write, success_status,
+};
+
+/// How many times one node's guarded patch is re-planned after a conflict within one reconcile.
+pub const NODE_PATCH_ATTEMPTS: usize = 5;
+/// How many node patches one reconcile sends concurrently.
+pub const NODE_PATCH_CONCURRENCY: usize = 16;
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "nodepool-operator";
+
+/// Why a reconcile failed. Every variant is retryable.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileFailure {
+    /// A node patch failed.
+    #[error("patching node {node}: {source}")]
+    NodePatch {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// A node kept changing under the guarded patch.
+    #[error("node {node} changed during every one of {attempts} guarded patch attempts")]
+    NodeConflict {
+        /// The node.
+        node: String,
+        /// Attempts made.
+        attempts: usize,
+    },
+    /// Adding or removing the finalizer failed.
+    #[error("updating the finalizer: {0}")]
+    Finalizer(#[source] kube::Error),
+    /// Creating, repairing or deleting the RuntimeClass failed.
+    #[error("RuntimeClass {name}: {source}")]
+    RuntimeClass {
+        /// The RuntimeClass.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The pool cannot own a RuntimeClass (no uid).
+    #[error(transparent)]
+    Owner(#[from] RuntimeClassError),
+    /// A member node reports an allocatable quantity that cannot be summed.
+    #[error(transparent)]
+    Allocatable(#[from] AllocatableError),
+    /// Writing the status failed.
+    #[error("writing status: {0}")]
+    Status(#[source] kube::Error),
+}
+
+impl ReconcileFailure {
+    /// The CamelCase reason used for the Ready condition and the Warning event.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReconcileFailure::NodePatch { .. } => "NodePatchFailed",
+            ReconcileFailure::NodeConflict { .. } => "NodeConflict",
+            ReconcileFailure::Finalizer(_) => "FinalizerUpdateFailed",
+            ReconcileFailure::RuntimeClass { .. } => "RuntimeClassFailed",
+            ReconcileFailure::Owner(_) => "PoolNotPersisted",
+            ReconcileFailure::Allocatable(_) => "InvalidAllocatable",
+            ReconcileFailure::Status(_) => "StatusUpdateFailed",
+        }
+    }
+
+    /// The HTTP-like code for `status.status`: the API server's code when there is one.
+    pub fn code(&self) -> i32 {
+        let api = |e: &kube::Error| match e {
+            kube::Error::Api(s) if s.code >= 400 => i32::from(s.code),
+            _ => 500,
+        };
+        match self {
+            ReconcileFailure::NodePatch { source, .. }
+            | ReconcileFailure::RuntimeClass { source, .. } => api(source),
+            ReconcileFailure::Finalizer(e) | ReconcileFailure::Status(e) => api(e),
+            ReconcileFailure::NodeConflict { .. } => 409,
+            ReconcileFailure::Owner(_) | ReconcileFailure::Allocatable(_) => 422,
+        }
+    }
+}
+
+impl ReconcileError for ReconcileFailure {}
+
+/// What one reconcile did (for events, logs and the demo's report).
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    /// Nodes changed, with their changes.
+    pub nodes: Vec<(String, Vec<Change>)>,
+    /// Values left alone because another member pool owns them.
+    pub conflicts: Vec<(String, Conflict)>,
+    /// What happened to the RuntimeClass, if anything.
+    pub runtime_class: Option<&'static str>,
+    /// Whether the status was written.
+    pub status_written: bool,
+}
+
+/// The NodePool reconciler; see the [module docs](self).
+pub struct NodePoolReconciler {
+    client: kube::Client,
+    pools: Reader<NodePool>,
+    nodes: Reader<Node>,
+    runtime_classes: Reader<RuntimeClass>,
+    recorder: Option<Recorder>,
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    // A failed JSON patch `test` is 422 on the real API server; 409 is a plain conflict.
+    matches!(e, kube::Error::Api(s) if s.code == 409 || s.code == 422)
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+impl NodePoolReconciler {
+    /// A reconciler reading from the given cache readers and writing with `client`; events go to
+    /// `recorder` when given.
+    pub fn new(
+        client: kube::Client,
+        pools: Reader<NodePool>,
+        nodes: Reader<Node>,
+        runtime_classes: Reader<RuntimeClass>,
+        recorder: Option<Recorder>,
+    ) -> Self {
+        NodePoolReconciler {
+            client,
+            pools,
+            nodes,
+            runtime_classes,
+            recorder,
+        }
+    }
+
+    async fn event(
+        &self,
+        pool: &NodePool,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        let mut note = note;
+        if note.len() > 1000 {
+            let mut cut = 990;
+            while !note.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            note.truncate(cut);
+            note.push_str(" ...");
+        }
+        let ev = KubeEvent {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, &pool.object_ref(&())).await {
+            tracing::warn!(error = %e, reason, "failed to record event");
+        }
+    }
+
+    /// Applies `plan` to its node, re-reading and re-planning after conflicts.
+    async fn apply_plan(
+        &self,
+        pool: &str,
+        desired: Option<&Applied>,
+        mut plan: NodePlan,
+    ) -> Result<Option<(String, Vec<Change>, Vec<Conflict>)>, ReconcileFailure> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let params = PatchParams::default();
+        for attempt in 1..=NODE_PATCH_ATTEMPTS {
+            if plan.is_noop() {
+                return Ok((!plan.conflicts.is_empty())
+                    .then(|| (plan.node.clone(), Vec::new(), plan.conflicts.clone())));
+            }
+            let patch: Patch<()> = Patch::Json(plan.json_patch());
+            match api.patch(&plan.node, &params, &patch).await {
+                Ok(_) => {
+                    return Ok(Some((
+                        plan.node.clone(),
+                        plan.changes.clone(),
+                        plan.conflicts.clone(),
+                    )));
+                }
+                Err(e) if is_not_found(&e) => return Ok(None),
+                Err(e) if is_conflict(&e) && attempt < NODE_PATCH_ATTEMPTS => {
+                    tracing::debug!(node = %plan.node, attempt, error = %e, "guarded node patch refused; re-reading the node");
+                    let fresh = match api.get(&plan.node).await {
+                        Ok(n) => n,
+                        Err(e) if is_not_found(&e) => return Ok(None),
+                        Err(e) => {
+                            return Err(ReconcileFailure::NodePatch {
+                                node: plan.node.clone(),
+                                source: e,
+                            });
+                        }
+                    };
+                    let still_member = desired.is_some() && is_member(&fresh, pool);
+                    plan = plan_node(pool, if still_member { desired } else { None }, &fresh);
+                }
+                Err(e) if is_conflict(&e) => {
+                    return Err(ReconcileFailure::NodeConflict {
+                        node: plan.node.clone(),
+                        attempts: attempt,
+                    });
+                }
+                Err(e) => {
+                    return Err(ReconcileFailure::NodePatch {
+                        node: plan.node.clone(),
+                        source: e,
+                    });
+                }
+            }
+        }
+        Err(ReconcileFailure::NodeConflict {
+            node: plan.node,
+            attempts: NODE_PATCH_ATTEMPTS,
+        })
+    }
+
+    /// Plans and applies `pool`'s changes on every relevant node (`desired = None`: clean all).
+    async fn sync_nodes(
+        &self,
+        pool: &str,
+        desired: Option<&Applied>,
+        outcome: &mut Outcome,
+    ) -> Result<(), ReconcileFailure> {
+        let all = self.nodes.list();
+        let plans: Vec<NodePlan> = relevant_nodes(pool, all.iter())
+            .into_iter()
+            .map(|n| {
+                let want = if is_member(n, pool) { desired } else { None };
+                plan_node(pool, want, n)
+            })
+            .filter(|p| !p.is_noop() || !p.conflicts.is_empty())
+            .collect();
+        let results: Vec<_> = futures::stream::iter(plans)
+            .map(|plan| self.apply_plan(pool, desired, plan))
+            .buffer_unordered(NODE_PATCH_CONCURRENCY)
+            .collect()
+            .await;
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok(Some((node, changes, conflicts))) => {
+                    if !changes.is_empty() {
+                        outcome.nodes.push((node.clone(), changes));
+                    }
+                    outcome
+                        .conflicts
+                        .extend(conflicts.into_iter().map(|c| (node.clone(), c)));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        outcome.nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn ensure_finalizer(&self, pool: &NodePool) -> Result<(), ReconcileFailure> {
+        if pool.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(());
+        }
+        let ops = match &pool.metadata.finalizers {
+            Some(_) => json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]),
+            None => json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": pool.resource_version()},
+                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
+            ]),
+        };
+        self.patch_pool(pool, ops).await
+    }
+
+    async fn remove_finalizer(&self, pool: &NodePool) -> Result<(), ReconcileFailure> {
+        let Some(i) = pool.finalizers().iter().position(|f| f == FINALIZER) else {
+            return Ok(());
+        };
+        let path = format!("/metadata/finalizers/{i}");
+        let ops = json!([
+            {"op": "test", "path": path, "value": FINALIZER},
+            {"op": "remove", "path": path}
+        ]);
+        match self.patch_pool(pool, ops).await {
+            Err(ReconcileFailure::Finalizer(e)) if is_not_found(&e) => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn patch_pool(&self, pool: &NodePool, ops: Value) -> Result<(), ReconcileFailure> {
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        let patch: json_patch::Patch = serde_json::from_value(ops)
+            .map_err(|e| ReconcileFailure::Finalizer(kube::Error::SerdeError(e)))?;
+        api.patch(
+            &pool.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+        .map(|_| ())
+        .map_err(ReconcileFailure::Finalizer)
+    }
+
+    async fn sync_runtime_class(
+        &self,
+        pool: &NodePool,
+    ) -> Result<Option<&'static str>, ReconcileFailure> {
+        let desired = desired_runtime_class(pool)?;
+        let name = runtime_class_name(&pool.name_any());
+        let api: Api<RuntimeClass> = Api::all(self.client.clone());
+        let rc_err = |source| ReconcileFailure::RuntimeClass {
+            name: name.clone(),
+            source,
+        };
+        let current = self
+            .runtime_classes
+            .get(&name, None)
+            .map(|rc| (*rc).clone());
+        let current = match current {
+            Some(c) => c,
+            None => match api.create(&PostParams::default(), &desired).await {
+                Ok(_) => return Ok(Some("Created")),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    api.get(&name).await.map_err(rc_err)?
+                }
+                Err(e) => return Err(rc_err(e)),
+            },
+        };
+        match drift(&current, &desired) {
+            Drift::None => Ok(None),
+            Drift::Update(updated) => {
+                match api.replace(&name, &PostParams::default(), &updated).await {
+                    Ok(_) => Ok(Some("Repaired")),
+                    Err(e) if is_not_found(&e) => {
+                        api.create(&PostParams::default(), &desired)
+                            .await
+                            .map_err(rc_err)?;
+                        Ok(Some("Created"))
+                    }
+                    Err(e) => Err(rc_err(e)),
+                }
+            }
+            Drift::Recreate => {
+                let dp = DeleteParams {
+                    preconditions: current.metadata.uid.clone().map(|uid| Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match api.delete(&name, &dp).await {
+                    Ok(_) => {}
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => return Err(rc_err(e)),
+                }
+                api.create(&PostParams::default(), &desired)
+                    .await
+                    .map_err(rc_err)?;
+                Ok(Some("Recreated"))
+            }
+        }
+    }
+
+    async fn write_status(
+        &self,
+        pool: &NodePool,
+        new: &NodePoolStatus,
+    ) -> Result<bool, kube::Error> {
+        let current = pool.status.as_ref();
+        if !needs_write(current, new) {
+            return Ok(false);
+        }
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        api.patch_status(
+            &pool.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(merge_patch(current, new)),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// The reconcile proper, without the failure handling.
+    pub async fn reconcile_pool(&self, pool: &NodePool) -> Result<Outcome, ReconcileFailure> {
+        let name = pool.name_any();
+        let mut outcome = Outcome::default();
+        if pool.metadata.deletion_timestamp.is_some() {
+            if !pool.finalizers().iter().any(|f| f == FINALIZER) {
+                return Ok(outcome);
+            }
+            self.sync_nodes(&name, None, &mut outcome).await?;
+            if !outcome.nodes.is_empty() {
+                let nodes: Vec<&str> = outcome.nodes.iter().map(|(n, _)| n.as_str()).collect();
+                self.event(
+                    pool,
+                    EventType::Normal,
+                    "NodesCleaned",
+                    "Cleanup",
+                    format!(
+                        "removed the pool's labels and taints from {}",
+                        nodes.join(", ")
+                    ),
+                )
+                .await;
+            }
+            self.remove_finalizer(pool).await?;
+            return Ok(outcome);
+        }
+        self.ensure_finalizer(pool).await?;
+
+        let desired = Applied::from_spec(&pool.spec);
+        self.sync_nodes(&name, Some(&desired), &mut outcome).await?;
+        if !outcome.nodes.is_empty() {
+            let text: Vec<String> = outcome
+                .nodes
+                .iter()
+                .map(|(n, changes)| {
+                    let c: Vec<String> = changes.iter().map(ToString::to_string).collect();
+                    format!("{n} ({})", c.join(", "))
+                })
+                .collect();
+            self.event(
+                pool,
+                EventType::Normal,
+                "NodesUpdated",
+                "UpdateNodes",
+                format!("{} node(s) updated: {}", text.len(), text.join("; ")),
+            )
+            .await;
+        }
+
+        outcome.runtime_class = self.sync_runtime_class(pool).await?;
+        if let Some(what) = outcome.runtime_class {
+            self.event(
+                pool,
+                EventType::Normal,
+                &format!("RuntimeClass{what}"),
+                "SyncRuntimeClass",
+                format!(
+                    "RuntimeClass {} {}",
+                    runtime_class_name(&name),
+                    what.to_lowercase()
+                ),
+            )
+            .await;
+        }
+
+        let all = self.nodes.list();
+        let members: Vec<&Node> = all
+            .iter()
+            .map(|n| n.as_ref())
+            .filter(|n| is_member(n, &name))
+            .collect();
+        let allocatable = allocatable_sum(members.iter().copied())?;
+        let time = now();
+        let new_status = if outcome.conflicts.is_empty() {
+            success_status(
+                pool.status.as_ref(),
+                pool.metadata.generation,
+                members.len(),
+                allocatable,
+                &time,
+            )
+        } else {
+            let nodes: BTreeSet<&str> = outcome.conflicts.iter().map(|(n, _)| n.as_str()).collect();
+            let first = &outcome.conflicts[0];
+            let message = format!(
+                "{} node(s) carry values of another member pool ({}); first: node {}: {}",
+                nodes.len(),
+                nodes.iter().copied().collect::<Vec<_>>().join(", "),
+                first.0,
+                first.1
+            );
+            let mut s = success_status(
+                pool.status.as_ref(),
+                pool.metadata.generation,
+                members.len(),
+                allocatable,
+                &time,
+            );
+            let failed = failure_status(
+                Some(&s),
+                pool.metadata.generation,
+                409,
+                "PoolConflict",
+                &message,
+                &time,
+            );
+            s.conditions = failed.conditions;
+            s.status = failed.status;
+            if pool
+                .status
+                .as_ref()
+                .and_then(NodePoolStatus::ready_condition)
+                .map(|c| c.reason.as_str())
+                != Some("PoolConflict")
+            {
+                self.event(
+                    pool,
+                    EventType::Warning,
+                    "PoolConflict",
+                    "UpdateNodes",
+                    message,
+                )
+                .await;
+            }
+            s
+        };
+        outcome.status_written = self
+            .write_status(pool, &new_status)
+            .await
+            .map_err(ReconcileFailure::Status)?;
+        Ok(outcome)
+    }
+}
+
+impl Reconciler<Request> for NodePoolReconciler {
+    type Error = ReconcileFailure;
+
+    async fn reconcile(
+        &self,
+        request: &Request,
+        _ctx: &Context,
+    ) -> Result<Action, ReconcileFailure> {
+        let Some(pool) = self.pools.get(&request.name, None) else {
+            // Gone: nothing to do (its RuntimeClass goes with the owner reference).
+            return Ok(Action::done());
+        };
+        let pool: Arc<NodePool> = pool;
+        match self.reconcile_pool(&pool).await {
+            Ok(outcome) => {
+                tracing::debug!(pool = %request.name, nodes = outcome.nodes.len(), status_written = outcome.status_written, "reconciled");
+                Ok(Action::done())
+            }
+            Err(e) => {
+                tracing::warn!(pool = %request.name, error = %e, "reconcile failed");
+                if pool.metadata.deletion_timestamp.is_none() {
+                    let failed = failure_status(
+                        pool.status.as_ref(),
+                        pool.metadata.generation,
+                        e.code(),
+                        e.reason(),
+                        &e.to_string(),
+                        &now(),
+                    );
+                    if let Err(se) = self.write_status(&pool, &failed).await {
+                        tracing::warn!(pool = %request.name, error = %se, "could not record the failure in status");
+                    }
+                }
+                self.event(
+                    &pool,
+                    EventType::Warning,
+                    e.reason(),
+                    "Reconcile",
+                    e.to_string(),
+                )
+                .await;
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("boom", "Reason")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn failure_reasons_and_codes() {
+        let cases: Vec<(ReconcileFailure, &str, i32)> = vec![
+            (
+                ReconcileFailure::NodePatch {
+                    node: "n".into(),
+                    source: api_error(500),
+                },
+                "NodePatchFailed",
+                500,
+            ),
+            (
+                ReconcileFailure::NodeConflict {
+                    node: "n".into(),
+                    attempts: 5,
+                },
+                "NodeConflict",
+                409,
+            ),
+            (
+                ReconcileFailure::Finalizer(api_error(403)),
+                "FinalizerUpdateFailed",
+                403,
+            ),
+            (
+                ReconcileFailure::RuntimeClass {
+                    name: "rc".into(),
+                    source: api_error(503),
+                },
+                "RuntimeClassFailed",
+                503,
+            ),
+            (
+                ReconcileFailure::Owner(RuntimeClassError::PoolNotPersisted),
+                "PoolNotPersisted",
+                422,
+            ),
+            (
+                ReconcileFailure::Status(api_error(409)),
+                "StatusUpdateFailed",
+                409,
+            ),
+        ];
+        for (e, reason, code) in cases {
+            assert_eq!(e.reason(), reason);
+            assert_eq!(e.code(), code, "{e}");
+            assert!(!e.is_terminal());
+        }
+        assert!(is_conflict(&api_error(409)));
+        assert!(is_conflict(&api_error(422)));
+        assert!(!is_conflict(&api_error(500)));
+        assert!(is_not_found(&api_error(404)));
+    }
+}
