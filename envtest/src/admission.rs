@@ -487,10 +487,12 @@ async fn run_mutating_hooks(
         }
     }
     for (hook, after) in hooks.iter().zip(seen_after) {
-        if hook.reinvoke && after.is_some() && after != object {
-            if let Some(resp) = call_one(hook, attrs, object.as_ref(), old_object).await? {
-                take_response(hook, &resp, &mut object, &mut out)?;
-            }
+        if hook.reinvoke
+            && after.is_some()
+            && after != object
+            && let Some(resp) = call_one(hook, attrs, object.as_ref(), old_object).await?
+        {
+            take_response(hook, &resp, &mut object, &mut out)?;
         }
     }
     out.object = object;
