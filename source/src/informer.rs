@@ -704,4 +704,116 @@ mod tests {
         );
         assert!(matches!(result, Err(SourceError::NoRuntime { .. })));
     }
+
+    /// Applies `event` to a subscriber's reconstructed state, checking it is consistent with
+    /// what the subscriber knew: creates only for unknown objects, updates and deletes only for
+    /// known ones, and an update's `old` is exactly the version last delivered.
+    fn apply_checked(view: &mut HashMap<String, String>, event: &Event<ConfigMap>) {
+        let rv = |o: &ConfigMap| o.metadata.resource_version.clone().unwrap_or_default();
+        let name = |o: &ConfigMap| o.metadata.name.clone().unwrap_or_default();
+        match event {
+            Event::Create { object, .. } => {
+                assert!(
+                    view.insert(name(object), rv(object)).is_none(),
+                    "create of a known object"
+                );
+            }
+            Event::Update { old, new } => {
+                let known = view.insert(name(new), rv(new));
+                assert_eq!(
+                    known,
+                    Some(rv(old)),
+                    "update's old is not what was delivered"
+                );
+                assert_ne!(rv(old), rv(new), "no-op update");
+            }
+            Event::Delete { object, .. } => {
+                assert!(
+                    view.remove(&name(object)).is_some(),
+                    "delete of an unknown object"
+                );
+            }
+            Event::Generic { .. } => panic!("kind emits no generic events"),
+        }
+    }
+
+    #[test]
+    fn randomised_watch_histories_keep_every_subscriber_consistent() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            let capacity = rng.random_range(1..6);
+            let (informer, signal) = Informer::<ConfigMap>::new(capacity);
+            // the "server": name -> rv
+            let mut server: HashMap<String, u64> = HashMap::new();
+            let mut rv = 0u64;
+            let mut subs: Vec<(KindStream<ConfigMap>, HashMap<String, String>, f64)> = Vec::new();
+            let mut disconnected = false;
+            list(&informer, &signal, &[]);
+            for step in 0..400 {
+                match rng.random_range(0..100) {
+                    // a new subscriber with its own reading speed
+                    0..3 if subs.len() < 4 => subs.push((
+                        informer.subscribe(()),
+                        HashMap::new(),
+                        rng.random_range(0.05..1.0),
+                    )),
+                    // the watch drops: changes are not delivered until the next relist
+                    3..5 => disconnected = true,
+                    // a relist of the current server state (after a 410 or a reconnect)
+                    5..8 => {
+                        disconnected = false;
+                        let items: Vec<ConfigMap> =
+                            server.iter().map(|(n, v)| cm(n, &v.to_string())).collect();
+                        list(&informer, &signal, &items);
+                    }
+                    // server changes, delivered by the watch unless it is down
+                    _ => {
+                        let name = format!("o{}", rng.random_range(0..8));
+                        rv += 1;
+                        let delivered = !disconnected;
+                        if server.contains_key(&name) && rng.random_bool(0.3) {
+                            server.remove(&name);
+                            if delivered {
+                                informer.process(
+                                    watcher::Event::Delete(cm(&name, &rv.to_string())),
+                                    &signal,
+                                );
+                            }
+                        } else {
+                            server.insert(name.clone(), rv);
+                            if delivered {
+                                informer.process(
+                                    watcher::Event::Apply(cm(&name, &rv.to_string())),
+                                    &signal,
+                                );
+                            }
+                        }
+                    }
+                }
+                for (stream, view, speed) in subs.iter_mut() {
+                    while rng.random_bool(*speed) {
+                        match stream.next().now_or_never() {
+                            Some(Some(Ok(event))) => apply_checked(view, &event),
+                            Some(other) => panic!("seed {seed} step {step}: {other:?}"),
+                            None => break,
+                        }
+                    }
+                }
+            }
+            // final relist, then every subscriber drains and must equal the store exactly
+            let items: Vec<ConfigMap> = server.iter().map(|(n, v)| cm(n, &v.to_string())).collect();
+            list(&informer, &signal, &items);
+            let expected: HashMap<String, String> = server
+                .iter()
+                .map(|(n, v)| (n.clone(), v.to_string()))
+                .collect();
+            for (stream, view, _) in subs.iter_mut() {
+                while let Some(Some(item)) = stream.next().now_or_never() {
+                    apply_checked(view, &item.expect("ok"));
+                }
+                assert_eq!(*view, expected, "seed {seed}");
+            }
+        }
+    }
 }

@@ -338,13 +338,23 @@ async fn options_are_validated_and_metadata_only_watches_work() {
     assert!(reader.list_in("kube-system").is_empty());
     assert_eq!(cache.informer_count(), 1);
 
+    // a field selector is passed to the server
+    api.create(&PostParams::default(), &cm("other", "x"))
+        .await
+        .expect("create");
+    let by_name = cache
+        .reader::<ConfigMap>(WatchOptions::all().fields("metadata.name=other"))
+        .expect("reader");
+    by_name.wait_for_sync(WAIT).await.expect("synced");
+    let names: Vec<_> = by_name.list().iter().map(|o| name(o)).collect();
+    assert_eq!(names, ["other"]);
+
     cache.stop();
-    assert!(
-        tokio::time::timeout(WAIT, started.events.next())
-            .await
-            .expect("ends after stop")
-            .is_none()
-    );
+    // the stream ends (after whatever it had buffered, here the create of "other")
+    let rest: Vec<_> = tokio::time::timeout(WAIT, started.events.collect::<Vec<_>>())
+        .await
+        .expect("ends after stop");
+    assert!(rest.len() <= 1, "{rest:?}");
     assert!(matches!(
         cache.kind::<ConfigMap>(WatchOptions::all()),
         Err(kcr_source::CacheError::Stopped)
