@@ -548,6 +548,9 @@ impl Manager {
             }
             self.leader.store(false, Ordering::SeqCst);
         }
+        // Whatever happened, this replica no longer leads once run returns.
+        self.leader
+            .store(self.options.leader_election.is_none(), Ordering::SeqCst);
         self.cache.stop();
         http_stop.cancel();
         for task in http_tasks {
