@@ -364,6 +364,15 @@ impl Registry {
         self.types.values()
     }
 
+    /// Look a resource up by `apiVersion` and kind.
+    pub fn lookup_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        self.types
+            .values()
+            .find(|t| t.group == group && t.kind == kind && t.serves(version))
+            .cloned()
+    }
+
     /// Whether some resource serves `group` at `version`.
     pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
         self.types

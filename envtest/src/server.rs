@@ -339,6 +339,44 @@ impl TestApiServer {
         Ok(names)
     }
 
+    /// Create or replace an object directly in the store, bypassing HTTP, admission and
+    /// schema validation but keeping the metadata rules (uid, resourceVersion, generation,
+    /// watch events). The resource is found from `apiVersion` and `kind`. Handy to seed state
+    /// quickly; returns the stored object.
+    pub fn upsert(&self, mut obj: Value) -> Result<Value, EnvtestError> {
+        let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
+        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        let t = self
+            .shared
+            .store
+            .lock()
+            .registry
+            .lookup_kind(&api_version, &kind)
+            .ok_or_else(|| EnvtestError::Api {
+                what: format!("{api_version} {kind}"),
+                error: Box::new(ApiError::not_found("", &kind, "")),
+            })?;
+        if t.namespaced
+            && obj["metadata"]["namespace"]
+                .as_str()
+                .is_none_or(str::is_empty)
+        {
+            obj["metadata"]["namespace"] = json!("default");
+        }
+        obj["apiVersion"] = json!(t.api_version(t.storage_version()));
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        self.shared
+            .mutate(|s| s.upsert(&t, obj))
+            .map(|stored| stored.value.clone())
+            .map_err(|error| EnvtestError::Api {
+                what: format!("{kind} {name}"),
+                error: Box::new(error),
+            })
+    }
+
     /// Install (create or replace) the CustomResourceDefinition of a kube-derive
     /// `CustomResource` type; its resource is served as soon as this returns.
     pub fn install_crd<K: kube::CustomResourceExt>(&self) -> Result<(), EnvtestError> {
