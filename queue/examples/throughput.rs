@@ -15,7 +15,12 @@
 //! - W4: 4 producer tasks and 4 worker tasks, 1,000,000 distinct keys in total (ops = keys).
 //!
 //! Keys are `u64`. Both implementations run on the same multi-threaded tokio runtime (one worker
-//! thread per core). kube-runtime's scheduler is fed through an unbounded futures channel of
+//! thread per core). Producers behave like ordinary async tasks: after each add they call
+//! `tokio::task::consume_budget()`, so they yield to the scheduler every 128 adds (tokio's
+//! cooperative budget), as a task awaiting a channel would. Without that, a producer that never
+//! yields keeps the consumer it wakes parked in its worker's LIFO slot (which other workers
+//! cannot steal from), and W1 degenerates into "add everything, then get everything" for both
+//! implementations. kube-runtime's scheduler is fed through an unbounded futures channel of
 //! `ScheduleRequest { run_at: now (W1, W2) or now + 1 us (W3) }` and consumed as a stream. It has
 //! no W4 line: a `Scheduler` is a single `Stream` polled through `&mut`, so four workers cannot
 //! take keys from it concurrently, and it has no notion of a key being in flight (completion),
@@ -55,6 +60,7 @@ async fn kcr_w1(delay: Option<Duration>) -> f64 {
                     Some(d) => queue.add_after(key, d),
                     None => queue.add(key),
                 }
+                tokio::task::consume_budget().await;
             }
         })
     };
@@ -100,6 +106,7 @@ async fn kcr_w4() -> f64 {
             let per = KEYS / W4_TASKS;
             for key in p * per..(p + 1) * per {
                 queue.add(key);
+                tokio::task::consume_budget().await;
             }
         }));
     }
@@ -124,6 +131,9 @@ async fn kcr_w4() -> f64 {
 
 async fn kube_w1(delay: Duration) -> f64 {
     let (tx, rx) = futures::channel::mpsc::unbounded::<ScheduleRequest<u64>>();
+    // The scheduler ends as soon as its request stream does, even with keys still scheduled:
+    // keep a sender alive until the consumer has everything.
+    let keep_open = tx.clone();
     let start = std::time::Instant::now();
     let producer = tokio::spawn(async move {
         for key in 0..KEYS {
@@ -133,6 +143,7 @@ async fn kube_w1(delay: Duration) -> f64 {
                 run_at,
             })
             .expect("receiver alive");
+            tokio::task::consume_budget().await;
         }
     });
     let consumer = tokio::spawn(async move {
@@ -143,7 +154,9 @@ async fn kube_w1(delay: Duration) -> f64 {
     });
     producer.await.expect("producer");
     consumer.await.expect("consumer");
-    start.elapsed().as_secs_f64()
+    let secs = start.elapsed().as_secs_f64();
+    drop(keep_open);
+    secs
 }
 
 async fn kube_w2() -> f64 {

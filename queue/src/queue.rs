@@ -155,6 +155,9 @@ struct State<T> {
     timer_fifo: VecDeque<Timer<T>>,
     timer_heap: BinaryHeap<Timer<T>>,
     seq: u64,
+    /// The latest clock reading taken by anyone: a lower bound of the current time, so timers
+    /// due by then can be promoted without reading the (slow) clock again.
+    last_now: u64,
     mode: Mode,
     /// In-flight start times for the unfinished-work gauges (`FREE` marks a free slot).
     starts: Vec<u64>,
@@ -196,6 +199,7 @@ impl<T: Hash + Eq + Clone> State<T> {
             timer_fifo: VecDeque::new(),
             timer_heap: BinaryHeap::new(),
             seq: 0,
+            last_now: 0,
             mode: Mode::Running,
             starts: Vec::new(),
             free_slots: Vec::new(),
@@ -300,10 +304,6 @@ impl<T: Hash + Eq + Clone> State<T> {
             self.timer_heap.push(timer);
         }
         true
-    }
-
-    fn has_timers(&self) -> bool {
-        !self.timer_fifo.is_empty() || !self.timer_heap.is_empty()
     }
 
     fn next_deadline(&self) -> Option<u64> {
@@ -498,7 +498,8 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> fmt::Debug for WorkQueue<T> {
 pub struct WorkQueueBuilder<T> {
     name: String,
     limiter: Option<Box<dyn RateLimiter<T>>>,
-    metrics: bool,
+    /// `None`: on if a recorder is installed when the queue is built.
+    metrics: Option<bool>,
 }
 
 impl<T> fmt::Debug for WorkQueueBuilder<T> {
@@ -520,18 +521,24 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
         self
     }
 
-    /// Report metrics (default `true`). With `false` the queue reads no clock for metrics and
-    /// registers no handle.
+    /// Force metrics on or off. By default they are on exactly when a recorder is installed
+    /// (globally, or locally around `build`) at the time the queue is built: handles registered
+    /// with the `metrics` crate's no-op recorder can never report anything, so the queue then
+    /// skips the clock reads that timing metrics need. The no-op recorder is recognised by being
+    /// zero-sized: a zero-sized recorder of your own needs `metrics(true)`.
     #[must_use]
     pub fn metrics(mut self, enabled: bool) -> Self {
-        self.metrics = enabled;
+        self.metrics = Some(enabled);
         self
     }
 
     /// Build the queue. Metric handles are registered now, with the recorder current now; inside
     /// a tokio runtime a small task refreshing the unfinished-work gauges is spawned.
     pub fn build(self) -> WorkQueue<T> {
-        let metrics = self.metrics.then(|| QueueMetrics::register(&self.name));
+        let enabled = self
+            .metrics
+            .unwrap_or_else(crate::metrics::recorder_installed);
+        let metrics = enabled.then(|| QueueMetrics::register(&self.name));
         let limiter = self
             .limiter
             .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
@@ -570,7 +577,7 @@ impl Drop for WaiterGuard<'_> {
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// A queue with the [default controller rate limiter](crate::DefaultControllerRateLimiter)
-    /// and metrics on.
+    /// and metrics on if a recorder is installed (see [`WorkQueueBuilder::metrics`]).
     pub fn new(name: impl Into<String>) -> Self {
         Self::builder(name).build()
     }
@@ -580,7 +587,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         WorkQueueBuilder {
             name: name.into(),
             limiter: None,
-            metrics: true,
+            metrics: None,
         }
     }
 
@@ -708,8 +715,18 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             return Attempt::Closed;
         }
         let mut promoted = (0, 0);
-        if st.mode == Mode::Running && st.has_timers() {
-            let now = metrics_now.unwrap_or_else(|| inner.now());
+        if st.mode == Mode::Running
+            && let Some(earliest) = st.next_deadline()
+        {
+            if let Some(now) = metrics_now {
+                st.last_now = st.last_now.max(now);
+            }
+            // Read the clock only if the earliest timer is not known to be due already.
+            if earliest > st.last_now {
+                let now = inner.now();
+                st.last_now = st.last_now.max(now);
+            }
+            let now = st.last_now;
             promoted = st.promote_due(now);
         }
         if let Some((key, since)) = st.pop() {

@@ -139,6 +139,24 @@ async fn unfinished_work_gauges() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn metrics_follow_the_recorder_unless_forced() {
+    // No recorder installed (this test binary installs none globally): metrics are skipped.
+    let q = WorkQueue::<u32>::new("auto");
+    assert!(!q.refresh_unfinished_work(), "no recorder: no metrics");
+    let forced = WorkQueue::<u32>::builder("forced").metrics(true).build();
+    assert!(
+        forced.refresh_unfinished_work(),
+        "forced on: no-op handles, still reporting"
+    );
+    let recorder = DebuggingRecorder::new();
+    let q = metrics::with_local_recorder(&recorder, || WorkQueue::<u32>::new("auto"));
+    assert!(
+        q.refresh_unfinished_work(),
+        "a recorder is installed: metrics on"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn metrics_can_be_turned_off() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
