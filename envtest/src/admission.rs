@@ -25,6 +25,7 @@
 //! `NoneOnDryRun` is rejected with 400 BadRequest `admission webhook "<name>" does not support
 //! dry run` (reported as [`AdmissionError::Denied`]).
 //!
+//! Webhook configurations (and admission policies) are never sent to webhooks, as upstream.
 //! Validating webhooks are called concurrently, as upstream; failures and denials are reported
 //! in configuration order. `reinvocationPolicy: IfNeeded` mutating webhooks are called once
 //! more after the first pass when a later webhook changed the object they returned.
@@ -67,6 +68,17 @@ impl Operation {
             Self::Update => "UPDATE",
             Self::Delete => "DELETE",
             Self::Connect => "CONNECT",
+        }
+    }
+
+    /// Parses the wire name (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "CREATE" => Some(Self::Create),
+            "UPDATE" => Some(Self::Update),
+            "DELETE" => Some(Self::Delete),
+            "CONNECT" => Some(Self::Connect),
+            _ => None,
         }
     }
 
@@ -221,6 +233,21 @@ pub fn matching_webhooks(
     old_object: Option<&Value>,
 ) -> Vec<Webhook> {
     let mut out = Vec::new();
+    // As upstream, webhook configurations themselves are never sent to webhooks, so a broken
+    // webhook can always be removed.
+    if attrs.group == "admissionregistration.k8s.io"
+        && matches!(
+            attrs.resource.as_str(),
+            "validatingwebhookconfigurations"
+                | "mutatingwebhookconfigurations"
+                | "validatingadmissionpolicies"
+                | "validatingadmissionpolicybindings"
+                | "mutatingadmissionpolicies"
+                | "mutatingadmissionpolicybindings"
+        )
+    {
+        return out;
+    }
     for config in configurations {
         let Some(hooks) = config.get("webhooks").and_then(Value::as_array) else {
             continue;
@@ -857,6 +884,13 @@ mod tests {
             )),
             vec!["all", "any-sub", "pods-star", "namespaced"]
         );
+        let mut webhook_cfg = attrs(Operation::Delete);
+        webhook_cfg.group = "admissionregistration.k8s.io".into();
+        webhook_cfg.resource = "validatingwebhookconfigurations".into();
+        webhook_cfg.namespace = None;
+        assert!(
+            matching_webhooks(&cfg, WebhookKind::Validating, &webhook_cfg, None, None).is_empty()
+        );
         let mut node = attrs(Operation::Delete);
         node.resource = "nodes".into();
         node.namespace = None;
@@ -928,6 +962,19 @@ mod tests {
             None,
         );
         assert!(hooks[0].dry_run_safe);
+    }
+
+    #[test]
+    fn operation_names_round_trip() {
+        for op in [
+            Operation::Create,
+            Operation::Update,
+            Operation::Delete,
+            Operation::Connect,
+        ] {
+            assert_eq!(Operation::parse(op.as_str()), Some(op));
+        }
+        assert_eq!(Operation::parse("create"), None);
     }
 
     #[test]
