@@ -35,6 +35,7 @@ struct Inner {
 pub struct Faults {
     inner: Arc<Mutex<Inner>>,
     paused: watch::Sender<bool>,
+    held: Arc<std::sync::atomic::AtomicUsize>,
     close_watches: watch::Sender<u64>,
     compact: Arc<dyn Fn() + Send + Sync>,
 }
@@ -57,6 +58,7 @@ impl Faults {
         Faults {
             inner: Arc::default(),
             paused: watch::channel(false).0,
+            held: Arc::default(),
             close_watches: watch::channel(0).0,
             compact,
         }
@@ -136,6 +138,11 @@ impl Faults {
         self.paused.send_replace(false);
     }
 
+    /// Number of requests currently held by [`Faults::pause`].
+    pub fn held_requests(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Whether the server is paused.
     pub fn is_paused(&self) -> bool {
         *self.paused.borrow()
@@ -189,7 +196,18 @@ impl Faults {
     /// Wait while the server is paused.
     pub(crate) async fn wait_unpaused(&self) {
         let mut rx = self.paused.subscribe();
+        if !*rx.borrow_and_update() {
+            return;
+        }
+        self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // An error means the sender is gone, i.e. the server is shutting down: stop waiting.
+        let _ = rx.wait_for(|paused| !paused).await;
+        self.held.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Like [`Faults::wait_unpaused`] without counting (for watch streams).
+    pub(crate) async fn wait_unpaused_quietly(&self) {
+        let mut rx = self.paused.subscribe();
         let _ = rx.wait_for(|paused| !paused).await;
     }
 

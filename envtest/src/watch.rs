@@ -258,7 +258,7 @@ async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
     let mut ticker = tokio::time::interval(shared.bookmark_interval.max(Duration::from_millis(1)));
     ticker.tick().await;
     loop {
-        shared.faults.wait_unpaused().await;
+        shared.faults.wait_unpaused_quietly().await;
         rv_rx.borrow_and_update();
         // Drain the log.
         loop {

@@ -321,7 +321,15 @@ async fn fault_injection() {
         let api = api.clone();
         async move { api.get("c").await.map(|o| o.metadata.name) }
     });
-    tokio::task::yield_now().await;
+    // Wait (bounded) until the server holds the request, then check it is not answered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while faults.held_requests() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "request never reached the server"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert!(!pending.is_finished());
     faults.resume();
     assert_eq!(pending.await.unwrap().unwrap().as_deref(), Some("c"));

@@ -392,3 +392,71 @@ async fn pagination_is_consistent_under_writes() {
             .any(|o| o.metadata.name.as_deref() == Some("p99"))
     );
 }
+
+#[tokio::test]
+async fn metadata_only_list_and_watch() {
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let obj: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "m", "labels": {"a": "b"}}, "data": {"big": "x"}}),
+    )
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.labels.as_ref().unwrap()["a"], "b");
+    let mut s = api
+        .watch_metadata(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let ev = tokio::time::timeout(LIMIT, s.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match ev {
+        WatchEvent::Added(m) => {
+            assert_eq!(m.metadata.name.as_deref(), Some("m"));
+            assert_eq!(m.types.unwrap().kind, "PartialObjectMetadata");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn kube_runtime_event_recorder() {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let obj = api
+        .create(&PostParams::default(), &cm("target", json!({})))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        server.client(),
+        Reporter {
+            controller: "test".into(),
+            instance: None,
+        },
+    );
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Synced".into(),
+        note: Some("all good".into()),
+        action: "Sync".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &obj.object_ref(&())).await.unwrap();
+    recorder.publish(&ev, &obj.object_ref(&())).await.unwrap();
+    let events: Api<K8sEvent> = Api::namespaced(server.client(), "default");
+    let list = events.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        list.items.len(),
+        1,
+        "the repeat is recorded as a series on the same event"
+    );
+    assert_eq!(list.items[0].reason.as_deref(), Some("Synced"));
+}
