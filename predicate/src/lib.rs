@@ -12,7 +12,7 @@
 //! generation.
 //!
 //! The crate only needs the `Event` type, so it works on any stream of events, not only inside a
-//! kcr controller:
+//! kcr controller ([`PredicateStreamExt::filter_events`] filters a source's stream directly):
 //!
 //! ```
 //! use k8s_openapi::api::apps::v1::Deployment;
@@ -42,6 +42,7 @@ mod error;
 mod predicate;
 mod selector;
 mod status;
+mod stream;
 #[cfg(test)]
 mod test_support;
 
@@ -53,3 +54,4 @@ pub use error::PredicateError;
 pub use predicate::{Funcs, Predicate, PredicateExt};
 pub use selector::LabelSelectorPredicate;
 pub use status::IgnoreStatusOnlyUpdates;
+pub use stream::{EventItem, PredicateStreamExt};
