@@ -27,7 +27,8 @@
 //! # Field selectors
 //!
 //! [`FieldSelector::parse`] accepts `path=value`, `path==value` and `path!=value` terms joined by
-//! commas; values may escape `\,`, `\=` and `\\`. Paths are dotted field paths
+//! commas (empty terms are skipped, nothing is trimmed, as upstream); values may escape `\,`,
+//! `\=` and `\\`. Paths are dotted field paths
 //! (`metadata.name`, `metadata.namespace`, `spec.nodeName`, `status.phase`, ...).
 //! [`FieldSelector::matches`] looks the path up in a JSON object; a missing field or `null`
 //! reads as the empty string (so `spec.nodeName=` selects unscheduled pods, as on the real
@@ -732,13 +733,13 @@ impl FieldSelector {
     /// Parses the `fieldSelector` query string syntax (see the module docs).
     pub fn parse(input: &str) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
-        if input.trim().is_empty() {
-            return Ok(Self { requirements });
-        }
+        // As upstream: empty terms (`a=b,`) are skipped, nothing is trimmed.
         for term in split_unescaped(input, ',') {
+            if term.is_empty() {
+                continue;
+            }
             let (field, operator, raw) = split_term(&term)
                 .ok_or_else(|| SelectorError::FieldSyntax(input.to_string(), term.clone()))?;
-            let field = field.trim();
             if field.is_empty() {
                 return Err(SelectorError::FieldSyntax(input.to_string(), term.clone()));
             }
@@ -1071,6 +1072,9 @@ mod tests {
         assert_eq!(s.requirements()[0].value, "a,b=c\\d");
         assert!(s.matches(&obj));
         assert!(FieldSelector::parse("metadata.name").is_err());
+        assert!(FieldSelector::parse(" ").is_err());
+        let trailing = FieldSelector::parse("metadata.name=a,").unwrap();
+        assert_eq!(trailing.requirements().len(), 1);
         assert!(FieldSelector::parse("=x").is_err());
         assert!(FieldSelector::parse(r"metadata.name=a\x").is_err());
         assert!(FieldSelector::parse("metadata.name=a=b").is_err());
