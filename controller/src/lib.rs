@@ -1,31 +1,93 @@
-//! # kcr-controller
+//! # kcr-controller: controllers, their builder, and the manager
 //!
-//! Controllers for kcr: workers that take requests from a [`kcr_queue::WorkQueue`], call a
-//! [`Reconciler`], and map each outcome back onto the queue (done, requeue after a delay, retry
-//! with backoff, or a terminal error that is not retried), with panic recovery, per-reconcile
-//! timeouts, controller-runtime compatible metrics and a tracing span per reconcile.
+//! A complete controller: it watches ConfigMaps (and the Secrets they own) through the manager's
+//! shared cache, runs four workers, elects a leader on a Lease, serves `/healthz`, `/readyz` and
+//! `/metrics`, and shuts down gracefully on SIGTERM/SIGINT.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! use kcr_controller::{Action, Context, LeaderElectionConfig, Manager, ManagerOptions};
+//! use kcr_controller::{Reconciler, WatchOptions};
+//! use kcr_handler::Request;
+//!
+//! struct Hello;
+//!
+//! impl Reconciler<Request> for Hello {
+//!     type Error = anyhow::Error;
+//!     async fn reconcile(&self, request: &Request, ctx: &Context) -> anyhow::Result<Action> {
+//!         tracing::info!(%request, id = %ctx.reconcile_id(), "reconciling");
+//!         Ok(Action::requeue_after(Duration::from_secs(300)))
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> anyhow::Result<()> {
+//!     let client = kube::Client::try_default().await?;
+//!     let options = ManagerOptions::default().leader_election(LeaderElectionConfig::new("hello"));
+//!     let mgr = Manager::new(client, options).await?;
+//!     mgr.controller()
+//!         .for_kind::<ConfigMap>(WatchOptions::new())
+//!         .owns::<Secret>(WatchOptions::new())
+//!         .max_concurrent_reconciles(4)
+//!         .complete(Hello)?;
+//!     mgr.run_until_signal().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## The data path
+//!
+//! event in the cluster → [`Source`](kcr_source::Source) (a cached `Kind` watch shared through
+//! the manager's [`Cache`](kcr_source::Cache), a `Channel`, any stream) → the watch's
+//! predicates → the controller's event filters → an [`EventHandler`](kcr_handler::EventHandler)
+//! → [`Request`](kcr_handler::Request)s in the [`WorkQueue`](kcr_queue::WorkQueue) (de-duplicated,
+//! delayed, rate-limited, one in flight per key) → `max_concurrent_reconciles` workers →
+//! [`Reconciler::reconcile`] → [`Action::done`] (forget), [`Action::requeue_after`] (forget, add
+//! after), an error (retry through the rate limiter) or a [`Terminal`] error (counted, not
+//! retried). A panic is caught, counted and retried like an error.
+//!
+//! ## Modules
+//!
+//! - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].
+//! - [`controller`]: [`Controller`], the worker loop, start-up sync and graceful shutdown.
+//! - [`builder`]: [`Builder`] (`for_kind`, `owns`, `watches`, event filters, concurrency, rate
+//!   limiter), controller-runtime's `NewControllerManagedBy`.
+//! - [`manager`]: [`Manager`]: shared cache, client, readers, event recorders, runnables, leader
+//!   election, HTTP endpoints, signals.
+//! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
+//! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`metrics`]: controller-runtime's metric names and labels.
+//! - [`signals`]: SIGTERM/SIGINT handling.
+//! - [`watch`]: the type-erased watch a controller holds.
+//!
+//! A controller also runs on its own, with a queue fed directly:
 //!
 //! ```
 //! use kcr_controller::{Action, Context, Controller, ControllerOptions, Reconciler};
 //! use tokio_util::sync::CancellationToken;
 //!
-//! struct Hello;
-//! impl Reconciler<String> for Hello {
+//! struct Count(std::sync::atomic::AtomicUsize);
+//! impl Reconciler<String> for Count {
 //!     type Error = anyhow::Error;
-//!     async fn reconcile(&self, request: &String, _ctx: &Context) -> anyhow::Result<Action> {
-//!         println!("reconciling {request}");
+//!     async fn reconcile(&self, _request: &String, _ctx: &Context) -> anyhow::Result<Action> {
+//!         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
 //!         Ok(Action::done())
 //!     }
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> anyhow::Result<()> {
-//! let controller = Controller::new("hello", Hello, ControllerOptions::default());
-//! controller.queue().add("world".to_string());
+//! let controller = Controller::new("count", Count(Default::default()), ControllerOptions::default());
+//! let queue = controller.queue().clone();
+//! queue.add("world".to_string());
 //! let shutdown = CancellationToken::new();
-//! let stop = shutdown.clone();
-//! tokio::spawn(async move { tokio::task::yield_now().await; stop.cancel() });
-//! controller.run(shutdown).await?;
+//! let running = tokio::spawn(controller.run(shutdown.clone()));
+//! while !queue.is_empty() || queue.num_in_flight() > 0 {
+//!     tokio::task::yield_now().await;
+//! }
+//! shutdown.cancel();
+//! running.await??;
 //! # Ok(())
 //! # }
 //! ```
