@@ -167,7 +167,18 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let routed = route(&shared, &parts.method, &path, &query, user_agent);
+    let aggregated = accept
+        .as_deref()
+        .is_some_and(crate::discovery::wants_aggregated);
+    let routed = if aggregated && (path == "/api" || path == "/apis") {
+        let store = shared.store.lock();
+        Ok(Target::Aggregated(crate::discovery::aggregated(
+            &store.registry,
+            path == "/api",
+        )))
+    } else {
+        route(&shared, &parts.method, &path, &query, user_agent)
+    };
     let (verb, resource) = match &routed {
         Ok(Target::Resource(r)) => (
             verb_of(&parts.method, r, &query).to_string(),
@@ -192,6 +203,14 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
     let mode = output_mode(accept.as_deref(), &query);
     let result = match target {
         Target::Fixed(v) => Ok(json_value(StatusCode::OK, &v)),
+        Target::Aggregated(v) => {
+            let mut resp = json_value(StatusCode::OK, &v);
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(crate::discovery::AGGREGATED_V2),
+            );
+            Ok(resp)
+        }
         Target::Text(t) => Ok(Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/plain")
@@ -237,6 +256,7 @@ fn verb_of(method: &Method, r: &Route, q: &Query) -> &'static str {
 
 pub(crate) enum Target {
     Fixed(Value),
+    Aggregated(Value),
     Text(String),
     Resource(Route),
 }

@@ -143,3 +143,81 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Value {
         "resources": resources,
     })
 }
+
+/// Media type of aggregated discovery responses.
+pub const AGGREGATED_V2: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an `Accept` header asks for aggregated discovery (v2).
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        first.contains("as=APIGroupDiscoveryList")
+            && first.contains("v=v2")
+            && !first.contains("v2beta1")
+    }) || accept.split(',').any(|p| {
+        p.contains("as=APIGroupDiscoveryList") && p.contains("v=v2") && !p.contains("v2beta1")
+    })
+}
+
+fn aggregated_resource(t: &ResourceType, version: &str) -> Value {
+    let kind = json!({"group": t.group, "version": version, "kind": t.kind});
+    let mut subresources = Vec::new();
+    if t.status_subresource {
+        subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+    }
+    let mut r = json!({
+        "resource": t.plural,
+        "responseKind": kind,
+        "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": t.singular,
+        "verbs": VERBS,
+    });
+    if !t.short_names.is_empty() {
+        r["shortNames"] = json!(t.short_names);
+    }
+    if !t.categories.is_empty() {
+        r["categories"] = json!(t.categories);
+    }
+    if !subresources.is_empty() {
+        r["subresources"] = json!(subresources);
+    }
+    r
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`) for `/api`
+/// (`core = true`) or `/apis`.
+pub fn aggregated(reg: &Registry, core: bool) -> Value {
+    let mut items = Vec::new();
+    if core {
+        let resources: Vec<Value> = reg
+            .all()
+            .filter(|t| t.group.is_empty())
+            .map(|t| aggregated_resource(t, "v1"))
+            .collect();
+        items.push(json!({
+            "metadata": {"creationTimestamp": null},
+            "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}],
+        }));
+    } else {
+        for (group, versions) in groups(reg) {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = reg
+                        .all()
+                        .filter(|t| t.group == group && t.serves(v))
+                        .map(|t| aggregated_resource(t, v))
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            items.push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions}));
+        }
+    }
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}

@@ -455,3 +455,23 @@ async fn patch_types() {
     let err = api_err(server.client().request::<Widget>(req).await.unwrap_err());
     assert_eq!(err.code, 400);
 }
+
+#[tokio::test]
+async fn aggregated_discovery() {
+    let server = TestApiServer::start().await.unwrap();
+    server.install_crd::<Widget>().unwrap();
+    let discovery = Discovery::new(server.client())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let (ar, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
+        .expect("Widget discovered");
+    assert_eq!(ar.plural, "widgets");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    let (pods, _) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("", "v1", "Pod"))
+        .expect("core group discovered");
+    assert_eq!(pods.plural, "pods");
+    assert!(discovery.has_group("coordination.k8s.io"));
+}
