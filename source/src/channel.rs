@@ -199,6 +199,9 @@ impl<K: Send + Sync + 'static> Channel<K> {
     /// Sends `event` to every subscriber. With [`Overflow::Wait`] this waits while a subscriber's
     /// buffer is full; with [`Overflow::Lag`] it never waits. An event sent while nobody is
     /// subscribed is delivered to nobody (and is not an error).
+    ///
+    /// Cancel safe: delivery is all-or-nothing, so if the future is dropped before it completes
+    /// the event was delivered to no subscriber.
     pub async fn send(&self, event: Event<K>) -> Result<(), SendError> {
         let lag = self.shared.overflow == Overflow::Lag;
         let mut event = event;

@@ -192,6 +192,14 @@ impl<K: CacheObject> Informer<K> {
                     (None, _) => return,
                 };
                 let event = match old {
+                    // A replayed event for a version already cached (same resourceVersion) is
+                    // not a change.
+                    Some(old)
+                        if old.meta().resource_version.is_some()
+                            && old.meta().resource_version == new.meta().resource_version =>
+                    {
+                        return;
+                    }
                     Some(old) => Event::Update { old, new },
                     None => Event::Create {
                         object: new,
@@ -543,6 +551,56 @@ mod tests {
             event.object(),
             &informer.store().get(&key).expect("cached")
         ));
+    }
+
+    #[test]
+    fn replayed_versions_are_not_updates_but_versionless_objects_are() {
+        let (informer, signal) = Informer::<ConfigMap>::new(16);
+        list(&informer, &signal, &[cm("a", "1")]);
+        let mut s = informer.subscribe(());
+        assert_eq!(ready(&mut s).len(), 1);
+        informer.process(watcher::Event::Apply(cm("a", "1")), &signal);
+        assert!(ready(&mut s).is_empty());
+        let mut no_rv = cm("b", "");
+        no_rv.metadata.resource_version = None;
+        informer.process(watcher::Event::Apply(no_rv.clone()), &signal);
+        informer.process(watcher::Event::Apply(no_rv), &signal);
+        assert_eq!(
+            ready(&mut s),
+            vec![
+                d("create", "b", None, "", false),
+                d("update", "b", Some(""), "", false)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_watch_stops_when_the_last_handle_is_dropped() {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<
+            Result<watcher::Event<ConfigMap>, watcher::Error>,
+        >();
+        let kind = crate::Kind::from_watcher(rx).expect("inside a runtime");
+        let clone = kind.clone();
+        let mut stream = kind.subscribe();
+        drop(kind);
+        drop(clone);
+        // the stream keeps the watch alive
+        tx.unbounded_send(Ok(watcher::Event::Init)).expect("alive");
+        tx.unbounded_send(Ok(watcher::Event::InitApply(cm("a", "1"))))
+            .expect("alive");
+        tx.unbounded_send(Ok(watcher::Event::InitDone))
+            .expect("alive");
+        assert!(stream.next().await.is_some());
+        assert!(!tx.is_closed());
+        drop(stream);
+        // the task notices the cancellation and drops the watch stream
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while !tx.is_closed() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("watch stopped");
     }
 
     #[test]
