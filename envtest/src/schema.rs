@@ -518,8 +518,7 @@ impl Validator<'_> {
                 continue;
             }
             match s.get("additionalProperties") {
-                Some(Value::Object(_)) => {
-                    let sub = &s["additionalProperties"];
+                Some(sub @ Value::Object(_)) => {
                     self.check(sub, v, &format!("{path}[{k}]"));
                 }
                 Some(Value::Bool(false)) => {

@@ -401,7 +401,7 @@ fn merge_applied(
                         let Some(elem) = key_element(item, keys) else {
                             return Err(ApplyError::Invalid(format!(
                                 "{path}: list item {item} is missing its key field {:?}",
-                                keys[0]
+                                keys.first().map(String::as_str).unwrap_or_default()
                             )));
                         };
                         let pos = list

@@ -177,18 +177,20 @@ fn merge_list(
             Ok(out)
         }
         ListType::Map(keys) => {
+            // `MergeStrategy` never stores a map list without keys; be safe anyway.
+            let Some(first_key) = keys.first() else {
+                return replace_list(patch, path, strategy);
+            };
             let mut out = target.to_vec();
             for item in patch {
                 let Value::Object(pm) = item else {
                     return Err(PatchError::Unprocessable(format!(
-                        "{}: list items must be objects with merge key {:?}, got {item}",
-                        path, keys[0]
+                        "{path}: list items must be objects with merge key {first_key:?}, got {item}"
                     )));
                 };
-                if !pm.contains_key(&keys[0]) {
+                if !pm.contains_key(first_key) {
                     return Err(PatchError::Unprocessable(format!(
-                        "map: {item} does not contain declared merge key: {} (at {path})",
-                        keys[0]
+                        "map: {item} does not contain declared merge key: {first_key} (at {path})"
                     )));
                 }
                 let same_key = |t: &Value| keys.iter().all(|k| t.get(k) == pm.get(k));

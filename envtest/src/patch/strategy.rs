@@ -221,8 +221,12 @@ impl MergeStrategy {
         }
     }
 
-    /// Adds or overrides one path.
+    /// Adds or overrides one path (a map list without keys is stored as atomic).
     pub fn with_list(mut self, path: impl Into<String>, list: ListType) -> Self {
+        let list = match list {
+            ListType::Map(keys) if keys.is_empty() => ListType::Atomic,
+            other => other,
+        };
         self.lists.insert(path.into(), list);
         self
     }
@@ -302,6 +306,8 @@ mod tests {
         );
         assert_eq!(s.list_type("spec.items.tags"), &ListType::Set);
         assert_eq!(s.list_type("spec.plain"), &ListType::Atomic);
+        let s = s.with_list("spec.keyless", ListType::Map(vec![]));
+        assert_eq!(s.list_type("spec.keyless"), &ListType::Atomic);
         assert_eq!(
             s.list_type("metadata.ownerReferences"),
             &ListType::Map(vec!["uid".into()])
