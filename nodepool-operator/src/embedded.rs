@@ -92,6 +92,7 @@ impl std::fmt::Debug for Embedded {
 
 /// A running operator (see [`Embedded::start_operator`]).
 pub struct RunningOperator {
+    operator: std::sync::Arc<Operator>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<Result<(), OperatorError>>,
     /// `/metrics` address.
@@ -123,6 +124,11 @@ impl RunningOperator {
     pub async fn kill(self) {
         self.task.abort();
         let _ = self.task.await;
+    }
+
+    /// Whether this operator currently leads (always true without leader election).
+    pub fn is_leader(&self) -> bool {
+        self.operator.manager().is_leader()
     }
 
     /// Whether the operator task has ended (for instance after losing leadership).
@@ -203,8 +209,11 @@ impl Embedded {
         }
         let stop = CancellationToken::new();
         let token = stop.clone();
-        let task = tokio::spawn(async move { operator.run(token).await });
+        let operator = std::sync::Arc::new(operator);
+        let running = operator.clone();
+        let task = tokio::spawn(async move { running.run(token).await });
         Ok(RunningOperator {
+            operator,
             stop,
             task,
             metrics_addr,
