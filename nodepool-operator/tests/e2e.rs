@@ -667,3 +667,75 @@ async fn probes_metrics_and_leader_election_with_two_replicas() {
     );
     standby.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_reconcile_is_reported_in_status_and_events_then_recovers() {
+    let (env, op) = start(2).await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let pools: Api<NodePool> = Api::all(env.client.clone());
+    join(&nodes, "envtest-node-0", "w").await;
+    let faults = env.server.faults();
+    faults.fail_next("patch", "nodes", 1_000_000, 500);
+    pools
+        .create(&PostParams::default(), &sample("w"))
+        .await
+        .unwrap();
+    eventually("Ready=False NodePatchFailed", || {
+        let pools = pools.clone();
+        async move {
+            let s = pools
+                .get("w")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .unwrap_or_default();
+            let ready = s.ready_condition().cloned();
+            match ready {
+                Some(c)
+                    if c.status == "False" && c.reason == "NodePatchFailed" && s.status == 500 =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?} status {}", s.status)),
+            }
+        }
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(env.client.clone(), "default");
+    let client_events = events.clone();
+    eventually("Warning event", || {
+        let events = client_events.clone();
+        async move {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            if list.items.iter().any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("NodePatchFailed")
+            }) {
+                Ok(())
+            } else {
+                Err(format!("{} events", list.items.len()))
+            }
+        }
+    })
+    .await;
+    faults.clear();
+    converged(&env).await;
+    let list = events.list(&ListParams::default()).await.unwrap();
+    assert!(
+        list.items
+            .iter()
+            .any(|e| e.type_.as_deref() == Some("Normal")
+                && e.reason.as_deref() == Some("NodesUpdated")),
+        "a Normal NodesUpdated event after recovery"
+    );
+    assert!(
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RuntimeClassCreated"))
+    );
+    op.stop().await.unwrap();
+}
