@@ -392,6 +392,11 @@ impl<K: CacheObject> Reader<K> {
         self.informer.store().is_empty()
     }
 
+    /// The most recent error of the underlying watch, if any (see [`Kind::last_error`]).
+    pub fn last_error(&self) -> Option<String> {
+        self.informer.last_error()
+    }
+
     /// The sync handle of the underlying watch.
     pub fn sync(&self) -> SyncHandle {
         self.informer.sync_handle()

@@ -96,6 +96,8 @@ pub(crate) struct Informer<K: CacheObject> {
     capacity: usize,
     dt: K::DynamicType,
     pub(crate) counters: Counters,
+    /// The most recent watch error (kept after recovery, for diagnostics).
+    last_error: Mutex<Option<String>>,
 }
 
 impl<K: CacheObject> Informer<K> {
@@ -125,6 +127,7 @@ impl<K: CacheObject> Informer<K> {
                         Some(Ok(event)) => task_informer.process(event, &signal),
                         Some(Err(error)) => {
                             tracing::warn!(informer = %name, %error, "watch error (retrying with backoff)");
+                            *task_informer.last_error.lock() = Some(error.to_string());
                         }
                         None => break,
                     },
@@ -154,6 +157,7 @@ impl<K: CacheObject> Informer<K> {
             capacity: capacity.max(1),
             dt,
             counters: Counters::default(),
+            last_error: Mutex::new(None),
         });
         (informer, signal)
     }
@@ -164,6 +168,10 @@ impl<K: CacheObject> Informer<K> {
 
     pub(crate) fn sync_handle(&self) -> SyncHandle {
         self.sync.clone()
+    }
+
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
     }
 
     pub(crate) fn subscriber_count(&self) -> usize {

@@ -82,6 +82,13 @@ impl<K: CacheObject> Kind<K> {
         self.informer.subscribe(Arc::clone(&self.lifetime))
     }
 
+    /// The most recent error of the shared watch (for example `403 Forbidden` or `404` for a CRD
+    /// that is not installed), kept after the watch recovers; `None` if there was none. Useful to
+    /// explain a sync that times out.
+    pub fn last_error(&self) -> Option<String> {
+        self.informer.last_error()
+    }
+
     /// Number of current subscribers of the shared informer.
     pub fn subscribers(&self) -> usize {
         self.informer.subscriber_count()

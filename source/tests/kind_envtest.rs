@@ -306,6 +306,28 @@ async fn two_consumers_share_one_watch_and_one_store() {
 async fn options_are_validated_and_metadata_only_watches_work() {
     let server = TestApiServer::start().await.expect("envtest starts");
     let cache = Cache::new(server.client());
+
+    // a failing list: never synced, and the error is kept for diagnostics
+    server.faults().fail_next("list", "secrets", 1_000_000, 403);
+    let secrets = cache
+        .kind::<k8s_openapi::api::core::v1::Secret>(WatchOptions::all())
+        .expect("kind");
+    let sync = secrets.start().expect("start").sync;
+    assert_eq!(
+        sync.wait_timeout(Duration::from_millis(500)).await,
+        Err(kcr_source::SyncError::Timeout {
+            timeout: Duration::from_millis(500)
+        })
+    );
+    let error = secrets.last_error().expect("an error was recorded");
+    assert!(
+        error.contains("403") || error.to_lowercase().contains("forbidden"),
+        "{error}"
+    );
+    server.faults().clear();
+    drop(secrets);
+    drop(sync);
+
     assert!(matches!(
         cache.kind::<ConfigMap>(WatchOptions::all().labels("app in (")),
         Err(kcr_source::CacheError::Selector(_))
@@ -314,7 +336,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
         cache.kind::<Node>(WatchOptions::all().namespace("default")),
         Err(kcr_source::CacheError::NamespaceOnClusterScoped { .. })
     ));
-    assert_eq!(cache.informer_count(), 0);
+    assert_eq!(cache.informer_count(), 1);
 
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     api.create(&PostParams::default(), &cm("meta", "big"))
@@ -336,7 +358,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
         .expect("reader");
     assert_eq!(reader.list_in("default").len(), 1);
     assert!(reader.list_in("kube-system").is_empty());
-    assert_eq!(cache.informer_count(), 1);
+    assert_eq!(cache.informer_count(), 2);
 
     // a field selector is passed to the server
     api.create(&PostParams::default(), &cm("other", "x"))
