@@ -184,7 +184,13 @@ impl<K: Send + Sync + 'static> Channel<K> {
                 // Lag mode only: record the gap where it happens, after the buffered events.
                 match sub.buffer.back_mut() {
                     Some(Slot::Missed(n)) => *n += 1,
-                    _ => sub.buffer.push_back(Slot::Missed(1)),
+                    _ => {
+                        tracing::warn!(
+                            capacity,
+                            "channel subscriber is full; it will be told how many events it missed"
+                        );
+                        sub.buffer.push_back(Slot::Missed(1));
+                    }
                 }
             } else {
                 sub.buffer.push_back(Slot::Event(event.clone()));

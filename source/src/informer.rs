@@ -259,6 +259,11 @@ impl<K: CacheObject> Informer<K> {
             if sub.buffer.len() + events.len() > capacity {
                 sub.lagged = true;
                 self.counters.lags.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    object_type = std::any::type_name::<K>(),
+                    capacity,
+                    "subscriber fell behind; it will be resynced from the store"
+                );
             } else {
                 sub.buffer.extend(events.iter().cloned());
                 if first_sync {
