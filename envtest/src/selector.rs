@@ -194,7 +194,11 @@ impl LabelRequirement {
 
     /// Whether the labels satisfy this requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+        self.matches_value(labels.get(&self.key).map(String::as_str))
+    }
+
+    /// Whether a label value (`None`: label absent) satisfies this requirement.
+    pub fn matches_value(&self, value: Option<&str>) -> bool {
         match self.operator {
             LabelOperator::Equals | LabelOperator::In => {
                 value.is_some_and(|v| self.values.contains(v))
@@ -368,12 +372,19 @@ impl LabelSelector {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
-    /// Matches the `metadata.labels` of a JSON object (missing labels = no labels).
+    /// Matches the `metadata.labels` of a JSON object (missing labels = no labels), reading
+    /// the JSON in place (no copy of the labels).
     pub fn matches_object(&self, object: &Value) -> bool {
         if self.is_empty() {
             return true;
         }
-        self.matches(&labels_of(object))
+        let labels = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object);
+        self.requirements.iter().all(|r| {
+            let value = labels.and_then(|l| l.get(&r.key)).and_then(Value::as_str);
+            r.matches_value(value)
+        })
     }
 }
 

@@ -428,6 +428,40 @@ fn merge_applied(
     }
 }
 
+/// Shapes an apply body for the endpoint it was sent to, for resources **with a status
+/// subresource** (the real server's field-reset strategies): the main resource ignores
+/// `status`; `/status` keeps only `apiVersion`, `kind`, `metadata.name`/`namespace` and `status`.
+/// Call it before [`server_side_apply`] so ownership is recorded only for what is stored.
+pub fn scope_to_subresource(applied: &Value, subresource: Option<&str>) -> Value {
+    let Value::Object(map) = applied else {
+        return applied.clone();
+    };
+    match subresource {
+        None => {
+            let mut out = map.clone();
+            out.remove("status");
+            Value::Object(out)
+        }
+        Some(_) => {
+            let mut out = Map::new();
+            for key in ["apiVersion", "kind", "status"] {
+                if let Some(v) = map.get(key) {
+                    out.insert(key.to_string(), v.clone());
+                }
+            }
+            if let Some(Value::Object(meta)) = map.get("metadata") {
+                let kept: Map<String, Value> = meta
+                    .iter()
+                    .filter(|(k, _)| k.as_str() == "name" || k.as_str() == "namespace")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                out.insert("metadata".into(), Value::Object(kept));
+            }
+            Value::Object(out)
+        }
+    }
+}
+
 /// Parameters of [`record_update`].
 #[derive(Debug, Clone, Copy)]
 pub struct UpdateOptions<'a> {
@@ -855,6 +889,24 @@ mod tests {
                 .iter()
                 .any(|p| p.last().map(String::as_str) == Some("f:status") && p.len() == 4)
         );
+    }
+
+    #[test]
+    fn scoping_apply_bodies_to_subresources() {
+        let body = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n", "labels": {"a": "b"}},
+            "spec": {"unschedulable": true}, "status": {"phase": "Running"}});
+        assert_eq!(
+            scope_to_subresource(&body, None),
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "n", "labels": {"a": "b"}}, "spec": {"unschedulable": true}})
+        );
+        assert_eq!(
+            scope_to_subresource(&body, Some("status")),
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+                "status": {"phase": "Running"}})
+        );
+        assert_eq!(scope_to_subresource(&json!([1]), None), json!([1]));
     }
 
     #[test]

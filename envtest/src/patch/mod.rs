@@ -50,7 +50,7 @@ pub mod strategy;
 
 pub use apply::{
     ApplyError, ApplyOptions, Conflict, UpdateOptions, parse_apply_body, record_update,
-    server_side_apply,
+    record_update_owned, scope_to_subresource, server_side_apply,
 };
 pub use fields::{FieldPath, FieldSet};
 pub use strategic::strategic_merge_patch;
