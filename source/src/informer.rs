@@ -376,6 +376,9 @@ fn diff<K: CacheObject>(
 /// `state_unknown: true`. A slow subscriber thus never blocks the others and never loses a change
 /// silently; intermediate versions of an object collapse into one update, which is what a
 /// level-triggered controller needs.
+///
+/// Cost: the view is one map entry (object key and an `Arc` of the object) per object per
+/// subscriber; objects themselves are shared with the store, never copied.
 pub struct KindStream<K: CacheObject> {
     informer: Arc<Informer<K>>,
     id: u64,

@@ -9,7 +9,13 @@
 //! events for this consumer and a [`SyncHandle`] telling when the source is in sync; a controller
 //! waits for all its sources with [`wait_for_sync`] and a timeout before it starts its workers.
 //!
-//! The crate does not depend on any controller: the stream can be consumed by anything.
+//! The crate does not depend on any controller: the stream can be consumed by anything. The
+//! event type lives here (not in a crate of its own) because every source produces it and both
+//! kcr-predicate and kcr-handler need nothing else from the event side.
+//!
+//! For a [`Kind`], "synced" means the shared cache holds its first complete list (like
+//! controller-runtime's `HasSynced`); the subscriber receives that list as creates with
+//! `initial: true` through its stream, so a consumer keeps polling the stream while it waits.
 //!
 //! ```
 //! use futures::StreamExt;
