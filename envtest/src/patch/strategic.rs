@@ -13,8 +13,9 @@
 //! list element `{"$patch": "replace"}`: replace the list with the other elements), `$patch:
 //! delete` (in a map: delete the field; in a map-list item: delete the target item with that
 //! key), `$patch: merge` (the default), `$deleteFromPrimitiveList/<field>: [values]`,
-//! `$retainKeys: [keys]` (drop every other key of the result map). `$setElementOrder/<field>` is
-//! accepted and ignored (list order: target order, then appended items).
+//! `$retainKeys: [keys]` (drop every other key of the result map), `$setElementOrder/<field>`
+//! (items it names come in its order, server-only items keep their place relative to the server
+//! order, as upstream's `normalizeElementOrder`; without it: target order, then new items).
 
 use serde_json::{Map, Value};
 
@@ -125,6 +126,22 @@ fn merge_map(
             }
         }
     }
+    for (key, order) in patch {
+        let Some(field) = key.strip_prefix("$setElementOrder/") else {
+            continue;
+        };
+        let (Value::Array(order), Some(Value::Array(result))) = (order, out.get(field)) else {
+            continue;
+        };
+        let server: &[Value] = match target.get(field) {
+            Some(Value::Array(l)) => l,
+            _ => &[],
+        };
+        let list_type = strategy.list_type(&join(path, field));
+        if let Some(sorted) = apply_element_order(result, order, server, list_type) {
+            out.insert(field.to_string(), Value::Array(sorted));
+        }
+    }
     if let Some(retain) = patch.get("$retainKeys") {
         let Value::Array(keys) = retain else {
             return Err(PatchError::Unprocessable(format!(
@@ -219,6 +236,67 @@ fn merge_list(
             Ok(out)
         }
     }
+}
+
+/// `$setElementOrder`: items named in `order` come in that order; items only on the server
+/// keep their place relative to the server order (upstream's `normalizeElementOrder`).
+/// `None` for atomic lists (no identity, order untouched).
+fn apply_element_order(
+    result: &[Value],
+    order: &[Value],
+    server: &[Value],
+    list_type: &ListType,
+) -> Option<Vec<Value>> {
+    let identity = |v: &Value| -> Option<Value> {
+        match list_type {
+            ListType::Atomic => None,
+            ListType::Set => Some(v.clone()),
+            ListType::Map(keys) => Some(Value::Array(
+                keys.iter()
+                    .map(|k| v.get(k).cloned().unwrap_or(Value::Null))
+                    .collect(),
+            )),
+        }
+    };
+    if *list_type == ListType::Atomic {
+        return None;
+    }
+    let order_ids: Vec<Option<Value>> = order.iter().map(&identity).collect();
+    let server_ids: Vec<Option<Value>> = server.iter().map(&identity).collect();
+    let index_in = |ids: &[Option<Value>], v: &Value| {
+        let id = identity(v);
+        ids.iter().position(|x| *x == id)
+    };
+    let (mut from_patch, mut server_only): (Vec<&Value>, Vec<&Value>) = result
+        .iter()
+        .partition(|v| index_in(&order_ids, v).is_some());
+    from_patch.sort_by_key(|v| index_in(&order_ids, v));
+    server_only.sort_by_key(|v| index_in(&server_ids, v).unwrap_or(usize::MAX));
+    let mut out = Vec::with_capacity(result.len());
+    let (mut i, mut j) = (0, 0);
+    while i < server_only.len() || j < from_patch.len() {
+        let take_server = if j >= from_patch.len() {
+            true
+        } else if i >= server_only.len() {
+            false
+        } else {
+            match (
+                index_in(&server_ids, server_only[i]),
+                index_in(&server_ids, from_patch[j]),
+            ) {
+                (Some(a), Some(b)) => a < b,
+                _ => false,
+            }
+        };
+        if take_server {
+            out.push(server_only[i].clone());
+            i += 1;
+        } else {
+            out.push(from_patch[j].clone());
+            j += 1;
+        }
+    }
+    Some(out)
 }
 
 /// The patch list (without `{"$patch": "replace"}` markers) replaces the target list.
@@ -401,6 +479,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, json!({"spec": {"strategy": {"type": "Recreate"}}}));
+    }
+
+    #[test]
+    fn set_element_order_reorders_like_upstream() {
+        let t = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]},
+            "metadata": {"finalizers": ["x", "y", "z"]}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"spec": {
+                "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}, {"name": "d"}],
+                "containers": [{"name": "d", "image": "new"}]},
+                "metadata": {"$setElementOrder/finalizers": ["z", "x"]}}),
+            &pod(),
+        )
+        .unwrap();
+        // a, b reordered as asked, the new d after them, server-only c keeps its place at the end.
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "b"}, {"name": "a"}, {"name": "d", "image": "new"}, {"name": "c"}])
+        );
+        // Upstream's merge of the two sorted runs: server-only y (server index 1) precedes z
+        // (server index 2), then x follows z as the patch order says.
+        assert_eq!(out["metadata"]["finalizers"], json!(["y", "z", "x"]));
     }
 
     #[test]
