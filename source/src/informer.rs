@@ -442,7 +442,9 @@ impl<K: CacheObject> Stream for KindStream<K> {
                 this.track(&event);
                 return Poll::Ready(Some(Ok(event)));
             }
-            if sub.lagged && !stopped {
+            // A lagged subscriber resyncs even after the watch stopped, so that it ends with the
+            // final state.
+            if sub.lagged {
                 // Leave the lagged state and snapshot the store under the same lock: every later
                 // event goes to the buffer and applies on top of this snapshot.
                 sub.lagged = false;
@@ -889,5 +891,54 @@ mod tests {
                 assert_eq!(*view, expected, "seed {seed}");
             }
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_subscribers_end_with_the_final_state() {
+        use rand::{Rng, SeedableRng};
+        let (tx, rx) = futures::channel::mpsc::channel(8);
+        let kind = crate::Kind::<ConfigMap>::from_watcher_with_buffer(rx, 4).expect("runtime");
+        let consumers: Vec<_> = (0..4u64)
+            .map(|seed| {
+                let mut stream = kind.subscribe();
+                tokio::spawn(async move {
+                    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+                    let mut view = HashMap::new();
+                    while let Some(item) = stream.next().await {
+                        apply_checked(&mut view, &item.expect("ok"));
+                        if rng.random_bool(0.2 * seed as f64) {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    view
+                })
+            })
+            .collect();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(99);
+        let mut server: HashMap<String, u64> = HashMap::new();
+        let mut tx = tx;
+        use futures::SinkExt;
+        tx.send(Ok(watcher::Event::Init)).await.expect("open");
+        tx.send(Ok(watcher::Event::InitDone)).await.expect("open");
+        for rv in 1..3000u64 {
+            let name = format!("o{}", rng.random_range(0..20));
+            let event = if server.contains_key(&name) && rng.random_bool(0.3) {
+                server.remove(&name);
+                watcher::Event::Delete(cm(&name, &rv.to_string()))
+            } else {
+                server.insert(name.clone(), rv);
+                watcher::Event::Apply(cm(&name, &rv.to_string()))
+            };
+            tx.send(Ok(event)).await.expect("open");
+        }
+        drop(tx); // the watch ends; every stream ends after delivering the final state
+        let expected: HashMap<String, String> = server
+            .iter()
+            .map(|(n, v)| (n.clone(), v.to_string()))
+            .collect();
+        for consumer in consumers {
+            assert_eq!(consumer.await.expect("no panic"), expected);
+        }
+        assert_eq!(kind.stats().watch_events, 3001);
     }
 }
