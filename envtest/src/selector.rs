@@ -804,6 +804,13 @@ impl FieldSelector {
     pub fn matches(&self, object: &Value) -> bool {
         self.matches_with(|path| field_value(object, path))
     }
+
+    /// Matches an object of `resource` (plural) in `group`, reading fields as the API server's
+    /// selectable field sets do (see [`selectable_field`]), e.g. a node without
+    /// `spec.unschedulable` reads `"false"`.
+    pub fn matches_resource(&self, group: &str, resource: &str, object: &Value) -> bool {
+        self.matches_with(|path| selectable_field(group, resource, object, path))
+    }
 }
 
 impl FromStr for FieldSelector {
@@ -825,6 +832,25 @@ pub fn field_value(object: &Value, path: &str) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
+    }
+}
+
+/// The value of a selectable field as the API server computes it for built-in resources:
+/// booleans that default to false read `"false"` when absent (`spec.unschedulable` of nodes,
+/// `spec.hostNetwork` of pods), `status.podIP` of pods is the first of `status.podIPs` when only
+/// that is set; anything else is [`field_value`].
+pub fn selectable_field(group: &str, resource: &str, object: &Value, path: &str) -> Option<String> {
+    match (group, resource, path) {
+        ("", "nodes", "spec.unschedulable") | ("", "pods", "spec.hostNetwork") => {
+            Some(field_value(object, path).unwrap_or_else(|| "false".to_string()))
+        }
+        ("", "pods", "status.podIP") => field_value(object, path).or_else(|| {
+            object
+                .pointer("/status/podIPs/0/ip")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        }),
+        _ => field_value(object, path),
     }
 }
 
@@ -1074,6 +1100,20 @@ mod tests {
         let unscheduled = json!({"metadata": {"name": "p2"}, "spec": {}});
         assert!(f("spec.nodeName=").matches(&unscheduled));
         assert!(f("spec.nodeName!=node-1").matches(&unscheduled));
+    }
+
+    #[test]
+    fn resource_aware_field_values() {
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        let f = |s: &str| FieldSelector::parse(s).unwrap();
+        assert!(f("spec.unschedulable=false").matches_resource("", "nodes", &node));
+        assert!(!f("spec.unschedulable=false").matches(&node));
+        let cordoned = json!({"spec": {"unschedulable": true}});
+        assert!(f("spec.unschedulable=true").matches_resource("", "nodes", &cordoned));
+        let pod = json!({"status": {"podIPs": [{"ip": "10.0.0.5"}]}});
+        assert!(f("status.podIP=10.0.0.5").matches_resource("", "pods", &pod));
+        assert!(f("spec.hostNetwork=false").matches_resource("", "pods", &pod));
+        assert!(f("metadata.name=n").matches_resource("", "nodes", &node));
     }
 
     #[test]
