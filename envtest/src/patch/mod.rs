@@ -14,7 +14,8 @@
 //! ([`MergeStrategy::builtin`]) or from a CRD schema's `x-kubernetes-list-type` markers
 //! ([`MergeStrategy::from_openapi_schema`]). Ownership for server-side apply lives in
 //! `metadata.managedFields` (FieldsV1), see [`fields`] and [`apply`]; ordinary writes record
-//! `Update` ownership through [`record_update`].
+//! `Update` ownership through [`record_update`] / [`record_update_owned`]; for resources with a
+//! status subresource, [`scope_to_subresource`] trims an apply body to what the endpoint stores.
 //!
 //! ```
 //! use kcr_envtest::patch::{self, ApplyOptions, MergeStrategy};
