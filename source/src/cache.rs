@@ -140,6 +140,9 @@ struct InformerKey {
     options: WatchOptions,
 }
 
+/// An `Arc<Informer<K>>` with `K` erased (the map key holds `K`'s `TypeId`).
+type ErasedInformer = Arc<dyn Any + Send + Sync>;
+
 /// Cancels its token when the last handle goes away.
 pub(crate) struct Lifetime(pub(crate) CancellationToken);
 
@@ -151,7 +154,7 @@ impl Drop for Lifetime {
 
 struct CacheInner {
     client: Client,
-    informers: Mutex<HashMap<InformerKey, Arc<dyn Any + Send + Sync>>>,
+    informers: Mutex<HashMap<InformerKey, (ErasedInformer, SyncHandle)>>,
     subscriber_buffer: usize,
     token: CancellationToken,
     lifetime: Arc<Lifetime>,
@@ -214,6 +217,23 @@ impl Cache {
         self.inner.informers.lock().len()
     }
 
+    /// The sync handles of every informer created so far.
+    pub fn sync_handles(&self) -> Vec<SyncHandle> {
+        self.inner
+            .informers
+            .lock()
+            .values()
+            .map(|(_, sync)| sync.clone())
+            .collect()
+    }
+
+    /// Waits until every informer created so far holds its first complete list (controller-
+    /// runtime's `WaitForCacheSync`), within `timeout`.
+    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), SyncError> {
+        let handles = self.sync_handles();
+        crate::wait_for_sync(handles.iter(), timeout).await
+    }
+
     /// Stops every watch; started streams end after their buffered events.
     pub fn stop(&self) {
         self.inner.token.cancel();
@@ -244,7 +264,7 @@ impl Cache {
         // The key holds K's TypeId, so the downcast cannot fail for an existing entry.
         if let Some(Ok(informer)) = informers
             .get(&key)
-            .map(|existing| Arc::clone(existing).downcast::<Informer<K>>())
+            .map(|(existing, _)| Arc::clone(existing).downcast::<Informer<K>>())
         {
             return Ok(informer);
         }
@@ -256,7 +276,13 @@ impl Cache {
             self.inner.token.child_token(),
             format!("{}{:?}", std::any::type_name::<K>(), options),
         )?;
-        informers.insert(key, Arc::clone(&informer) as Arc<dyn Any + Send + Sync>);
+        informers.insert(
+            key,
+            (
+                Arc::clone(&informer) as Arc<dyn Any + Send + Sync>,
+                informer.sync_handle(),
+            ),
+        );
         Ok(informer)
     }
 

@@ -238,6 +238,8 @@ async fn two_consumers_share_one_watch_and_one_store() {
     let mut a = controller_a.start().expect("start");
     let mut b = controller_b.start().expect("start");
     wait_for_sync([&a.sync, &b.sync], WAIT).await.expect("sync");
+    cache.wait_for_sync(WAIT).await.expect("whole cache synced");
+    assert_eq!(cache.sync_handles().len(), 1);
     for events in [&mut a.events, &mut b.events] {
         for _ in 0..2 {
             assert!(matches!(
