@@ -381,3 +381,95 @@ async fn label_selectors_full_syntax() {
     assert_eq!(names("!tier").await, ["c", "d"]);
     assert_eq!(names("tier=web,env!=dev").await, ["a"]);
 }
+
+#[tokio::test]
+async fn dry_run_and_resource_version_semantics() {
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let created = api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &cm("dry", &[("a", "b")]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.name.as_deref(), Some("dry"));
+    assert!(
+        api.get_opt("dry").await.unwrap().is_none(),
+        "dry run stores nothing"
+    );
+
+    api.create(&PostParams::default(), &cm("x", &[]))
+        .await
+        .unwrap();
+    let rv: u64 = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+        .parse()
+        .unwrap();
+    // NotOlderThan an RV from the future: 504 Timeout (ResourceVersionTooLarge). kube's client
+    // retries 504s for a long while, so look at the raw answer.
+    let raw = raw_get(
+        &server.url(),
+        &format!("/api/v1/namespaces/default/configmaps?resourceVersion={}&resourceVersionMatch=NotOlderThan", rv + 100),
+    )
+    .await;
+    assert!(raw.starts_with("HTTP/1.1 504"), "{raw}");
+    assert!(raw.contains("ResourceVersionTooLarge"), "{raw}");
+    // "0" (any) and NotOlderThan an old RV both serve the current state.
+    let any = api.list(&ListParams::default().match_any()).await.unwrap();
+    assert_eq!(any.items.len(), 1);
+    let not_older = api
+        .list(
+            &ListParams::default()
+                .at("1")
+                .matching(kube::api::VersionMatch::NotOlderThan),
+        )
+        .await
+        .unwrap();
+    assert_eq!(not_older.items.len(), 1);
+    // Exact at an RV before "x" existed: empty.
+    let exact = api
+        .list(
+            &ListParams::default()
+                .at("1")
+                .matching(kube::api::VersionMatch::Exact),
+        )
+        .await
+        .unwrap();
+    assert!(exact.items.is_empty());
+    assert_eq!(exact.metadata.resource_version.as_deref(), Some("1"));
+    // An invalid RV: 400.
+    let err = api_err(
+        api.list(
+            &ListParams::default()
+                .at("abc")
+                .matching(kube::api::VersionMatch::Exact),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 400);
+}
+
+/// A raw HTTP/1.1 GET returning the status line, headers and body as text.
+async fn raw_get(base: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
