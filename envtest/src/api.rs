@@ -234,10 +234,12 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
             .await
         }
     };
-    match result {
+    let resp = match result {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
-    }
+    };
+    tracing::debug!(%verb, %resource, %path, code = resp.status().as_u16(), "request");
+    resp
 }
 
 fn verb_of(method: &Method, r: &Route, q: &Query) -> &'static str {
@@ -1056,18 +1058,17 @@ async fn patch(
             ));
         }
         // A resourceVersion in the patch is a precondition.
-        let pinned = match patched["metadata"]["resourceVersion"].as_str() {
-            Some(r) if !r.is_empty() && r != current.rv.to_string() => {
-                return Err(ApiError::conflict(
-                    &t.group,
-                    &t.plural,
-                    &name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
-            }
-            _ => false,
-        };
-        let _ = pinned;
+        if let Some(r) = patched["metadata"]["resourceVersion"].as_str()
+            && !r.is_empty()
+            && r != current.rv.to_string()
+        {
+            return Err(ApiError::conflict(
+                &t.group,
+                &t.plural,
+                &name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
         let candidate = split_status(route, &current.value, patched);
         let candidate = crate::admission_glue::admit(
             shared,

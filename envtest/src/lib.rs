@@ -42,6 +42,7 @@
 //! `(namespace, name)` per resource ([`store`]). One global resourceVersion counter is bumped by
 //! every write; each write appends to a bounded event log that watches read in batches (one
 //! HTTP chunk per batch) and that paginated lists use to serve a consistent snapshot.
+//! [`TestApiServer::upsert`] writes objects straight into the store (fast seeding, no HTTP).
 //! Label/field selectors ([`selector`]), patches and server-side apply ([`patch`]), CRD schema
 //! validation ([`schema`]) and admission webhooks ([`admission`]) are pure modules the HTTP
 //! layer calls.
@@ -51,7 +52,7 @@
 //! | Area | Supported | Differs from the real API server | Not supported |
 //! |---|---|---|---|
 //! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin) | protobuf, CBOR, websockets (exec/attach/port-forward) |
-//! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources | | aggregated discovery (`Discovery::run_aggregated`, use `Discovery::run`), `/openapi/*` (kubectl needs `--validate=false` for apply/create) |
+//! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources; aggregated discovery (`apidiscovery.k8s.io/v2`, used by kubectl and `Discovery::run_aggregated`) | | `/openapi/*` (kubectl needs `--validate=false` for apply/create) |
 //! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, core and events.k8s.io events, apps/v1 deployments, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope | built-ins are stored as given: no defaulting, no per-type validation beyond `metadata.name`, no controllers (pods never run, deployments create nothing) | other built-in resources; `pods/log`, `exec`, `scale`, `binding`, `eviction` subresources |
 //! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status subresource; printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes | several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | `scale` subresource, CEL validation rules, `selectableFields` |
 //! | Metadata | global monotonically increasing resourceVersion; uid; creationTimestamp; generateName; generation starts at 1, bumped when anything outside metadata (and status, with a status subresource) changes; status subresource separation; 409 on stale update / AlreadyExists; managedFields via server-side apply and `Update` entries | generation is kept for every kind (the real server only for some); unconditional updates (no resourceVersion) are allowed for all kinds; creating in a missing namespace is 404 and in a terminating one 403 | |

@@ -173,7 +173,7 @@ fn set_rv(obj: &mut Value, rv: u64) {
 }
 
 /// Everything except metadata (and status when `ignore_status`), for the generation rule.
-fn spec_part(obj: &Value, ignore_status: bool) -> Vec<(&String, &Value)> {
+fn spec_part(obj: &Value, ignore_status: bool) -> BTreeMap<&String, &Value> {
     obj.as_object()
         .into_iter()
         .flatten()
@@ -904,5 +904,85 @@ impl Store {
         } else {
             self.create(t, obj)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str, data: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default"}, "data": {"v": data}})
+    }
+
+    fn setup(window: usize) -> (Store, Arc<ResourceType>) {
+        let mut store = Store::new(window);
+        let ns = store.registry.get("namespaces").cloned().unwrap();
+        store
+            .create(&ns, json!({"metadata": {"name": "default"}}))
+            .unwrap();
+        let t = store.registry.get("configmaps").cloned().unwrap();
+        (store, t)
+    }
+
+    #[test]
+    fn every_write_bumps_one_global_rv() {
+        let (mut s, t) = setup(100);
+        let a = s.create(&t, cm("a", "1")).unwrap();
+        let b = s
+            .update(&t, "default", "a", cm("a", "2"), Some(a.rv))
+            .unwrap();
+        assert_eq!(b.rv, a.rv + 1);
+        assert_eq!(b.value["metadata"]["generation"], 2);
+        assert_eq!(b.value["metadata"]["uid"], a.value["metadata"]["uid"]);
+        // Stale expected rv.
+        let err = s
+            .update(&t, "default", "a", cm("a", "3"), Some(a.rv))
+            .unwrap_err();
+        assert_eq!(err.code, 409);
+        let gone = s
+            .delete(&t, "default", "a", &DeleteOpts::default())
+            .unwrap();
+        assert_eq!(gone.rv, b.rv + 1);
+        assert_eq!(s.rv(), gone.rv);
+    }
+
+    #[test]
+    fn window_overflow_and_overlay() {
+        let (mut s, t) = setup(3);
+        let first = s.create(&t, cm("a", "1")).unwrap();
+        for i in 2..6 {
+            s.update(&t, "default", "a", cm("a", &i.to_string()), None)
+                .unwrap();
+        }
+        // Only the last 3 events are kept.
+        assert!(s.events_since(first.rv, 10).is_err());
+        let recent = s.rv() - 3;
+        assert_eq!(s.events_since(recent, 10).unwrap().len(), 3);
+        // State at `recent` for the changed key: the value before the 3 newest writes.
+        let overlay = s.overlay_at("configmaps", recent).unwrap();
+        let at = overlay[&("default".to_string(), "a".to_string())]
+            .clone()
+            .unwrap();
+        assert_eq!(at.value["data"]["v"], "2");
+        assert!(s.overlay_at("configmaps", first.rv).is_err());
+    }
+
+    #[test]
+    fn compaction_expires_resumes_but_not_caught_up_watchers() {
+        let (mut s, t) = setup(100);
+        s.create(&t, cm("a", "1")).unwrap();
+        let now = s.rv();
+        s.compact();
+        assert!(s.events_since(now, 10).is_err(), "a new resume gets 410");
+        assert!(
+            s.events_since_live(now, 10).is_ok(),
+            "a caught-up watch goes on"
+        );
+        assert!(
+            s.events_since_live(now - 1, 10).is_err(),
+            "a lagging watch lost events"
+        );
     }
 }
