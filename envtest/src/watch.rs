@@ -270,7 +270,13 @@ async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
                     return;
                 }
             };
-            let Some(last) = events.last() else { break };
+            let Some(last) = events.last() else {
+                // A CRD deleted meanwhile: its watches end, as on the real server.
+                if shared.store.lock().registry.get(&key).is_none() {
+                    return;
+                }
+                break;
+            };
             cursor = last.rv;
             for ev in &events {
                 if spec.in_scope(ev, &key) {

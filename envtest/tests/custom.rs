@@ -475,3 +475,51 @@ async fn aggregated_discovery() {
     assert_eq!(pods.plural, "pods");
     assert!(discovery.has_group("coordination.k8s.io"));
 }
+
+#[tokio::test]
+async fn multiple_served_versions_share_objects() {
+    let server = TestApiServer::start().await.unwrap();
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"n": {"type": "integer"}}}}});
+    server
+        .install_crd_value(json!({
+            "metadata": {"name": "things.example.com"},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}},
+                    {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": schema}},
+                    {"name": "v0", "served": false, "storage": false, "schema": {"openAPIV3Schema": schema}},
+                ],
+            },
+        }))
+        .unwrap();
+    let ar = |v: &str| {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", v, "Thing"),
+            "things",
+        )
+    };
+    let v2: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar("v2"));
+    let v1: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar("v1"));
+    let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v2", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"n": 1}})).unwrap();
+    let created = v2.create(&PostParams::default(), &obj).await.unwrap();
+    assert_eq!(
+        created.types.unwrap().api_version,
+        "example.com/v2",
+        "answered in the request's version"
+    );
+    assert_eq!(
+        v1.get("t").await.unwrap().types.unwrap().api_version,
+        "example.com/v1"
+    );
+    let via_v2 = v2.get("t").await.unwrap();
+    assert_eq!(via_v2.types.unwrap().api_version, "example.com/v2");
+    assert_eq!(v1.get("t").await.unwrap().data["spec"]["n"], 1);
+    let v0: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar("v0"));
+    assert_eq!(
+        api_err(v0.get("t").await.unwrap_err()).code,
+        404,
+        "unserved version"
+    );
+}

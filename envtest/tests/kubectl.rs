@@ -221,3 +221,45 @@ async fn kubectl_smoke() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn standalone_binary_serves_kubeconfig_clients() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kc");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kcr-envtest"))
+        .args(["--port", "0", "--nodes", "2", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("binary starts");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // The binary prints the kubeconfig path, then the URL once it serves.
+    let mut url = None;
+    while let Some(line) =
+        tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("binary prints its URL")
+            .unwrap()
+    {
+        if let Some(u) = line.strip_prefix("kcr-envtest serving on ") {
+            url = Some(u.to_string());
+            break;
+        }
+    }
+    let url = url.expect("serving line");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(config.cluster_url.to_string().trim_end_matches('/'), url);
+    let client = kube::Client::try_from(config).unwrap();
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let list = nodes.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 2);
+    child.kill().await.unwrap();
+}
