@@ -43,6 +43,8 @@ pub(crate) struct Route {
     pub subresource: Option<String>,
     /// The request's `User-Agent` (default field manager).
     pub user_agent: String,
+    /// `fieldValidation=Strict` was requested: unknown fields are an error, not pruned.
+    pub strict: bool,
 }
 
 impl Route {
@@ -298,11 +300,17 @@ fn route(
             }
             return Ok(Target::Fixed(crate::discovery::resource_list(reg, g, v)));
         }
+        ["openapi", "v3"] => return Ok(Target::Fixed(crate::openapi::root(reg))),
+        ["openapi", "v3", gv @ ..] => {
+            return crate::openapi::group_version(reg, &gv.join("/"))
+                .map(Target::Fixed)
+                .ok_or_else(|| ApiError::no_route(path));
+        }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g, v, rest @ ..] => (g, v, rest),
         _ => return Err(ApiError::no_route(path)),
     };
-    let _ = (method, q);
+    let _ = method;
     // namespaces/{ns}/{resource}/... for namespaced resources.
     let (namespace, rest) = match rest {
         ["namespaces", ns, res, tail @ ..]
@@ -344,6 +352,7 @@ fn route(
         name,
         subresource: sub,
         user_agent,
+        strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
     }))
 }
 
@@ -794,7 +803,20 @@ pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
     if let Some(custom) = &t.custom
         && let Some(schema) = custom.schemas.get(t.storage_version())
     {
-        crate::schema::prune(schema, obj);
+        let pruned = crate::schema::prune(schema, obj);
+        if route.strict && !pruned.is_empty() {
+            let fields: Vec<String> = pruned
+                .iter()
+                .map(|p| format!("unknown field \"{p}\""))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+                t.kind,
+                route.version,
+                t.kind,
+                fields.join(", ")
+            )));
+        }
         crate::schema::apply_defaults(schema, obj);
         causes.extend(
             crate::schema::validate(schema, obj)

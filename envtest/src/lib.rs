@@ -33,9 +33,11 @@
 //!
 //! The standalone binary serves the same API for kubectl:
 //! `cargo run -p kcr-envtest -- --port 6443 --kubeconfig /tmp/kc [--nodes N]`, then
-//! `KUBECONFIG=/tmp/kc kubectl get nodes`. `/openapi/v2` and `/openapi/v3` are not served, so
-//! `kubectl apply`/`create` need `--validate=false` (kubectl's client-side validation downloads
-//! the OpenAPI document); `get`, `label`, `patch`, `delete`, `get -w` work as they are.
+//! `KUBECONFIG=/tmp/kc kubectl get nodes`. kubectl works without extra flags: `apply -f`,
+//! `create -f`, `get` (server-side Table printing), `label`, `patch`, `delete`, `get -w`. A
+//! minimal `/openapi/v3` ([`openapi`]) tells kubectl that the server validates fields itself
+//! (`fieldValidation=Strict`); `/openapi/v2` is not served and `kubectl explain` shows no field
+//! documentation.
 //!
 //! # Design
 //! Objects are kept as `serde_json::Value` plus pre-serialised bytes in a `BTreeMap` keyed by
@@ -52,9 +54,9 @@
 //! | Area | Supported | Differs from the real API server | Not supported |
 //! |---|---|---|---|
 //! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin) | protobuf, CBOR, websockets (exec/attach/port-forward) |
-//! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources; aggregated discovery (`apidiscovery.k8s.io/v2`, used by kubectl and `Discovery::run_aggregated`) | | `/openapi/*` (kubectl needs `--validate=false` for apply/create) |
-//! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, core and events.k8s.io events, apps/v1 deployments, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope | built-ins are stored as given: no defaulting, no per-type validation beyond `metadata.name`, no controllers (pods never run, deployments create nothing) | other built-in resources; `pods/log`, `exec`, `scale`, `binding`, `eviction` subresources |
-//! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status subresource; printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes | several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | `scale` subresource, CEL validation rules, `selectableFields` |
+//! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources; aggregated discovery (`apidiscovery.k8s.io/v2`, used by kubectl and `Discovery::run_aggregated`); `/openapi/v3` index and per-group-version documents with paths and the `fieldValidation` parameter | OpenAPI documents carry no schemas | `/openapi/v2` |
+//! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, core and events.k8s.io events, apps/v1 deployments, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope | built-ins are stored as given: no defaulting, no per-type validation beyond `metadata.name`, unknown fields kept (also under `fieldValidation=Strict`), no controllers (pods never run, deployments create nothing) | other built-in resources; `pods/log`, `exec`, `scale`, `binding`, `eviction` subresources |
+//! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status subresource; printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes; `fieldValidation=Strict` turns pruned unknown fields into 400 BadRequest | several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | `scale` subresource, CEL validation rules, `selectableFields` |
 //! | Metadata | global monotonically increasing resourceVersion; uid; creationTimestamp; generateName; generation starts at 1, bumped when anything outside metadata (and status, with a status subresource) changes; status subresource separation; 409 on stale update / AlreadyExists; managedFields via server-side apply and `Update` entries | generation is kept for every kind (the real server only for some); unconditional updates (no resourceVersion) are allowed for all kinds; creating in a missing namespace is 404 and in a terminating one 403 | |
 //! | List | label selectors (full syntax), field selectors (`metadata.name`, `metadata.namespace`, a few per-kind fields such as pods' `spec.nodeName`), limit/continue over a consistent snapshot, resourceVersion + resourceVersionMatch (`NotOlderThan`, `Exact`, legacy), 410 for expired continue tokens, `PartialObjectMetadataList` and `Table` output | `remainingItemCount` is not set; a too large resourceVersion answers 504 at once (no wait) | |
 //! | Watch | from a resourceVersion; from none/`0` (ADDED for the current state, then live); bookmarks (interval configurable); `sendInitialEvents` + `k8s.io/initial-events-end`; `timeoutSeconds`; selector transitions as DELETED/ADDED; bounded history window → ERROR 410 Expired | a running watch that falls behind the window gets 410 (the real server keeps a per-watcher buffer) | watch via the legacy `/watch/` paths |
@@ -72,6 +74,7 @@ pub mod discovery;
 pub mod error;
 pub mod faults;
 pub mod nodes;
+pub mod openapi;
 pub mod patch;
 mod patch_glue;
 pub mod resources;

@@ -203,6 +203,22 @@ async fn kubectl_smoke() {
         table.contains("SIZE") && table.contains("42") && table.contains("g1"),
         "{table}"
     );
+    // Unknown fields: kubectl asks for strict validation and gets a BadRequest...
+    let bogus = dir.path().join("bogus.yaml");
+    std::fs::write(&bogus, "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g2}\nspec: {size: 1, bogus: 2}\n").unwrap();
+    let out = k.run(&["apply", "-f", bogus.to_str().unwrap()]).await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown field \"spec.bogus\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ...and with --validate=false the field is pruned.
+    k.ok(&["apply", "--validate=false", "-f", bogus.to_str().unwrap()])
+        .await;
+    let g2: Value =
+        serde_json::from_str(&k.ok(&["get", "gizmo", "g2", "-o", "json"]).await).unwrap();
+    assert_eq!(g2["spec"], serde_json::json!({"size": 1}));
     // Schema validation reaches kubectl as an error.
     let out = k
         .run(&[
