@@ -460,3 +460,30 @@ async fn kube_runtime_event_recorder() {
     );
     assert_eq!(list.items[0].reason.as_deref(), Some("Synced"));
 }
+
+#[tokio::test]
+async fn drop_stops_the_server_and_its_watches() {
+    let server = TestApiServer::start().await.unwrap();
+    let addr = server.addr();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut s = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    drop(server);
+    // The open watch ends (cleanly or with a transport error), no event arrives.
+    match tokio::time::timeout(LIMIT, s.next())
+        .await
+        .expect("watch ends")
+    {
+        None | Some(Err(_)) => {}
+        Some(Ok(ev)) => panic!("unexpected {ev:?}"),
+    }
+    // Nothing listens any more.
+    let deadline = std::time::Instant::now() + LIMIT;
+    while tokio::net::TcpStream::connect(addr).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "listener still open");
+        tokio::task::yield_now().await;
+    }
+}
