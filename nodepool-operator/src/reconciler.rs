@@ -306,17 +306,34 @@ impl NodePoolReconciler {
     }
 
     async fn ensure_finalizer(&self, pool: &NodePool) -> Result<(), ReconcileFailure> {
-        if pool.finalizers().iter().any(|f| f == FINALIZER) {
-            return Ok(());
-        }
-        let ops = match &pool.metadata.finalizers {
-            Some(_) => json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]),
-            None => json!([
+        let ops = |pool: &NodePool| match &pool.metadata.finalizers {
+            _ if pool.finalizers().iter().any(|f| f == FINALIZER) => None,
+            Some(_) => {
+                Some(json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]))
+            }
+            None => Some(json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": pool.resource_version()},
                 {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
-            ]),
+            ])),
         };
-        self.patch_pool(pool, ops).await
+        let Some(first) = ops(pool) else {
+            return Ok(());
+        };
+        match self.patch_pool(pool, first).await {
+            // The cached pool was stale: decide again on a fresh read.
+            Err(ReconcileFailure::Finalizer(e)) if is_conflict(&e) => {
+                let api: Api<NodePool> = Api::all(self.client.clone());
+                let fresh = api
+                    .get(&pool.name_any())
+                    .await
+                    .map_err(ReconcileFailure::Finalizer)?;
+                match ops(&fresh) {
+                    Some(again) => self.patch_pool(&fresh, again).await,
+                    None => Ok(()),
+                }
+            }
+            other => other,
+        }
     }
 
     async fn remove_finalizer(&self, pool: &NodePool) -> Result<(), ReconcileFailure> {
@@ -359,53 +376,66 @@ impl NodePoolReconciler {
             name: name.clone(),
             source,
         };
-        let current = self
+        let pp = PostParams::default();
+        // The cached copy may be stale; a write that conflicts is retried on a fresh read.
+        let mut current = self
             .runtime_classes
             .get(&name, None)
             .map(|rc| (*rc).clone());
-        let current = match current {
-            Some(c) => c,
-            None => match api.create(&PostParams::default(), &desired).await {
-                Ok(_) => return Ok(Some("Created")),
-                Err(kube::Error::Api(s)) if s.code == 409 => {
-                    api.get(&name).await.map_err(rc_err)?
-                }
-                Err(e) => return Err(rc_err(e)),
-            },
-        };
-        match drift(&current, &desired) {
-            Drift::None => Ok(None),
-            Drift::Update(updated) => {
-                match api.replace(&name, &PostParams::default(), &updated).await {
-                    Ok(_) => Ok(Some("Repaired")),
-                    Err(e) if is_not_found(&e) => {
-                        api.create(&PostParams::default(), &desired)
-                            .await
-                            .map_err(rc_err)?;
-                        Ok(Some("Created"))
+        for attempt in 1..=3 {
+            let last = attempt == 3;
+            let Some(cur) = current.take() else {
+                match api.create(&pp, &desired).await {
+                    Ok(_) => return Ok(Some("Created")),
+                    Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409) && !last => {
+                        current = api.get_opt(&name).await.map_err(rc_err)?;
+                        continue;
                     }
-                    Err(e) => Err(rc_err(e)),
-                }
-            }
-            Drift::Recreate => {
-                let dp = DeleteParams {
-                    preconditions: current.metadata.uid.clone().map(|uid| Preconditions {
-                        uid: Some(uid),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match api.delete(&name, &dp).await {
-                    Ok(_) => {}
-                    Err(e) if is_not_found(&e) => {}
                     Err(e) => return Err(rc_err(e)),
                 }
-                api.create(&PostParams::default(), &desired)
-                    .await
-                    .map_err(rc_err)?;
-                Ok(Some("Recreated"))
+            };
+            match drift(&cur, &desired) {
+                Drift::None => return Ok(None),
+                Drift::Update(updated) => match api.replace(&name, &pp, &updated).await {
+                    Ok(_) => return Ok(Some("Repaired")),
+                    Err(e) if (is_not_found(&e) || is_conflict(&e)) && !last => {
+                        current = api.get_opt(&name).await.map_err(rc_err)?;
+                    }
+                    Err(e) => return Err(rc_err(e)),
+                },
+                Drift::Recreate => {
+                    let dp = DeleteParams {
+                        preconditions: cur.metadata.uid.clone().map(|uid| Preconditions {
+                            uid: Some(uid),
+                            resource_version: None,
+                        }),
+                        ..DeleteParams::default()
+                    };
+                    match api.delete(&name, &dp).await {
+                        Ok(_) => {}
+                        Err(e) if is_not_found(&e) => {}
+                        Err(e) if is_conflict(&e) && !last => {
+                            current = api.get_opt(&name).await.map_err(rc_err)?;
+                            continue;
+                        }
+                        Err(e) => return Err(rc_err(e)),
+                    }
+                    return match api.create(&pp, &desired).await {
+                        Ok(_) => Ok(Some("Recreated")),
+                        Err(e) => Err(rc_err(e)),
+                    };
+                }
             }
         }
+        // Every attempt ended in a conflict that was re-read; the next event or retry settles it.
+        Err(ReconcileFailure::RuntimeClass {
+            name: name.clone(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("RuntimeClass kept changing", "Conflict")
+                    .with_code(409)
+                    .boxed(),
+            ),
+        })
     }
 
     async fn write_status(
