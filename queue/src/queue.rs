@@ -23,9 +23,22 @@
 //!   delay), and in a binary heap otherwise, so a constant `add_after` costs O(1);
 //! - timers are driven lazily by [`WorkQueue::get`]: a getter promotes every due key before
 //!   looking for work, and a getter with nothing to do sleeps until the earliest timer (or an
-//!   add wakes it). There is no background task. A timer due within [`SPIN_WINDOW`] is awaited
-//!   by yielding to the runtime (at most [`MAX_SPINS`] times) instead of a tokio sleep, whose
-//!   1 ms granularity would otherwise turn a 1 µs delay into a 1 ms one.
+//!   add wakes it). There is no background task. A timer due within [`SPIN_WINDOW`] (50 µs) is
+//!   awaited by yielding to the runtime (at most [`MAX_SPINS`] times, reading the clock but not
+//!   taking the lock) instead of a tokio sleep, whose 1 ms granularity would otherwise turn a
+//!   1 µs delay into a 1 ms one; a timer due within [`BUSY_WAIT_WINDOW`] (5 µs) is awaited by
+//!   watching the clock for at most [`MAX_BUSY_POLLS`] readings, because a tokio yield (which
+//!   polls the I/O driver) costs about as much as that wait;
+//! - reading the clock is not free (50-90 ns on the benchmark VM, more than a whole add), so the
+//!   queue reads it as rarely as it can: a getter remembers its last reading and promotes every
+//!   timer already due by then without reading again, and a delay of at most
+//!   [`LAZY_DELAY_MAX`] (50 µs) is not timed by `add_after` itself. It waits, unstamped, until
+//!   the next getter reads the clock under the lock and gives every unstamped key the deadline
+//!   *reading + delay*. Such a key is never handed out less than its delay after `add_after`
+//!   returned, and becomes ready at most its delay after the first getter looks at the queue
+//!   after the add (a waiting getter is woken for that). For the "earliest time wins" rule,
+//!   a shorter tiny delay replaces a longer tiny one even if the longer one was already
+//!   stamped, so the key may become ready up to the difference (< 50 µs) later than the ideal.
 //!
 //! Adds wake a waiting getter only when one is waiting (a counter, read under the lock), so a
 //! busy queue makes no wake-up calls at all.
@@ -58,6 +71,14 @@ pub const LOW_PRIORITY: i32 = -100;
 pub const SPIN_WINDOW: Duration = Duration::from_micros(50);
 /// The most yields a getter spends waiting for one timer inside [`SPIN_WINDOW`].
 pub const MAX_SPINS: u32 = 1000;
+/// A getter whose earliest timer is due within this window busy-waits on the clock (a tokio
+/// yield costs a poll of the I/O driver, about a microsecond, more than this wait).
+pub const BUSY_WAIT_WINDOW: Duration = Duration::from_micros(5);
+/// The most clock readings a getter busy-waits for within [`BUSY_WAIT_WINDOW`].
+pub const MAX_BUSY_POLLS: u32 = 256;
+/// Delays up to this long are timed from the queue's next clock reading instead of a clock
+/// reading of their own (see the [module docs](self)).
+pub const LAZY_DELAY_MAX: Duration = SPIN_WINDOW;
 
 /// No metrics slot.
 const NO_SLOT: u32 = u32::MAX;
@@ -77,6 +98,8 @@ struct Entry {
     ready: bool,
     processing: bool,
     delayed: bool,
+    /// The pending delay is lazily timed: `delay_at` holds the delay, not a deadline.
+    lazy: bool,
     prio: i32,
     delay_prio: i32,
     /// Sequence number of the live element in a ready level.
@@ -93,6 +116,7 @@ impl Entry {
         ready: false,
         processing: false,
         delayed: false,
+        lazy: false,
         prio: 0,
         delay_prio: 0,
         seq: 0,
@@ -133,6 +157,16 @@ impl<T> Ord for Timer<T> {
     }
 }
 
+/// What a lazily timed delayed add did.
+enum Lazy<T> {
+    /// Queued for stamping; `first` if nothing else was waiting to be stamped.
+    Pushed { first: bool },
+    /// Nothing to do (the key is ready, or already delayed to an earlier time).
+    Noop,
+    /// The key has an exactly timed delay: compare with a real clock reading.
+    NeedClock(T),
+}
+
 /// What an add did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Added {
@@ -154,6 +188,8 @@ struct State<T> {
     delayed: usize,
     timer_fifo: VecDeque<Timer<T>>,
     timer_heap: BinaryHeap<Timer<T>>,
+    /// Lazily timed delayed adds not yet given a deadline: (key, delay ns, seq).
+    unstamped: VecDeque<(T, u64, u64)>,
     seq: u64,
     /// The latest clock reading taken by anyone: a lower bound of the current time, so timers
     /// due by then can be promoted without reading the (slow) clock again.
@@ -198,6 +234,7 @@ impl<T: Hash + Eq + Clone> State<T> {
             delayed: 0,
             timer_fifo: VecDeque::new(),
             timer_heap: BinaryHeap::new(),
+            unstamped: VecDeque::new(),
             seq: 0,
             last_now: 0,
             mode: Mode::Running,
@@ -233,6 +270,7 @@ impl<T: Hash + Eq + Clone> State<T> {
                 if e.delayed {
                     // The immediate add is earlier than the pending delayed one: it wins.
                     e.delayed = false;
+                    e.lazy = false;
                     e.prio = prio.max(e.delay_prio);
                     self.delayed -= 1;
                 }
@@ -272,7 +310,9 @@ impl<T: Hash + Eq + Clone> State<T> {
                 }
                 if e.delayed {
                     e.delay_prio = e.delay_prio.max(prio);
-                    if e.delay_at <= at {
+                    // A lazily timed delay is at most LAZY_DELAY_MAX, shorter than this one
+                    // (callers only come here with it for longer delays): it is earlier.
+                    if e.lazy || e.delay_at <= at {
                         return false;
                     }
                 } else {
@@ -297,13 +337,75 @@ impl<T: Hash + Eq + Clone> State<T> {
                 key
             }
         };
-        let timer = Timer { at, seq, key };
-        if self.timer_fifo.back().is_none_or(|b| b.at <= at) {
+        self.push_timer(Timer { at, seq, key });
+        true
+    }
+
+    fn push_timer(&mut self, timer: Timer<T>) {
+        if self.timer_fifo.back().is_none_or(|b| b.at <= timer.at) {
             self.timer_fifo.push_back(timer);
         } else {
             self.timer_heap.push(timer);
         }
-        true
+    }
+
+    /// A delayed add of at most [`LAZY_DELAY_MAX`], timed from the next stamp.
+    fn add_delayed_lazy(&mut self, key: T, prio: i32, delay: u64) -> Lazy<T> {
+        let seq = self.next_seq();
+        let key = match self.entries.entry(key) {
+            MapEntry::Occupied(mut o) => {
+                let e = o.get_mut();
+                if e.ready {
+                    return Lazy::Noop;
+                }
+                if e.delayed {
+                    if !e.lazy {
+                        return Lazy::NeedClock(o.key().clone());
+                    }
+                    e.delay_prio = e.delay_prio.max(prio);
+                    if e.delay_at <= delay {
+                        return Lazy::Noop;
+                    }
+                } else {
+                    e.delayed = true;
+                    e.lazy = true;
+                    e.delay_prio = prio;
+                    self.delayed += 1;
+                }
+                e.delay_at = delay;
+                e.delay_seq = seq;
+                o.key().clone()
+            }
+            MapEntry::Vacant(v) => {
+                let key = v.key().clone();
+                v.insert(Entry {
+                    delayed: true,
+                    lazy: true,
+                    delay_prio: prio,
+                    delay_seq: seq,
+                    delay_at: delay,
+                    ..Entry::EMPTY
+                });
+                self.delayed += 1;
+                key
+            }
+        };
+        let first = self.unstamped.is_empty();
+        self.unstamped.push_back((key, delay, seq));
+        Lazy::Pushed { first }
+    }
+
+    /// Give every lazily timed delayed add its deadline, `now` + its delay. `now` must be a clock
+    /// reading taken while holding the lock, so that it is not earlier than any of those adds.
+    fn stamp(&mut self, now: u64) {
+        while let Some((key, delay, seq)) = self.unstamped.pop_front() {
+            // Stale elements become stale timers, skipped like any other.
+            self.push_timer(Timer {
+                at: now.saturating_add(delay),
+                seq,
+                key,
+            });
+        }
     }
 
     fn next_deadline(&self) -> Option<u64> {
@@ -344,6 +446,7 @@ impl<T: Hash + Eq + Clone> State<T> {
                 continue; // stale timer
             }
             e.delayed = false;
+            e.lazy = false;
             self.delayed -= 1;
             e.ready = true;
             e.prio = e.delay_prio;
@@ -631,6 +734,8 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Add `item` after `delay` with [`DEFAULT_PRIORITY`]. A zero delay is an immediate add; a
     /// key that is already waiting (or delayed to an earlier time) keeps the earlier time.
+    /// Delays up to [`LAZY_DELAY_MAX`] are timed from the queue's next clock reading (see the
+    /// [module docs](self)): never less than `delay`, at most about twice `delay`.
     pub fn add_after(&self, item: T, delay: Duration) {
         self.add_after_with_priority(item, delay, DEFAULT_PRIORITY);
     }
@@ -641,8 +746,28 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             return self.add_with_priority(item, priority);
         }
         let inner = &*self.inner;
+        let delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        let mut item = item;
+        if delay <= LAZY_DELAY_MAX {
+            let mut st = inner.state.lock();
+            if st.mode != Mode::Running {
+                return;
+            }
+            match st.add_delayed_lazy(item, priority, delay_ns) {
+                Lazy::Pushed { first } => {
+                    let wake = first && inner.waiters.load(Ordering::Relaxed) > 0;
+                    drop(st);
+                    if wake {
+                        inner.notify.notify_one();
+                    }
+                    return;
+                }
+                Lazy::Noop => return,
+                Lazy::NeedClock(key) => item = key,
+            }
+        }
         let now = inner.now();
-        let at = now.saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
+        let at = now.saturating_add(delay_ns);
         let mut st = inner.state.lock();
         if st.mode != Mode::Running {
             return;
@@ -707,20 +832,28 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         self.inner.state.lock().mode != Mode::Running
     }
 
-    fn attempt(&self, register: bool) -> Attempt<T> {
+    /// One try at taking a key. `known_now` is a clock reading the caller already has.
+    fn attempt(&self, register: bool, known_now: Option<u64>) -> Attempt<T> {
         let inner = &*self.inner;
         let metrics_now = inner.metrics_now();
         let mut st = inner.state.lock();
         if st.mode == Mode::Stopped {
             return Attempt::Closed;
         }
+        if let Some(now) = metrics_now.max(known_now) {
+            st.last_now = st.last_now.max(now);
+        }
+        if st.mode == Mode::Running && !st.unstamped.is_empty() {
+            // Read under the lock: later than every unstamped add.
+            let now = inner.now();
+            st.last_now = st.last_now.max(now);
+            let now = st.last_now;
+            st.stamp(now);
+        }
         let mut promoted = (0, 0);
         if st.mode == Mode::Running
             && let Some(earliest) = st.next_deadline()
         {
-            if let Some(now) = metrics_now {
-                st.last_now = st.last_now.max(now);
-            }
             // Read the clock only if the earliest timer is not known to be due already.
             if earliest > st.last_now {
                 let now = inner.now();
@@ -783,18 +916,32 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// a timer due within [`SPIN_WINDOW`]). Cancel-safe.
     pub async fn get(&self) -> Option<WorkItem<T>> {
         let mut spins = 0;
+        let mut known_now = None;
         loop {
-            match self.attempt(false) {
+            match self.attempt(false, known_now.take()) {
                 Attempt::Item(item) => return Some(item),
                 Attempt::Closed => return None,
                 Attempt::Empty(Some(deadline)) => {
-                    let now = self.inner.now();
-                    if deadline <= now {
-                        continue;
+                    let mut now = self.inner.now();
+                    if deadline > now && u128::from(deadline - now) <= BUSY_WAIT_WINDOW.as_nanos() {
+                        // Due within microseconds: watch the clock (not the lock).
+                        let mut polls = 0;
+                        while deadline > now && polls < MAX_BUSY_POLLS {
+                            polls += 1;
+                            std::hint::spin_loop();
+                            now = self.inner.now();
+                        }
                     }
-                    if u128::from(deadline - now) <= SPIN_WINDOW.as_nanos() && spins < MAX_SPINS {
-                        spins += 1;
-                        tokio::task::yield_now().await;
+                    if deadline > now && u128::from(deadline - now) <= SPIN_WINDOW.as_nanos() {
+                        // Nearly due: yield to the runtime, watching the clock (not the lock).
+                        while deadline > now && spins < MAX_SPINS {
+                            spins += 1;
+                            tokio::task::yield_now().await;
+                            now = self.inner.now();
+                        }
+                    }
+                    if deadline <= now {
+                        known_now = Some(now);
                         continue;
                     }
                 }
@@ -802,7 +949,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             }
             let mut notified = pin!(self.inner.notify.notified());
             notified.as_mut().enable();
-            let deadline = match self.attempt(true) {
+            let deadline = match self.attempt(true, None) {
                 Attempt::Item(item) => return Some(item),
                 Attempt::Closed => return None,
                 Attempt::Empty(deadline) => deadline,

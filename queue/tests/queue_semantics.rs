@@ -224,6 +224,76 @@ async fn delayed_keys_come_out_in_time_order_across_fifo_and_heap() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn tiny_delays_are_never_handed_out_early() {
+    let q = queue::<u32>();
+    let t0 = Instant::now();
+    q.add_after(1, Duration::from_micros(10));
+    assert_eq!(q.num_delayed(), 1);
+    assert!(q.is_empty());
+    let item = q.get().await.expect("running");
+    assert!(
+        t0.elapsed() >= Duration::from_micros(10),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(
+        t0.elapsed() <= Duration::from_millis(2),
+        "{:?}",
+        t0.elapsed()
+    );
+    drop(item);
+    assert_eq!(q.num_delayed(), 0);
+
+    // A longer delay of a key with a tiny pending delay is a no-op.
+    let t1 = Instant::now();
+    q.add_after(2, Duration::from_micros(20));
+    q.add_after(2, Duration::from_secs(1));
+    assert_eq!(*q.get().await.expect("running"), 2);
+    assert!(t1.elapsed() < Duration::from_millis(2));
+    advance(Duration::from_secs(2)).await;
+    assert!(try_get(&q).await.is_none(), "the 1 s delay was merged away");
+}
+
+#[tokio::test(start_paused = true)]
+async fn tiny_delays_keep_the_earliest_time() {
+    let q = queue::<u32>();
+    // Shorter tiny replaces longer tiny; the key comes out once.
+    q.add_after(1, Duration::from_micros(40));
+    q.add_after(1, Duration::from_micros(5));
+    q.add_after(1, Duration::from_micros(30));
+    assert_eq!(q.num_delayed(), 1);
+    assert_eq!(*q.get().await.expect("running"), 1);
+    assert!(
+        try_get(&q).await.is_none(),
+        "the stale 40 us timer is skipped"
+    );
+
+    // A tiny delay beats an exactly timed long one (which needs a real clock reading).
+    let t0 = Instant::now();
+    q.add_after(2, Duration::from_secs(5));
+    q.add_after(2, Duration::from_micros(10));
+    assert_eq!(*q.get().await.expect("running"), 2);
+    assert!(
+        t0.elapsed() < Duration::from_millis(2),
+        "{:?}",
+        t0.elapsed()
+    );
+    advance(Duration::from_secs(6)).await;
+    assert!(try_get(&q).await.is_none(), "the 5 s timer is stale");
+
+    // A tiny delay of a key with an earlier exactly timed delay is a no-op.
+    q.add_after(3, Duration::from_nanos(100));
+    let item = q.get().await.expect("running");
+    q.add_after(3, Duration::from_micros(1));
+    drop(item);
+    assert_eq!(
+        *q.get().await.expect("running"),
+        3,
+        "a tiny delay while in flight: dirty"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_sleeping_getter_is_woken_by_an_earlier_delay() {
     let q = queue::<u32>();
     q.add_after(1, Duration::from_secs(60));
@@ -237,6 +307,17 @@ async fn a_sleeping_getter_is_woken_by_an_earlier_delay() {
     let (key, waited) = getter.await.expect("getter");
     assert_eq!(key, 2);
     assert!(waited < Duration::from_millis(1002), "{waited:?}");
+
+    // The same for a lazily timed tiny delay.
+    let getter = {
+        let q = q.clone();
+        tokio::spawn(async move { (*q.get().await.unwrap(), t0.elapsed()) })
+    };
+    tokio::task::yield_now().await;
+    q.add_after(3, Duration::from_micros(7));
+    let (key, waited) = getter.await.expect("getter");
+    assert_eq!(key, 3);
+    assert!(waited < Duration::from_millis(1004), "{waited:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -75,11 +75,19 @@ async fn run(seed: u64, keys: usize) {
                 let mut rng = SmallRng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(p));
                 for i in 0..OPS_PER_PRODUCER {
                     let key = rng.random_range(0..keys);
+                    let op = rng.random_range(0..6);
+                    if op == 0 {
+                        // Delayed adds (tiny: lazily timed, or exactly timed) are not tracked:
+                        // a drain drops delayed keys that are not due yet.
+                        let delay = Duration::from_micros(rng.random_range(1..200));
+                        q.add_after(key, delay);
+                        continue;
+                    }
                     let stamp = t.clock.fetch_add(1, Ordering::SeqCst);
                     t.last_add[key].fetch_max(stamp, Ordering::SeqCst);
-                    match rng.random_range(0..4) {
-                        0 => q.add_with_priority(key, LOW_PRIORITY),
-                        1 => q.add_with_priority(key, rng.random_range(-5..5)),
+                    match op {
+                        1 => q.add_with_priority(key, LOW_PRIORITY),
+                        2 => q.add_with_priority(key, rng.random_range(-5..5)),
                         _ => q.add(key),
                     }
                     if i % 64 == 0 {
