@@ -397,7 +397,7 @@ pub async fn run_demo(
                 "\nkeeping the API server and the operator running; kubeconfig written to {p}\n\
                  try:\n  export KUBECONFIG={p}\n  kubectl get nodes\n  kubectl get np\n  \
                  kubectl label node {spare} node-role.kubernetes.io/gpu=\n  kubectl get node {spare} -o jsonpath='{{.metadata.labels}}{{\"\\n\"}}{{.spec.taints}}{{\"\\n\"}}'\n  \
-                 kubectl get runtimeclass\n  kubectl apply --validate=false -f nodepool-operator/config/samples/nodes_v1_nodepool.yaml\n\
+                 kubectl get runtimeclass\n  kubectl apply -f nodepool-operator/config/samples/nodes_v1_nodepool.yaml\n\
                  press Ctrl-C to stop\n",
                 p = path.display()
             ),
