@@ -2,15 +2,16 @@
 //! options (the seed's `main.go` as flags).
 //!
 //! The controller, as controller-runtime's builder would say it:
-//! - `For(NodePool)`: [`EnqueueRequestForObject`];
-//! - `Owns(RuntimeClass)`: [`EnqueueRequestForOwner<NodePool>`] (controller owners only), so a
-//!   RuntimeClass deleted or edited by hand is repaired;
+//! - `For(NodePool)` (`Builder::for_kind`: enqueue the pool itself);
+//! - `Owns(RuntimeClass)` (`Builder::owns`: enqueue the controller owner), so a RuntimeClass
+//!   deleted or edited by hand is repaired;
 //! - `Watches(Node)` with [`EnqueueRequestsFromMapFunc`] over [`pools_of_node`] (old and new
 //!   node of an update, so a node moving from pool A to pool B reconciles both; creates and
 //!   deletes count too), behind [`node_predicate`], which drops updates that change none of
 //!   labels, taints or allocatable (kubelet heartbeats).
 //!
-//! All three watches come from one shared [`Cache`], whose stores the reconciler reads. The
+//! All three watches come from the manager's shared [`Cache`], whose stores the reconciler reads
+//! through the manager's readers (part of `/readyz`). The
 //! webhook server runs on every replica (it needs no leadership); the controller only on the
 //! leader when `--leader-elect` is on.
 
@@ -24,11 +25,10 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use kcr_controller::{
     LeaderElectionConfig, Manager, ManagerError, ManagerOptions, WatchOptions as CtrlWatchOptions,
 };
-use kcr_handler::{
-    EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, Request,
-};
+use kcr_handler::{EnqueueRequestsFromMapFunc, Request};
 use kcr_predicate::Funcs;
 use kcr_source::{Cache, CacheError, WatchOptions};
+
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::{NodePool, pools_of_labels};
@@ -108,35 +108,27 @@ pub fn node_predicate() -> Funcs<Node> {
     Funcs::new().update(|old, new| node_update_matters(old, new))
 }
 
-/// Registers the NodePool controller with `manager`, its watches and readers on `cache`.
+/// Registers the NodePool controller with `manager`; its watches and readers share the
+/// manager's cache.
 pub fn register_controller(
     manager: &Manager,
-    cache: &Cache,
     max_concurrent_reconciles: usize,
 ) -> Result<(), OperatorError> {
     let all = WatchOptions::all;
     let reconciler = NodePoolReconciler::new(
         manager.client(),
-        cache.reader::<NodePool>(all())?,
-        cache.reader::<Node>(all())?,
-        cache.reader::<RuntimeClass>(all())?,
+        manager.reader::<NodePool>(all())?,
+        manager.reader::<Node>(all())?,
+        manager.reader::<RuntimeClass>(all())?,
         Some(manager.event_recorder(CONTROLLER_NAME)),
     );
     manager
         .controller()
         .named(CONTROLLER_NAME)
+        .for_kind::<NodePool>(CtrlWatchOptions::new())
+        .owns::<RuntimeClass>(CtrlWatchOptions::new())
         .watches(
-            cache.kind::<NodePool>(all())?,
-            EnqueueRequestForObject,
-            CtrlWatchOptions::<NodePool>::new(),
-        )
-        .watches(
-            cache.kind::<RuntimeClass>(all())?,
-            EnqueueRequestForOwner::<NodePool>::new(),
-            CtrlWatchOptions::<RuntimeClass>::new(),
-        )
-        .watches(
-            cache.kind::<Node>(all())?,
+            manager.cache().kind::<Node>(all())?,
             EnqueueRequestsFromMapFunc::new(pools_of_node),
             CtrlWatchOptions::<Node>::new().predicate(node_predicate()),
         )
@@ -196,7 +188,6 @@ impl Default for RunOptions {
 /// A configured operator: manager, cache, controller and webhook server, ready to run.
 pub struct Operator {
     manager: Manager,
-    cache: Cache,
     webhook_addr: Option<SocketAddr>,
 }
 
@@ -243,8 +234,7 @@ impl Operator {
             mopts = mopts.leader_election(le);
         }
         let manager = Manager::new(client.clone(), mopts).await?;
-        let cache = Cache::new(client);
-        register_controller(&manager, &cache, options.max_concurrent_reconciles)?;
+        register_controller(&manager, options.max_concurrent_reconciles)?;
 
         let mut webhook_addr = None;
         if options.webhook_enabled {
@@ -269,7 +259,6 @@ impl Operator {
         }
         Ok(Operator {
             manager,
-            cache,
             webhook_addr,
         })
     }
@@ -281,7 +270,7 @@ impl Operator {
 
     /// The shared cache.
     pub fn cache(&self) -> &Cache {
-        &self.cache
+        self.manager.cache()
     }
 
     /// Where the webhook server listens, if enabled.
@@ -291,9 +280,10 @@ impl Operator {
 
     /// Runs until `shutdown` is cancelled (graceful), a runnable fails or leadership is lost.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), OperatorError> {
-        let res = self.manager.run(shutdown).await;
-        self.cache.stop();
-        res.map_err(OperatorError::from)
+        self.manager
+            .run(shutdown)
+            .await
+            .map_err(OperatorError::from)
     }
 }
 
