@@ -187,7 +187,12 @@ fn main() {
         .map(|a| a.split(',').map(str::to_string).collect())
         .unwrap_or_else(|| vec!["kcr".to_string(), "kube-runtime".to_string()]);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(
+            std::env::var("BENCH_THREADS")
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(2),
+        )
         .enable_all()
         .build()
         .expect("runtime");

@@ -22,8 +22,8 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::ClusterResourceScope;
 use kcr_handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler, Request};
 use kcr_predicate::Predicate;
@@ -40,6 +40,9 @@ use crate::error::ManagerError;
 use crate::manager::Manager;
 use crate::reconciler::Reconciler;
 use crate::watch::{BoxError, StartedWatch, Watch};
+
+/// Events a watch's pump moves without awaiting (see `SourceWatch::start`).
+const PUMP_BATCH: usize = 256;
 
 /// An event filter: a predicate over the metadata-only view of any watched object.
 pub type EventFilter = Arc<dyn Predicate<DynamicObject>>;
@@ -244,25 +247,47 @@ where
             let errors = last_error.clone();
             let mut events = started.events;
             let pump = Box::pin(async move {
-                loop {
+                let deliver = |next: Option<Result<Event<K>, kcr_source::SourceError>>| match next {
+                    None => false,
+                    Some(Ok(event)) => {
+                        if predicates.iter().all(|p| p.evaluate(&event))
+                            && passes_filters(&filters, &event)
+                        {
+                            handler.handle(&event, &queue);
+                        }
+                        true
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(source = %name, error = %e, "source reported an error");
+                        *errors.lock() = Some(e.to_string());
+                        true
+                    }
+                };
+                'pump: loop {
+                    // Take what is ready without touching the stop token (polling a
+                    // cancellation future takes a lock); check the flag between batches.
+                    for _ in 0..PUMP_BATCH {
+                        match events.next().now_or_never() {
+                            Some(next) => {
+                                if !deliver(next) {
+                                    break 'pump;
+                                }
+                            }
+                            None => break,
+                        }
+                    }
+                    if stop.is_cancelled() {
+                        break;
+                    }
+                    // Nothing ready (or a full batch done): wait, letting other tasks run.
+                    tokio::task::consume_budget().await;
                     let next = tokio::select! {
                         biased;
                         _ = stop.cancelled() => break,
                         next = events.next() => next,
                     };
-                    match next {
-                        None => break,
-                        Some(Ok(event)) => {
-                            if predicates.iter().all(|p| p.evaluate(&event))
-                                && passes_filters(&filters, &event)
-                            {
-                                handler.handle(&event, &queue);
-                            }
-                        }
-                        Some(Err(e)) => {
-                            tracing::warn!(source = %name, error = %e, "source reported an error");
-                            *errors.lock() = Some(e.to_string());
-                        }
+                    if !deliver(next) {
+                        break;
                     }
                 }
                 // Keep the source alive as long as its events are consumed.

@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use crate::error::ControllerError;
 use crate::metrics::ControllerMetrics;
-use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
+use crate::reconciler::{Action, Context, ContextShared, ReconcileError, Reconciler};
 use crate::watch::Watch;
 
 /// The bounds a queue key (a request) must satisfy to be reconciled by a [`Controller`].
@@ -236,7 +236,10 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             metrics,
             reconcile_timeout: options.reconcile_timeout,
             recover_panic: options.recover_panic,
-            shutdown: ctx_shutdown.clone(),
+            ctx: Arc::new(ContextShared {
+                controller: name.clone(),
+                shutdown: ctx_shutdown.clone(),
+            }),
         });
         let mut set = JoinSet::new();
         for _ in 0..workers {
@@ -302,7 +305,7 @@ struct Worker<K: Key, R> {
     metrics: ControllerMetrics,
     reconcile_timeout: Option<Duration>,
     recover_panic: bool,
-    shutdown: CancellationToken,
+    ctx: Arc<ContextShared>,
 }
 
 /// How one reconcile ended.
@@ -329,11 +332,11 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             object = %request,
             reconcile_id = %reconcile_id,
         );
+        let retries = self.queue.num_requeues(request);
         let ctx = Context {
-            controller: self.name.clone(),
+            shared: self.ctx.clone(),
             reconcile_id,
-            retries: self.queue.num_requeues(request),
-            shutdown: self.shutdown.clone(),
+            retries,
         };
         self.metrics.active_workers.increment(1.0);
         // std's clock: the histogram measures real time even on a paused tokio clock, and it is
@@ -344,7 +347,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             .reconcile_time
             .record(started.elapsed().as_secs_f64());
         self.metrics.active_workers.decrement(1.0);
-        self.apply(request, outcome, &span);
+        self.apply(request, retries, outcome, &span);
         item.done();
     }
 
@@ -374,16 +377,24 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
     }
 
     /// Maps a reconcile's outcome onto the queue and the metrics.
-    fn apply(&self, request: &K, outcome: Outcome<R::Error>, span: &tracing::Span) {
+    ///
+    /// `retries` is the request's failure count when the reconcile started: when it was 0 there
+    /// is nothing for `forget` to clear (only a failed reconcile of this request, which cannot
+    /// run concurrently, adds failures), so a success skips the rate limiter's lock.
+    fn apply(&self, request: &K, retries: u32, outcome: Outcome<R::Error>, span: &tracing::Span) {
         let m = &self.metrics;
         match outcome {
             Outcome::Ok(action) => match action.requeue_delay() {
                 None => {
-                    self.queue.forget(request);
+                    if retries > 0 {
+                        self.queue.forget(request);
+                    }
                     m.success.increment(1);
                 }
                 Some(delay) => {
-                    self.queue.forget(request);
+                    if retries > 0 {
+                        self.queue.forget(request);
+                    }
                     self.queue.add_after(request.clone(), delay);
                     m.requeue_after.increment(1);
                 }

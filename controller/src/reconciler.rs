@@ -145,9 +145,17 @@ impl ReconcileError for String {}
 /// Per-reconcile information handed to [`Reconciler::reconcile`].
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub(crate) controller: Arc<str>,
+    /// Shared by every reconcile of one controller: cloning it is one atomic increment (cloning
+    /// a `CancellationToken` takes a lock, which would show at high reconcile rates).
+    pub(crate) shared: Arc<ContextShared>,
     pub(crate) reconcile_id: Uuid,
     pub(crate) retries: u32,
+}
+
+/// The per-controller part of a [`Context`].
+#[derive(Debug)]
+pub(crate) struct ContextShared {
+    pub(crate) controller: Arc<str>,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -155,16 +163,18 @@ impl Context {
     /// Builds a context by hand (for calling a reconciler directly, e.g. in a unit test).
     pub fn new(controller: impl Into<Arc<str>>) -> Self {
         Context {
-            controller: controller.into(),
+            shared: Arc::new(ContextShared {
+                controller: controller.into(),
+                shutdown: CancellationToken::new(),
+            }),
             reconcile_id: Uuid::new_v4(),
             retries: 0,
-            shutdown: CancellationToken::new(),
         }
     }
 
     /// The controller's name.
     pub fn controller(&self) -> &str {
-        &self.controller
+        &self.shared.controller
     }
 
     /// A unique id for this reconcile (also recorded on the reconcile's tracing span).
@@ -181,7 +191,7 @@ impl Context {
     /// Cancelled when the controller begins a graceful shutdown. In-flight reconciles may watch it
     /// to finish early; the controller waits for them either way (up to its shutdown timeout).
     pub fn shutdown(&self) -> &CancellationToken {
-        &self.shutdown
+        &self.shared.shutdown
     }
 }
 
