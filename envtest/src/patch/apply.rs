@@ -28,7 +28,8 @@
 use serde_json::{Map, Value, json};
 
 use super::fields::{
-    FieldDiff, FieldSet, display_path, fields_v1_contains, key_element, remove_at, value_at,
+    FieldDiff, FieldSet, display_path, fields_v1_contains, fields_v1_of_object, key_element,
+    remove_at, value_at,
 };
 use super::strategy::{ListType, MergeStrategy};
 
@@ -499,11 +500,37 @@ pub fn record_update_owned(old: Option<&Value>, new: Value, opts: &UpdateOptions
     // A client may send its own managedFields (e.g. `[]` to reset them); otherwise keep the old.
     let client_override = sent.is_some() && sent.as_ref() != old_mf;
     let client_reset = client_override && matches!(&sent, Some(Value::Array(a)) if a.is_empty());
-    let source: Option<Value> = if client_override {
+    let source: Option<Value> = if client_override || sent.is_some() {
+        // Either the client's own list, or an identical copy of the old one (clients send back
+        // what they read): no need to copy the old list.
         sent
     } else {
         old_mf.cloned()
     };
+    if old.is_none() && source.is_none() && !client_reset {
+        // A plain create: one entry owning everything, encoded straight from the object.
+        let fields = fields_v1_of_object(&out, opts.strategy);
+        if fields.as_object().is_some_and(|m| !m.is_empty()) {
+            let mut entry = Map::new();
+            entry.insert("manager".into(), json!(opts.manager));
+            entry.insert("operation".into(), json!("Update"));
+            let api_version = out.get("apiVersion").cloned().unwrap_or(json!(""));
+            entry.insert("apiVersion".into(), api_version);
+            entry.insert("time".into(), json!(opts.now));
+            entry.insert("fieldsType".into(), json!("FieldsV1"));
+            entry.insert("fieldsV1".into(), fields);
+            if let Some(sub) = opts.subresource {
+                entry.insert("subresource".into(), json!(sub));
+            }
+            if let Some(Value::Object(meta)) = out.get_mut("metadata") {
+                meta.insert(
+                    "managedFields".into(),
+                    Value::Array(vec![Value::Object(entry)]),
+                );
+            }
+        }
+        return out;
+    }
     let diff = match old {
         Some(o) => FieldDiff::between(o, &out, opts.strategy),
         None => FieldDiff {

@@ -149,7 +149,11 @@ impl FieldSet {
     /// The nested FieldsV1 JSON form.
     pub fn to_fields_v1(&self) -> Value {
         let mut root = Value::Object(Map::new());
-        for path in &self.paths {
+        let mut paths = self.paths.iter().peekable();
+        while let Some(path) = paths.next() {
+            // Sorted order puts a path's descendants right after it: a member with members
+            // below it carries the "." marker.
+            let has_children = paths.peek().is_some_and(|next| next.starts_with(path));
             let mut node = &mut root;
             for elem in path {
                 // Every node created here is an object.
@@ -158,23 +162,11 @@ impl FieldSet {
                     .entry(elem.clone())
                     .or_insert_with(|| Value::Object(Map::new()));
             }
-        }
-        // A member with members below it carries the "." marker.
-        for path in &self.paths {
-            if self.contains_prefix_strict(path)
-                && let Some(Value::Object(node)) = pointer_mut(&mut root, path)
-            {
-                node.insert(".".into(), Value::Object(Map::new()));
+            if has_children && let Value::Object(map) = node {
+                map.insert(".".into(), Value::Object(Map::new()));
             }
         }
         root
-    }
-
-    fn contains_prefix_strict(&self, path: &FieldPath) -> bool {
-        self.paths
-            .range(path.clone()..)
-            .nth(1)
-            .is_some_and(|p| p.starts_with(path))
     }
 
     /// Parses the nested FieldsV1 JSON form (unknown shapes are ignored).
@@ -184,14 +176,6 @@ impl FieldSet {
         parse_node(value, &mut prefix, &mut set);
         set
     }
-}
-
-fn pointer_mut<'a>(root: &'a mut Value, path: &FieldPath) -> Option<&'a mut Value> {
-    let mut cur = root;
-    for elem in path {
-        cur = cur.as_object_mut()?.get_mut(elem)?;
-    }
-    Some(cur)
 }
 
 fn parse_node(value: &Value, prefix: &mut FieldPath, set: &mut FieldSet) {
@@ -262,6 +246,141 @@ fn walk(
     }
 }
 
+/// The FieldsV1 JSON of [`FieldSet::of_object`], built directly from the object (no
+/// intermediate path set; what a create records).
+pub fn fields_v1_of_object(object: &Value, strategy: &MergeStrategy) -> Value {
+    let mut root = Map::new();
+    if let Value::Object(map) = object {
+        for (k, v) in map {
+            if k == "apiVersion" || k == "kind" {
+                continue;
+            }
+            if k == "metadata" {
+                if let Value::Object(meta) = v {
+                    let mut node = Map::new();
+                    for (mk, mv) in meta {
+                        if UNTRACKED_METADATA.contains(&mk.as_str()) {
+                            continue;
+                        }
+                        v1_walk(
+                            mv,
+                            &mut node,
+                            format!("f:{mk}"),
+                            &format!("metadata.{mk}"),
+                            strategy,
+                        );
+                    }
+                    if !node.is_empty() {
+                        root.insert("f:metadata".into(), Value::Object(node));
+                    }
+                }
+                continue;
+            }
+            v1_walk(v, &mut root, format!("f:{k}"), k, strategy);
+        }
+    }
+    Value::Object(root)
+}
+
+fn leaf() -> Value {
+    Value::Object(Map::new())
+}
+
+/// Merges `add` into `into` (both FieldsV1 nodes): union of members.
+fn merge_v1(into: &mut Map<String, Value>, add: Map<String, Value>) {
+    for (k, v) in add {
+        match (into.get_mut(&k), v) {
+            (Some(Value::Object(existing)), Value::Object(new)) => {
+                let was_leaf = existing.is_empty();
+                let new_leaf = new.is_empty();
+                merge_v1(existing, new);
+                // A member leaf that gained children keeps its membership as ".".
+                if (was_leaf || new_leaf)
+                    && existing.len() > usize::from(existing.contains_key("."))
+                {
+                    existing.insert(".".into(), leaf());
+                }
+            }
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Inserts the fields of `value` at `parent[elem]` (a member leaf is `{}`).
+fn v1_walk(
+    value: &Value,
+    parent: &mut Map<String, Value>,
+    elem: String,
+    path: &str,
+    strategy: &MergeStrategy,
+) {
+    let node = match value {
+        Value::Object(map) if !map.is_empty() => {
+            let mut node = Map::new();
+            for (k, v) in map {
+                v1_walk(
+                    v,
+                    &mut node,
+                    format!("f:{k}"),
+                    &format!("{path}.{k}"),
+                    strategy,
+                );
+            }
+            node
+        }
+        Value::Array(items) if !items.is_empty() => match strategy.list_type(path) {
+            ListType::Atomic => Map::new(),
+            ListType::Set => items
+                .iter()
+                .map(|item| (format!("v:{item}"), leaf()))
+                .collect(),
+            ListType::Map(keys) => {
+                let mut node = Map::new();
+                let mut whole = false;
+                for item in items {
+                    let Some(key) = key_element(item, keys) else {
+                        whole = true;
+                        continue;
+                    };
+                    let mut item_node = Map::new();
+                    item_node.insert(".".into(), leaf());
+                    if let Value::Object(m) = item {
+                        for (f, v) in m {
+                            v1_walk(
+                                v,
+                                &mut item_node,
+                                format!("f:{f}"),
+                                &format!("{path}.{f}"),
+                                strategy,
+                            );
+                        }
+                    }
+                    insert_v1(&mut node, key, item_node);
+                }
+                if whole && !node.is_empty() {
+                    node.insert(".".into(), leaf());
+                }
+                node
+            }
+        },
+        _ => Map::new(),
+    };
+    insert_v1(parent, elem, node);
+}
+
+/// Inserts a node, merging with an existing one (duplicate list keys or values).
+fn insert_v1(parent: &mut Map<String, Value>, elem: String, node: Map<String, Value>) {
+    if parent.contains_key(&elem) {
+        let mut single = Map::new();
+        single.insert(elem, Value::Object(node));
+        merge_v1(parent, single);
+    } else {
+        parent.insert(elem, Value::Object(node));
+    }
+}
+
 /// Whether `path` is a member of a FieldsV1 JSON tree, without parsing the whole tree.
 pub fn fields_v1_contains(fields_v1: &Value, path: &[String]) -> bool {
     let mut node = fields_v1;
@@ -302,12 +421,15 @@ impl FieldDiff {
                 continue;
             }
             let (o, n) = (om.get(key), nm.get(key));
+            if o == n {
+                continue;
+            }
             if key == "metadata" {
                 let mo = o.and_then(Value::as_object).unwrap_or(&empty);
                 let mn = n.and_then(Value::as_object).unwrap_or(&empty);
                 prefix.push("f:metadata".to_string());
                 for mk in union_keys(mo, mn) {
-                    if UNTRACKED_METADATA.contains(&mk.as_str()) {
+                    if UNTRACKED_METADATA.contains(&mk.as_str()) || mo.get(mk) == mn.get(mk) {
                         continue;
                     }
                     prefix.push(format!("f:{mk}"));
@@ -346,6 +468,9 @@ impl FieldDiff {
             && !nm.is_empty()
         {
             for key in union_keys(om, nm) {
+                if om.get(key) == nm.get(key) {
+                    continue;
+                }
                 prefix.push(format!("f:{key}"));
                 self.descend(
                     om.get(key),
@@ -391,6 +516,9 @@ impl FieldDiff {
                                 let empty = Map::new();
                                 let om = before.and_then(Value::as_object).unwrap_or(&empty);
                                 for key in union_keys(om, m) {
+                                    if om.get(key) == m.get(key) {
+                                        continue;
+                                    }
                                     prefix.push(format!("f:{key}"));
                                     self.descend(
                                         om.get(key),
