@@ -193,6 +193,7 @@ fn arbitrary_input_never_panics() {
         };
         let _ = record_update(Some(&target), &p, &uo);
         let _ = schema::validate(&p, &target);
+        let _ = schema::check_structural(&p, "s");
         let mut pruned = target.clone();
         let _ = schema::prune(&p, &mut pruned);
         schema::apply_defaults(&p, &mut pruned);
