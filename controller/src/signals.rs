@@ -9,8 +9,10 @@ use tokio_util::sync::CancellationToken;
 pub fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
+    // Register before returning, so that a signal sent right after this call is not missed
+    // (and does not kill the process with the default disposition).
+    let mut signals = Signals::new();
     tokio::spawn(async move {
-        let mut signals = Signals::new();
         let first = signals.next().await;
         tracing::info!(
             signal = first,

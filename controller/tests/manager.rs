@@ -311,3 +311,42 @@ async fn runnables_without_leadership_run_and_their_failure_stops_the_manager() 
         Err(ManagerError::AlreadyStarted)
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_is_bounded_by_its_timeout() {
+    let server = TestApiServer::start().await.unwrap();
+    let options = manager_options().graceful_shutdown_timeout(Duration::from_millis(300));
+    let mgr = Manager::new(server.client(), options).await.unwrap();
+    mgr.add_runnable("stubborn", false, |_token| async move {
+        // ignores its token
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+    mgr.add_runnable("polite", false, |token: CancellationToken| async move {
+        token.cancelled().await;
+        Ok(())
+    });
+    let stop = CancellationToken::new();
+    let mgr = Arc::new(mgr);
+    let run = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run(stop).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = std::time::Instant::now();
+    stop.cancel();
+    let err = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    match err {
+        ManagerError::ShutdownTimeout { pending, .. } => assert_eq!(pending, vec!["stubborn"]),
+        other => panic!("unexpected error: {other}"),
+    }
+}
