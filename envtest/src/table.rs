@@ -101,11 +101,15 @@ fn builtin_columns(t: &ResourceType) -> Vec<Column> {
         "nodes" => vec![
             col("Status", |o| {
                 let ready = json_path(o, ".status.conditions[?(@.type==\"Ready\")].status");
-                json!(if ready.and_then(Value::as_str) == Some("True") {
-                    "Ready"
+                let mut status = if ready.and_then(Value::as_str) == Some("True") {
+                    "Ready".to_string()
                 } else {
-                    "NotReady"
-                })
+                    "NotReady".to_string()
+                };
+                if o.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+                    status.push_str(",SchedulingDisabled");
+                }
+                json!(status)
             }),
             col("Roles", |o| {
                 let roles: Vec<&str> = o["metadata"]["labels"]
@@ -227,4 +231,37 @@ pub fn table(
         "columnDefinitions": defs,
         "rows": rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_paths() {
+        let o = json!({"spec": {"n": 3, "items": [{"a": 1}, {"a": 2}]},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(json_path(&o, ".spec.n"), Some(&json!(3)));
+        assert_eq!(json_path(&o, ".spec.items[1].a"), Some(&json!(2)));
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(&json!("True"))
+        );
+        assert_eq!(json_path(&o, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn node_status_column() {
+        let reg = crate::resources::Registry::with_builtins();
+        let nodes = reg.get("nodes").unwrap();
+        let node = json!({"metadata": {"name": "n", "creationTimestamp": "2020-01-01T00:00:00Z"},
+                          "spec": {"unschedulable": true},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let t = table(nodes, "v1", &[&node], false, Some(7));
+        assert_eq!(t["rows"][0]["cells"][1], "Ready,SchedulingDisabled");
+        assert_eq!(t["metadata"]["resourceVersion"], "7");
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        let age = t["rows"][0]["cells"][4].as_str().unwrap();
+        assert!(age.ends_with('y') || age.ends_with('d'), "{age}");
+    }
 }
