@@ -841,6 +841,12 @@ fn random_suffix() -> String {
         .collect()
 }
 
+/// The answer to a dry-run write: the object as it would have been stored.
+fn dry_run_response(code: StatusCode, mut obj: Value) -> Response<Body> {
+    crate::store::drop_empty_metadata(&mut obj);
+    json_value(code, &obj)
+}
+
 fn dry_run(q: &Query) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
 }
@@ -904,7 +910,7 @@ async fn create(
     }
     let obj = crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
     if dry_run(q) {
-        return Ok(json_value(StatusCode::CREATED, &obj));
+        return Ok(dry_run_response(StatusCode::CREATED, obj));
     }
     let obj = crate::patch_glue::track_update(route, q, None, obj);
     let stored = shared.mutate(|s| s.create(&t, obj))?;
@@ -994,7 +1000,7 @@ async fn update(
         )
         .await?;
         if dry_run(q) {
-            return Ok(json_value(StatusCode::OK, &candidate));
+            return Ok(dry_run_response(StatusCode::OK, candidate));
         }
         let candidate = crate::patch_glue::track_update(route, q, Some(&current.value), candidate);
         let base = expected.unwrap_or(current.rv);
@@ -1052,7 +1058,7 @@ async fn patch(
             let obj = crate::admission_glue::admit(shared, route, "CREATE", None, obj, dry_run(q))
                 .await?;
             if dry_run(q) {
-                return Ok(json_value(StatusCode::CREATED, &obj));
+                return Ok(dry_run_response(StatusCode::CREATED, obj));
             }
             match shared.mutate(|s| s.create(&t, obj)) {
                 Ok(stored) => {
@@ -1102,7 +1108,7 @@ async fn patch(
         )
         .await?;
         if dry_run(q) {
-            return Ok(json_value(StatusCode::OK, &candidate));
+            return Ok(dry_run_response(StatusCode::OK, candidate));
         }
         let candidate = if patch_type == crate::patch::PatchType::Apply {
             candidate

@@ -172,6 +172,30 @@ fn set_rv(obj: &mut Value, rv: u64) {
     }
 }
 
+/// Remove empty `metadata` collections, as the real server's `omitempty` serialisation does
+/// (`labels: {}`, `annotations: {}`, `finalizers: []`, `ownerReferences: []`, `managedFields: []`).
+pub(crate) fn drop_empty_metadata(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in [
+            "labels",
+            "annotations",
+            "finalizers",
+            "ownerReferences",
+            "managedFields",
+        ] {
+            let empty = match meta.get(field) {
+                Some(Value::Object(m)) => m.is_empty(),
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Null) => true,
+                _ => false,
+            };
+            if empty {
+                meta.remove(field);
+            }
+        }
+    }
+}
+
 /// Everything except metadata (and status when `ignore_status`), for the generation rule.
 fn spec_part(obj: &Value, ignore_status: bool) -> BTreeMap<&String, &Value> {
     obj.as_object()
@@ -355,6 +379,7 @@ impl Store {
         self.rv += 1;
         let rv = self.rv;
         set_rv(&mut value, rv);
+        drop_empty_metadata(&mut value);
         let stored = StoredObject::new(value, rv);
         let prev = self
             .objects
@@ -946,6 +971,13 @@ mod tests {
             .unwrap();
         assert_eq!(gone.rv, b.rv + 1);
         assert_eq!(s.rv(), gone.rv);
+        // Empty metadata collections are not stored.
+        let mut with_empty = cm("e", "1");
+        with_empty["metadata"]["labels"] = json!({});
+        with_empty["metadata"]["finalizers"] = json!([]);
+        let e = s.create(&t, with_empty).unwrap();
+        assert!(e.value["metadata"].get("labels").is_none());
+        assert!(e.value["metadata"].get("finalizers").is_none());
     }
 
     #[test]
