@@ -39,6 +39,8 @@ use crate::queue::WorkQueue;
 pub struct WorkItem<T: Hash + Eq + Clone + Send + Sync + 'static> {
     pub(crate) queue: WorkQueue<T>,
     pub(crate) key: T,
+    /// Where the queue keeps the key's state.
+    pub(crate) index: usize,
     /// Slot of the in-flight start time (metrics only).
     pub(crate) slot: u32,
     /// When the worker got the key, in queue-clock nanoseconds (metrics only).
@@ -93,6 +95,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static + fmt::Debug> fmt::Debug for W
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> Drop for WorkItem<T> {
     fn drop(&mut self) {
-        self.queue.finish(&self.key, self.slot, self.started);
+        self.queue
+            .finish(&self.key, self.index, self.slot, self.started);
     }
 }

@@ -126,31 +126,42 @@ impl Entry {
     };
 }
 
+/// One key's state, stored at a fixed index so that queues and timers refer to it by index
+/// (no hashing after the add) and reuse freed indices (good locality).
 #[derive(Debug)]
-struct Level<T> {
-    prio: i32,
-    keys: VecDeque<(T, u64)>,
+struct Slot<T> {
+    /// The key, except while a worker holds it (its [`WorkItem`] owns it then) or the slot is free.
+    key: Option<T>,
+    live: bool,
+    e: Entry,
 }
 
 #[derive(Debug)]
-struct Timer<T> {
+struct Level {
+    prio: i32,
+    /// (slot, seq) of ready keys; an element whose seq no longer matches its slot is stale.
+    keys: VecDeque<(usize, u64)>,
+}
+
+#[derive(Debug)]
+struct Timer {
     at: u64,
     seq: u64,
-    key: T,
+    slot: usize,
 }
 
-impl<T> PartialEq for Timer<T> {
+impl PartialEq for Timer {
     fn eq(&self, other: &Self) -> bool {
         (self.at, self.seq) == (other.at, other.seq)
     }
 }
-impl<T> Eq for Timer<T> {}
-impl<T> PartialOrd for Timer<T> {
+impl Eq for Timer {}
+impl PartialOrd for Timer {
     fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
         Some(self.cmp(other))
     }
 }
-impl<T> Ord for Timer<T> {
+impl Ord for Timer {
     /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest timer first.
     fn cmp(&self, other: &Self) -> CmpOrdering {
         (other.at, other.seq).cmp(&(self.at, self.seq))
@@ -180,16 +191,19 @@ enum Added {
 
 #[derive(Debug)]
 struct State<T> {
-    entries: FastMap<T, Entry>,
+    /// Key → slot index.
+    index: FastMap<T, usize>,
+    slots: Vec<Slot<T>>,
+    free: Vec<usize>,
     /// Sorted by priority, highest first.
-    levels: Vec<Level<T>>,
+    levels: Vec<Level>,
     ready: usize,
     in_flight: usize,
     delayed: usize,
-    timer_fifo: VecDeque<Timer<T>>,
-    timer_heap: BinaryHeap<Timer<T>>,
-    /// Lazily timed delayed adds not yet given a deadline: (key, delay ns, seq).
-    unstamped: VecDeque<(T, u64, u64)>,
+    timer_fifo: VecDeque<Timer>,
+    timer_heap: BinaryHeap<Timer>,
+    /// Lazily timed delayed adds not yet given a deadline: (slot, delay ns, seq).
+    unstamped: VecDeque<(usize, u64, u64)>,
     seq: u64,
     /// The latest clock reading taken by anyone: a lower bound of the current time, so timers
     /// due by then can be promoted without reading the (slow) clock again.
@@ -197,10 +211,10 @@ struct State<T> {
     mode: Mode,
     /// In-flight start times for the unfinished-work gauges (`FREE` marks a free slot).
     starts: Vec<u64>,
-    free_slots: Vec<u32>,
+    free_starts: Vec<u32>,
 }
 
-fn push_level<T>(levels: &mut Vec<Level<T>>, key: T, prio: i32, seq: u64) {
+fn push_level(levels: &mut Vec<Level>, slot: usize, prio: i32, seq: u64) {
     let idx = match levels.iter().position(|l| l.prio <= prio) {
         Some(i) if levels[i].prio == prio => i,
         Some(i) => {
@@ -221,13 +235,33 @@ fn push_level<T>(levels: &mut Vec<Level<T>>, key: T, prio: i32, seq: u64) {
             levels.len() - 1
         }
     };
-    levels[idx].keys.push_back((key, seq));
+    levels[idx].keys.push_back((slot, seq));
+}
+
+fn alloc<T>(slots: &mut Vec<Slot<T>>, free: &mut Vec<usize>, key: T, e: Entry) -> usize {
+    let slot = Slot {
+        key: Some(key),
+        live: true,
+        e,
+    };
+    match free.pop() {
+        Some(i) => {
+            slots[i] = slot;
+            i
+        }
+        None => {
+            slots.push(slot);
+            slots.len() - 1
+        }
+    }
 }
 
 impl<T: Hash + Eq + Clone> State<T> {
     fn new() -> Self {
         Self {
-            entries: FastMap::default(),
+            index: FastMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
             levels: Vec::new(),
             ready: 0,
             in_flight: 0,
@@ -239,7 +273,7 @@ impl<T: Hash + Eq + Clone> State<T> {
             last_now: 0,
             mode: Mode::Running,
             starts: Vec::new(),
-            free_slots: Vec::new(),
+            free_starts: Vec::new(),
         }
     }
 
@@ -249,52 +283,68 @@ impl<T: Hash + Eq + Clone> State<T> {
     }
 
     fn add_ready(&mut self, key: T, prio: i32, now: u64) -> Added {
-        self.seq += 1;
-        let seq = self.seq;
-        match self.entries.entry(key) {
-            MapEntry::Occupied(mut o) => {
-                let e = o.get_mut();
-                if e.ready {
-                    if prio > e.prio {
-                        e.prio = prio;
-                        if !e.processing {
-                            e.seq = seq;
-                            push_level(&mut self.levels, o.key().clone(), prio, seq);
-                        }
-                    }
-                    return Added::Nothing;
-                }
-                e.ready = true;
-                e.prio = prio;
-                e.since = now;
-                if e.delayed {
-                    // The immediate add is earlier than the pending delayed one: it wins.
-                    e.delayed = false;
-                    e.lazy = false;
-                    e.prio = prio.max(e.delay_prio);
-                    self.delayed -= 1;
-                }
-                if e.processing {
-                    return Added::Dirty;
-                }
-                e.seq = seq;
-                let prio = e.prio;
-                push_level(&mut self.levels, o.key().clone(), prio, seq);
-                self.ready += 1;
-                Added::Ready
-            }
+        let seq = self.next_seq();
+        let i = match self.index.entry(key) {
+            MapEntry::Occupied(o) => *o.get(),
             MapEntry::Vacant(v) => {
-                let key = v.key().clone();
-                v.insert(Entry {
+                let e = Entry {
                     ready: true,
                     prio,
                     seq,
                     since: now,
                     ..Entry::EMPTY
-                });
-                push_level(&mut self.levels, key, prio, seq);
+                };
+                let i = alloc(&mut self.slots, &mut self.free, v.key().clone(), e);
+                v.insert(i);
+                push_level(&mut self.levels, i, prio, seq);
                 self.ready += 1;
-                Added::Ready
+                return Added::Ready;
+            }
+        };
+        let e = &mut self.slots[i].e;
+        if e.ready {
+            if prio > e.prio {
+                e.prio = prio;
+                if !e.processing {
+                    e.seq = seq;
+                    push_level(&mut self.levels, i, prio, seq);
+                }
+            }
+            return Added::Nothing;
+        }
+        e.ready = true;
+        e.prio = prio;
+        e.since = now;
+        if e.delayed {
+            // The immediate add is earlier than the pending delayed one: it wins.
+            e.delayed = false;
+            e.lazy = false;
+            e.prio = prio.max(e.delay_prio);
+            self.delayed -= 1;
+        }
+        if e.processing {
+            return Added::Dirty;
+        }
+        e.seq = seq;
+        let prio = e.prio;
+        push_level(&mut self.levels, i, prio, seq);
+        self.ready += 1;
+        Added::Ready
+    }
+
+    /// The slot of `key`, allocated (with an empty entry) if needed.
+    fn slot_of(&mut self, key: T) -> usize {
+        match self.index.entry(key) {
+            MapEntry::Occupied(o) => *o.get(),
+            MapEntry::Vacant(v) => {
+                let i = alloc(
+                    &mut self.slots,
+                    &mut self.free,
+                    v.key().clone(),
+                    Entry::EMPTY,
+                );
+                v.insert(i);
+                i
             }
         }
     }
@@ -302,46 +352,30 @@ impl<T: Hash + Eq + Clone> State<T> {
     /// Returns whether a new timer was pushed.
     fn add_delayed(&mut self, key: T, prio: i32, at: u64) -> bool {
         let seq = self.next_seq();
-        let key = match self.entries.entry(key) {
-            MapEntry::Occupied(mut o) => {
-                let e = o.get_mut();
-                if e.ready {
-                    return false;
-                }
-                if e.delayed {
-                    e.delay_prio = e.delay_prio.max(prio);
-                    // A lazily timed delay is at most LAZY_DELAY_MAX, shorter than this one
-                    // (callers only come here with it for longer delays): it is earlier.
-                    if e.lazy || e.delay_at <= at {
-                        return false;
-                    }
-                } else {
-                    e.delayed = true;
-                    e.delay_prio = prio;
-                    self.delayed += 1;
-                }
-                e.delay_at = at;
-                e.delay_seq = seq;
-                o.key().clone()
+        let i = self.slot_of(key);
+        let e = &mut self.slots[i].e;
+        if e.ready {
+            return false;
+        }
+        if e.delayed {
+            e.delay_prio = e.delay_prio.max(prio);
+            // A lazily timed delay is at most LAZY_DELAY_MAX, shorter than this one (callers
+            // only come here with a lazily timed one for longer delays): it is earlier.
+            if e.lazy || e.delay_at <= at {
+                return false;
             }
-            MapEntry::Vacant(v) => {
-                let key = v.key().clone();
-                v.insert(Entry {
-                    delayed: true,
-                    delay_prio: prio,
-                    delay_seq: seq,
-                    delay_at: at,
-                    ..Entry::EMPTY
-                });
-                self.delayed += 1;
-                key
-            }
-        };
-        self.push_timer(Timer { at, seq, key });
+        } else {
+            e.delayed = true;
+            e.delay_prio = prio;
+            self.delayed += 1;
+        }
+        e.delay_at = at;
+        e.delay_seq = seq;
+        self.push_timer(Timer { at, seq, slot: i });
         true
     }
 
-    fn push_timer(&mut self, timer: Timer<T>) {
+    fn push_timer(&mut self, timer: Timer) {
         if self.timer_fifo.back().is_none_or(|b| b.at <= timer.at) {
             self.timer_fifo.push_back(timer);
         } else {
@@ -352,58 +386,57 @@ impl<T: Hash + Eq + Clone> State<T> {
     /// A delayed add of at most [`LAZY_DELAY_MAX`], timed from the next stamp.
     fn add_delayed_lazy(&mut self, key: T, prio: i32, delay: u64) -> Lazy<T> {
         let seq = self.next_seq();
-        let key = match self.entries.entry(key) {
-            MapEntry::Occupied(mut o) => {
-                let e = o.get_mut();
-                if e.ready {
-                    return Lazy::Noop;
+        let i = match self.index.entry(key) {
+            MapEntry::Occupied(o) => {
+                let i = *o.get();
+                let e = &self.slots[i].e;
+                if !e.ready && e.delayed && !e.lazy {
+                    return Lazy::NeedClock(o.key().clone());
                 }
-                if e.delayed {
-                    if !e.lazy {
-                        return Lazy::NeedClock(o.key().clone());
-                    }
-                    e.delay_prio = e.delay_prio.max(prio);
-                    if e.delay_at <= delay {
-                        return Lazy::Noop;
-                    }
-                } else {
-                    e.delayed = true;
-                    e.lazy = true;
-                    e.delay_prio = prio;
-                    self.delayed += 1;
-                }
-                e.delay_at = delay;
-                e.delay_seq = seq;
-                o.key().clone()
+                i
             }
             MapEntry::Vacant(v) => {
-                let key = v.key().clone();
-                v.insert(Entry {
-                    delayed: true,
-                    lazy: true,
-                    delay_prio: prio,
-                    delay_seq: seq,
-                    delay_at: delay,
-                    ..Entry::EMPTY
-                });
-                self.delayed += 1;
-                key
+                let i = alloc(
+                    &mut self.slots,
+                    &mut self.free,
+                    v.key().clone(),
+                    Entry::EMPTY,
+                );
+                v.insert(i);
+                i
             }
         };
+        let e = &mut self.slots[i].e;
+        if e.ready {
+            return Lazy::Noop;
+        }
+        if e.delayed {
+            e.delay_prio = e.delay_prio.max(prio);
+            if e.delay_at <= delay {
+                return Lazy::Noop;
+            }
+        } else {
+            e.delayed = true;
+            e.lazy = true;
+            e.delay_prio = prio;
+            self.delayed += 1;
+        }
+        e.delay_at = delay;
+        e.delay_seq = seq;
         let first = self.unstamped.is_empty();
-        self.unstamped.push_back((key, delay, seq));
+        self.unstamped.push_back((i, delay, seq));
         Lazy::Pushed { first }
     }
 
     /// Give every lazily timed delayed add its deadline, `now` + its delay. `now` must be a clock
     /// reading taken while holding the lock, so that it is not earlier than any of those adds.
     fn stamp(&mut self, now: u64) {
-        while let Some((key, delay, seq)) = self.unstamped.pop_front() {
+        while let Some((slot, delay, seq)) = self.unstamped.pop_front() {
             // Stale elements become stale timers, skipped like any other.
             self.push_timer(Timer {
                 at: now.saturating_add(delay),
                 seq,
-                key,
+                slot,
             });
         }
     }
@@ -439,10 +472,9 @@ impl<T: Hash + Eq + Clone> State<T> {
                 }
             };
             let Some(timer) = timer else { break };
-            let Some(e) = self.entries.get_mut(&timer.key) else {
-                continue;
-            };
-            if !e.delayed || e.delay_seq != timer.seq {
+            let slot = &mut self.slots[timer.slot];
+            let e = &mut slot.e;
+            if !slot.live || !e.delayed || e.delay_seq != timer.seq {
                 continue; // stale timer
             }
             e.delayed = false;
@@ -456,7 +488,7 @@ impl<T: Hash + Eq + Clone> State<T> {
             } else {
                 self.seq += 1;
                 e.seq = self.seq;
-                push_level(&mut self.levels, timer.key, e.prio, self.seq);
+                push_level(&mut self.levels, timer.slot, e.prio, self.seq);
                 self.ready += 1;
                 ready += 1;
             }
@@ -464,35 +496,36 @@ impl<T: Hash + Eq + Clone> State<T> {
         (ready, dirty)
     }
 
-    /// Hand out the next ready key: (key, since).
-    fn pop(&mut self) -> Option<(T, u64)> {
+    /// Hand out the next ready key: (slot, key, since).
+    fn pop(&mut self) -> Option<(usize, T, u64)> {
         if self.ready == 0 {
             return None;
         }
         for level in &mut self.levels {
-            while let Some((key, seq)) = level.keys.pop_front() {
-                if let Some(e) = self.entries.get_mut(&key)
-                    && e.ready
-                    && !e.processing
-                    && e.seq == seq
-                {
+            while let Some((i, seq)) = level.keys.pop_front() {
+                let slot = &mut self.slots[i];
+                let e = &mut slot.e;
+                if slot.live && e.ready && !e.processing && e.seq == seq {
+                    // A live slot that is not in flight holds its key.
+                    let Some(key) = slot.key.take() else { continue };
                     e.ready = false;
                     e.processing = true;
                     self.ready -= 1;
                     self.in_flight += 1;
-                    return Some((key, e.since));
+                    return Some((i, key, e.since));
                 }
             }
         }
         None
     }
 
-    /// The worker is done with `key`. Returns whether the key became ready again.
-    fn done(&mut self, key: &T) -> bool {
-        let Some(e) = self.entries.get_mut(key) else {
+    /// The worker is done with `key` (in `slot`). Returns whether the key became ready again.
+    fn done(&mut self, slot: usize, key: &T) -> bool {
+        let Some(s) = self.slots.get_mut(slot) else {
             return false;
         };
-        if !e.processing {
+        let e = &mut s.e;
+        if !s.live || !e.processing {
             return false;
         }
         e.processing = false;
@@ -504,14 +537,17 @@ impl<T: Hash + Eq + Clone> State<T> {
             } else {
                 self.seq += 1;
                 e.seq = self.seq;
-                let prio = e.prio;
-                push_level(&mut self.levels, key.clone(), prio, self.seq);
+                push_level(&mut self.levels, slot, e.prio, self.seq);
                 self.ready += 1;
                 requeued = true;
             }
         }
-        if !e.ready && !e.delayed {
-            self.entries.remove(key);
+        if e.ready || e.delayed {
+            s.key = Some(key.clone());
+        } else {
+            s.live = false;
+            self.index.remove(key);
+            self.free.push(slot);
         }
         requeued
     }
@@ -520,8 +556,8 @@ impl<T: Hash + Eq + Clone> State<T> {
         self.in_flight == 0 && (self.mode == Mode::Stopped || self.ready == 0)
     }
 
-    fn alloc_slot(&mut self, now: u64) -> u32 {
-        match self.free_slots.pop() {
+    fn alloc_start(&mut self, now: u64) -> u32 {
+        match self.free_starts.pop() {
             Some(i) => {
                 self.starts[i as usize] = now;
                 i
@@ -533,10 +569,10 @@ impl<T: Hash + Eq + Clone> State<T> {
         }
     }
 
-    fn free_slot(&mut self, slot: u32) {
+    fn free_start(&mut self, slot: u32) {
         if let Some(s) = self.starts.get_mut(slot as usize) {
             *s = FREE;
-            self.free_slots.push(slot);
+            self.free_starts.push(slot);
         }
     }
 }
@@ -862,9 +898,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             let now = st.last_now;
             promoted = st.promote_due(now);
         }
-        if let Some((key, since)) = st.pop() {
+        if let Some((index, key, since)) = st.pop() {
             let (slot, started) = match metrics_now {
-                Some(now) => (st.alloc_slot(now), now),
+                Some(now) => (st.alloc_start(now), now),
                 None => (NO_SLOT, 0),
             };
             let wake_more = promoted.0 > 1 && inner.waiters.load(Ordering::Relaxed) > 0;
@@ -881,6 +917,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                 m.queue_duration.record(secs(started.saturating_sub(since)));
             }
             return Attempt::Item(WorkItem {
+                index,
                 queue: self.clone(),
                 key,
                 slot,
@@ -965,13 +1002,13 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     }
 
     /// Called by [`WorkItem`] when it is dropped.
-    pub(crate) fn finish(&self, key: &T, slot: u32, started: u64) {
+    pub(crate) fn finish(&self, key: &T, index: usize, slot: u32, started: u64) {
         let inner = &*self.inner;
         let now = inner.metrics_now();
         let mut st = inner.state.lock();
-        let requeued = st.done(key);
+        let requeued = st.done(index, key);
         if slot != NO_SLOT {
-            st.free_slot(slot);
+            st.free_start(slot);
         }
         let wake = requeued && inner.waiters.load(Ordering::Relaxed) > 0;
         let drained = st.mode != Mode::Running && st.is_drained();
