@@ -27,6 +27,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::{Action, Builder, Context, Reconciler, WatchOptions};
 use kcr_handler::{EnqueueRequestForObject, EventHandler, Request};
+use kcr_predicate::Predicate;
 use kcr_queue::WorkQueue;
 use kcr_source::{Channel, Event};
 use kube_runtime::controller::{Action as KubeAction, Config, Controller as KubeController};
@@ -52,6 +53,15 @@ fn wanted(c: &ConfigMap) -> bool {
         .labels
         .as_ref()
         .is_some_and(|l| l.get("app").is_some_and(|v| v == "bench"))
+}
+
+/// [`wanted`] as a kcr predicate.
+struct Wanted;
+
+impl Predicate<ConfigMap> for Wanted {
+    fn evaluate(&self, event: &Event<ConfigMap>) -> bool {
+        wanted(event.object())
+    }
 }
 
 struct Noop {
@@ -90,7 +100,7 @@ async fn bench_kcr(objs: &[Arc<ConfigMap>], events: u64, workers: usize) -> (u64
             CountingHandler {
                 handled: handled.clone(),
             },
-            WatchOptions::new().predicate(|e: &Event<ConfigMap>| wanted(e.object())),
+            WatchOptions::new().predicate(Wanted),
         )
         .build(Noop {
             count: reconciles.clone(),

@@ -82,9 +82,18 @@ pub fn describe() {
     );
 }
 
+/// Whether the current recorder (local, else global) is a real one rather than the `metrics`
+/// crate's zero-sized no-op recorder.
+pub(crate) fn recorder_installed() -> bool {
+    ::metrics::with_recorder(|recorder| std::mem::size_of_val(recorder) != 0)
+}
+
 /// The registered metric handles of one controller.
 #[derive(Clone)]
 pub(crate) struct ControllerMetrics {
+    /// Whether a real recorder was installed when the controller started; without one, the
+    /// workers skip the clock reads for the histogram.
+    pub enabled: bool,
     pub success: Counter,
     pub error: Counter,
     pub requeue_after: Counter,
@@ -105,6 +114,7 @@ impl ControllerMetrics {
         let name = controller.to_string();
         let result = |r: &'static str| counter!(RECONCILE_TOTAL, "controller" => name.clone(), "result" => r);
         let m = ControllerMetrics {
+            enabled: recorder_installed(),
             success: result("success"),
             error: result("error"),
             requeue_after: result("requeue_after"),
