@@ -2,7 +2,7 @@
 //!
 //! # State of a key
 //!
-//! Every key the queue knows has one entry in a hash map with three flags:
+//! Every key the queue knows has one slot (see below) with three flags:
 //! - **ready**: the key waits to be handed out (or, if it is also in flight, it is *dirty*: it
 //!   was added while a worker had it and becomes ready again when that worker is done);
 //! - **in flight**: a worker holds its [`WorkItem`];
@@ -16,6 +16,12 @@
 //!
 //! One `parking_lot` mutex guards the whole state, so every operation is one short critical
 //! section with no allocation in the steady state:
+//! - a hash map (foldhash) from key to a slot index in a `Vec` of slots; freed slots are reused
+//!   last-in first-out, so the live slots stay few and cache-warm. The map is probed once when a
+//!   key is added and once when its slot is freed; everything else (ready FIFOs, timers, the
+//!   [`WorkItem`] guard) refers to the slot by index, so a key costs one hash probe per add
+//!   call and one when its slot is freed, whatever its path (ready, delayed, dirty). The slot
+//!   owns one copy of the key and lends it to the guard while a worker holds it;
 //! - ready keys sit in one FIFO (`VecDeque`) per priority level, highest level first. A priority
 //!   bump pushes the key again at its new level; the old element is recognised as stale by a
 //!   sequence number and skipped when it reaches the front (no search, no removal);
