@@ -316,16 +316,29 @@ impl Manager {
     /// Adds a runnable: `run` receives a token cancelled at shutdown and should return then.
     /// With `needs_leader`, it starts only once this replica leads (and is stopped if leadership
     /// is lost); otherwise it starts at once on every replica. An `Err` stops the manager.
-    pub fn add_runnable<F, Fut>(&self, name: impl Into<String>, needs_leader: bool, run: F)
+    ///
+    /// Fails with [`ManagerError::AlreadyStarted`] once [`run`](Self::run) has begun.
+    pub fn add_runnable<F, Fut>(
+        &self,
+        name: impl Into<String>,
+        needs_leader: bool,
+        run: F,
+    ) -> Result<(), ManagerError>
     where
         F: FnOnce(CancellationToken) -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
-        self.runnables.lock().push(Registered {
+        let mut runnables = self.runnables.lock();
+        // Checked under the lock `run` takes the runnables with: nothing added is ever lost.
+        if self.started.load(Ordering::SeqCst) {
+            return Err(ManagerError::AlreadyStarted);
+        }
+        runnables.push(Registered {
             name: name.into(),
             needs_leader,
             run: Box::new(move |token| run(token).boxed()),
         });
+        Ok(())
     }
 
     /// Registers a controller (it needs leadership). Controller names must be unique.
@@ -334,25 +347,30 @@ impl Manager {
         controller: Controller<K, R>,
     ) -> Result<(), ManagerError> {
         let name = controller.name().to_string();
+        if self.started.load(Ordering::SeqCst) {
+            return Err(ManagerError::AlreadyStarted);
+        }
         self.reserve_name(&name)?;
         let unsynced = self.unsynced.clone();
         unsynced.fetch_add(1, Ordering::SeqCst);
-        self.add_runnable(
+        let unsynced_on_sync = unsynced.clone();
+        let added = self.add_runnable(
             format!("controller/{name}"),
             true,
             move |token| async move {
-                let synced = Arc::new(AtomicBool::new(false));
-                let flag = synced.clone();
-                let unsynced_on_sync = unsynced.clone();
                 let on_synced: Box<dyn FnOnce() + Send> = Box::new(move || {
-                    flag.store(true, Ordering::SeqCst);
                     unsynced_on_sync.fetch_sub(1, Ordering::SeqCst);
                 });
                 let res = controller.run_with_ready(token, Some(on_synced)).await;
                 res.map_err(|e| Box::new(e) as BoxError)
             },
         );
-        Ok(())
+        if added.is_err() {
+            // `run` began meanwhile: undo the registration.
+            unsynced.fetch_sub(1, Ordering::SeqCst);
+            self.controller_names.lock().remove(&name);
+        }
+        added
     }
 
     /// Reserves a controller name; fails on a duplicate.
@@ -503,7 +521,15 @@ impl Manager {
 
         // Graceful shutdown: stop runnables (bounded), then leader election, then HTTP.
         stop_runnables.cancel();
-        let timeout = self.options.graceful_shutdown_timeout;
+        let mut timeout = self.options.graceful_shutdown_timeout;
+        if let (Some(ManagerError::LeaderElection(_)), Some(le)) =
+            (&failure, &self.options.leader_election)
+        {
+            // Leadership is lost: another replica may take the lease once it expires, which is
+            // at most `lease_duration - renew_deadline` from now. Reconciles still running
+            // then are abandoned rather than overlap with the new leader's.
+            timeout = timeout.min(le.lease_duration.saturating_sub(le.renew_deadline));
+        }
         let drained = tokio::time::timeout(timeout, async {
             while let Some(res) = set.join_next().await {
                 match res {

@@ -37,6 +37,16 @@ struct Replica {
 }
 
 async fn replica(server: &TestApiServer, identity: &str, release: bool) -> Replica {
+    replica_with(server, identity, release, false).await
+}
+
+/// With `stubborn`, also a leader-only runnable that ignores its stop token.
+async fn replica_with(
+    server: &TestApiServer,
+    identity: &str,
+    release: bool,
+    stubborn: bool,
+) -> Replica {
     let options = ManagerOptions::default()
         .metrics_bind_address("0")
         .unwrap()
@@ -51,6 +61,13 @@ async fn replica(server: &TestApiServer, identity: &str, release: bool) -> Repli
         .owns::<Secret>(WatchOptions::new().namespace("default"))
         .complete(reconciler.clone())
         .unwrap();
+    if stubborn {
+        mgr.add_runnable("stubborn", true, |_token| async {
+            std::future::pending::<()>().await;
+            Ok(())
+        })
+        .unwrap();
+    }
     let mgr = Arc::new(mgr);
     let stop = CancellationToken::new();
     let run = tokio::spawn({
@@ -191,7 +208,9 @@ async fn releasing_on_shutdown_hands_over_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_stops_controllers_and_run_fails() {
     let server = TestApiServer::start().await.unwrap();
-    let r = replica(&server, "replica-lost", false).await;
+    // graceful_shutdown_timeout is 30 s, but after a lost lease the manager waits at most
+    // lease_duration - renew_deadline for runnables (here one that never stops)
+    let r = replica_with(&server, "replica-lost", false, true).await;
     eventually("leader", Duration::from_secs(10), || async {
         r.mgr.is_leader()
     })
@@ -204,13 +223,21 @@ async fn losing_the_lease_stops_controllers_and_run_fails() {
         .faults()
         .fail_next("update", "leases", 1_000_000, 500);
     let t0 = Instant::now();
+    // it gives up within the renew deadline (plus one retry), before the lease could expire
+    eventually("leadership dropped", LEASE, || async { !r.mgr.is_leader() }).await;
+    let dropped = t0.elapsed();
+    assert!(dropped < LEASE, "gave up after {dropped:?}");
     let err = tokio::time::timeout(LEASE * 3, r.run)
         .await
         .expect("run returns once leadership is lost")
         .unwrap()
         .unwrap_err();
-    // it gave up within the renew deadline (plus one retry), before the lease could expire
-    assert!(t0.elapsed() < LEASE, "gave up after {:?}", t0.elapsed());
+    // the stubborn runnable was abandoned after lease_duration - renew_deadline
+    let returned = t0.elapsed();
+    assert!(
+        returned < dropped + (LEASE - RENEW) + Duration::from_millis(500),
+        "run returned after {returned:?}"
+    );
     assert!(!r.mgr.is_leader());
     match &err {
         ManagerError::LeaderElection(LeaderElectionError::Lost { reason, .. }) => {

@@ -291,7 +291,8 @@ async fn runnables_without_leadership_run_and_their_failure_stops_the_manager() 
     mgr.add_runnable("fails-later", false, move |_token| async move {
         let _ = rx.await;
         Err("disk full".into())
-    });
+    })
+    .unwrap();
     let mgr = Arc::new(mgr);
     let run = tokio::spawn({
         let mgr = mgr.clone();
@@ -310,6 +311,20 @@ async fn runnables_without_leadership_run_and_their_failure_stops_the_manager() 
         mgr.run(CancellationToken::new()).await,
         Err(ManagerError::AlreadyStarted)
     ));
+    assert!(matches!(
+        mgr.add_runnable("late", false, |_t| async { Ok(()) }),
+        Err(ManagerError::AlreadyStarted)
+    ));
+    assert!(matches!(
+        mgr.controller()
+            .named("late")
+            .complete(kcr_controller::reconciler_fn(
+                |_r: kcr_handler::Request, _c: kcr_controller::Context| async {
+                    Ok::<_, anyhow::Error>(kcr_controller::Action::done())
+                },
+            )),
+        Err(ManagerError::AlreadyStarted)
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,11 +336,13 @@ async fn graceful_shutdown_is_bounded_by_its_timeout() {
         // ignores its token
         std::future::pending::<()>().await;
         Ok(())
-    });
+    })
+    .unwrap();
     mgr.add_runnable("polite", false, |token: CancellationToken| async move {
         token.cancelled().await;
         Ok(())
-    });
+    })
+    .unwrap();
     let stop = CancellationToken::new();
     let mgr = Arc::new(mgr);
     let run = tokio::spawn({

@@ -34,7 +34,8 @@ async fn sigterm_shuts_the_manager_down_gracefully() {
                 finished.store(true, Ordering::SeqCst);
                 Ok(())
             },
-        );
+        )
+        .unwrap();
     }
     let run = tokio::spawn(async move { mgr.run_until_signal().await });
     started.notified().await;
