@@ -411,10 +411,21 @@ impl Store {
 
     /// Low-level removal with a DELETED event; returns the last state (with the deletion RV).
     fn remove(&mut self, resource: &str, key: &ObjKey) -> Option<Arc<StoredObject>> {
+        self.remove_as(resource, key, None)
+    }
+
+    /// Removal whose DELETED event carries `last` (default: the stored state).
+    fn remove_as(
+        &mut self,
+        resource: &str,
+        key: &ObjKey,
+        last: Option<Value>,
+    ) -> Option<Arc<StoredObject>> {
         let prev = self.objects.get_mut(resource)?.remove(key)?;
         self.rv += 1;
         let rv = self.rv;
-        let mut last = prev.value.clone();
+        let mut last = last.unwrap_or_else(|| prev.value.clone());
+        drop_empty_metadata(&mut last);
         set_rv(&mut last, rv);
         let last = StoredObject::new(last, rv);
         self.index(resource, key, Some(&prev.value), None);
@@ -624,9 +635,13 @@ impl Store {
             }
         }
         if deleting && finalizers(&obj).is_empty() {
-            let stored = self.write(&resource, key.clone(), obj);
-            let removed = self.finish_removal(&resource, &key);
-            return Ok(removed.unwrap_or(stored));
+            // As on the real server, the update that drops the last finalizer deletes the
+            // object: one DELETED event carrying the final state.
+            let last = self
+                .remove_as(&resource, &key, Some(obj))
+                .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name))?;
+            self.cascade(vec![(resource, last.clone())]);
+            return Ok(last);
         }
         Ok(self.write(&resource, key, obj))
     }

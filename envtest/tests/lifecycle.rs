@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kcr_envtest::TestApiServer;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -40,12 +42,21 @@ async fn exists(api: &Api<ConfigMap>, name: &str) -> bool {
 async fn finalizers_hold_deletion() {
     let server = TestApiServer::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    api.create(
-        &PostParams::default(),
-        &plain("f", &["example.com/hold", "example.com/two"]),
-    )
-    .await
-    .unwrap();
+    let created = api
+        .create(
+            &PostParams::default(),
+            &plain("f", &["example.com/hold", "example.com/two"]),
+        )
+        .await
+        .unwrap();
+    let mut events = api
+        .watch(
+            &kube::api::WatchParams::default(),
+            created.metadata.resource_version.as_deref().unwrap(),
+        )
+        .await
+        .unwrap()
+        .boxed();
     let deleting = api.delete("f", &DeleteParams::default()).await.unwrap();
     let obj = deleting.left().expect("object still there");
     assert!(obj.metadata.deletion_timestamp.is_some());
@@ -80,6 +91,25 @@ async fn finalizers_hold_deletion() {
     .await
     .unwrap();
     assert!(!exists(&api, "f").await);
+    // Watchers saw: deletion started, one finalizer removed, then a single DELETED.
+    let mut kinds = Vec::new();
+    while kinds.len() < 3 {
+        let ev = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match ev {
+            kube::api::WatchEvent::Modified(_) => kinds.push("MODIFIED"),
+            kube::api::WatchEvent::Deleted(o) => {
+                assert!(o.metadata.finalizers.is_none());
+                kinds.push("DELETED")
+            }
+            kube::api::WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(kinds, ["MODIFIED", "MODIFIED", "DELETED"]);
 }
 
 #[tokio::test]
