@@ -739,3 +739,132 @@ async fn a_failing_reconcile_is_reported_in_status_and_events_then_recovers() {
     );
     op.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_cause_no_writes_and_status_is_not_rewritten() {
+    let (env, op) = start(3).await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let pools: Api<NodePool> = Api::all(env.client.clone());
+    for i in 0..3 {
+        join(&nodes, &format!("envtest-node-{i}"), "w").await;
+    }
+    pools
+        .create(&PostParams::default(), &sample("w"))
+        .await
+        .unwrap();
+    converged(&env).await;
+    // Let the echoes of the operator's own writes settle: the write counters stop moving.
+    let faults = env.server.faults();
+    let writes = || {
+        faults.request_count("patch", "nodes")
+            + faults.request_count("patch", "nodepools")
+            + faults.request_count("patch", "nodepools/status")
+            + faults.request_count("update", "runtimeclasses")
+            + faults.request_count("create", "runtimeclasses")
+    };
+    let mut last = writes();
+    let mut stable_since = std::time::Instant::now();
+    while stable_since.elapsed() < Duration::from_millis(500) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = writes();
+        if now != last {
+            last = now;
+            stable_since = std::time::Instant::now();
+        }
+    }
+    // Kubelet heartbeats: status conditions change, nothing that matters to pools.
+    let before = writes() + faults.request_count("patch", "nodes/status");
+    for round in 0..5 {
+        for i in 0..3 {
+            let hb = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": format!("heartbeat {round}"), "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+            nodes
+                .patch_status(
+                    &format!("envtest-node-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&hb),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = writes() + faults.request_count("patch", "nodes/status");
+    assert_eq!(
+        after - before,
+        15,
+        "only the 15 heartbeats were written, no operator writes"
+    );
+    assert!(convergence_problems(&env.client).await.unwrap().is_empty());
+    op.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_member_pools_wanting_one_label_do_not_fight() {
+    let (env, op) = start(1).await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let pools: Api<NodePool> = Api::all(env.client.clone());
+    for p in ["a", "b"] {
+        pools
+            .create(
+                &PostParams::default(),
+                &pool(
+                    p,
+                    json!({"labels": {"node-pool.lailin.xyz": p}, "handler": "runc"}),
+                ),
+            )
+            .await
+            .unwrap();
+    }
+    let n = "envtest-node-0";
+    join(&nodes, n, "a").await;
+    converged(&env).await;
+    join(&nodes, n, "b").await;
+    eventually("b reports the conflict", || {
+        let pools = pools.clone();
+        async move {
+            let s = pools
+                .get("b")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .unwrap_or_default();
+            match s.ready_condition() {
+                Some(c) if c.status == "False" && c.reason == "PoolConflict" && s.status == 409 => {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let node = nodes.get(n).await.unwrap();
+    assert_eq!(
+        labels(&node)["node-pool.lailin.xyz"],
+        "a",
+        "the first pool's value stays"
+    );
+    let rv = node.metadata.resource_version.clone();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        nodes.get(n).await.unwrap().metadata.resource_version,
+        rv,
+        "no write loop on the node"
+    );
+    let a = pools.get("a").await.unwrap().status.unwrap();
+    assert_eq!(a.ready_condition().unwrap().status, "True");
+    // The node leaves a: b takes the label over and becomes Ready.
+    merge(
+        &nodes,
+        n,
+        json!({"metadata": {"labels": {"node-role.kubernetes.io/a": null}}}),
+    )
+    .await;
+    converged(&env).await;
+    assert_eq!(
+        labels(&nodes.get(n).await.unwrap())["node-pool.lailin.xyz"],
+        "b"
+    );
+    op.stop().await.unwrap();
+}
