@@ -123,6 +123,9 @@ pub(crate) async fn admit(
         )
         .await
         .map_err(to_api_error)?;
+        for w in admitted.warnings {
+            route.warn(w);
+        }
         admitted.object.unwrap_or(object)
     } else {
         object
@@ -130,7 +133,7 @@ pub(crate) async fn admit(
     object["apiVersion"] = json!(t.api_version(t.storage_version()));
     crate::api::validate(route, &mut object)?;
     if validating {
-        run_validating(
+        let admitted = run_validating(
             &configurations(shared, VALIDATING),
             &attrs,
             Some(&object),
@@ -138,6 +141,9 @@ pub(crate) async fn admit(
         )
         .await
         .map_err(to_api_error)?;
+        for w in admitted.warnings {
+            route.warn(w);
+        }
     }
     Ok(object)
 }

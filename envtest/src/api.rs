@@ -45,6 +45,17 @@ pub(crate) struct Route {
     pub user_agent: String,
     /// `fieldValidation=Strict` was requested: unknown fields are an error, not pruned.
     pub strict: bool,
+    /// `fieldValidation=Ignore` was requested: unknown fields are pruned without a warning.
+    pub ignore_unknown: bool,
+    /// Warnings for `Warning` response headers (admission, unknown fields); shared by clones.
+    pub warnings: Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+impl Route {
+    /// Record a warning for the response's `Warning` headers.
+    pub fn warn(&self, message: impl Into<String>) {
+        self.warnings.lock().push(message.into());
+    }
 }
 
 impl Route {
@@ -203,6 +214,7 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Err(e) => return error_response(&e),
     };
     let mode = output_mode(accept.as_deref(), &query);
+    let mut warnings = None;
     let result = match target {
         Target::Fixed(v) => Ok(json_value(StatusCode::OK, &v)),
         Target::Aggregated(v) => {
@@ -223,6 +235,7 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
             )
             .unwrap_or_default()),
         Target::Resource(route) => {
+            warnings = Some(route.warnings.clone());
             dispatch(
                 &shared,
                 &parts.method,
@@ -236,10 +249,19 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
             .await
         }
     };
-    let resp = match result {
+    let mut resp = match result {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
     };
+    for w in warnings
+        .map(|w| std::mem::take(&mut *w.lock()))
+        .unwrap_or_default()
+    {
+        let text = format!("299 - {}", json!(w));
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
     tracing::debug!(%verb, %resource, %path, code = resp.status().as_u16(), "request");
     resp
 }
@@ -353,6 +375,8 @@ fn route(
         subresource: sub,
         user_agent,
         strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
+        ignore_unknown: q.get("fieldValidation").is_some_and(|v| v == "Ignore"),
+        warnings: Arc::default(),
     }))
 }
 
@@ -816,6 +840,11 @@ pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
                 t.kind,
                 fields.join(", ")
             )));
+        }
+        if !route.ignore_unknown {
+            for p in &pruned {
+                route.warn(format!("unknown field \"{p}\""));
+            }
         }
         crate::schema::apply_defaults(schema, obj);
         causes.extend(

@@ -37,7 +37,7 @@ fn review(path: &str, review: &Value) -> Value {
             if denied {
                 json!({"uid": uid, "allowed": false, "status": {"code": 403, "message": "objects labelled deny are refused"}})
             } else {
-                json!({"uid": uid, "allowed": true})
+                json!({"uid": uid, "allowed": true, "warnings": ["validated by the test webhook"]})
             }
         }
         "/mutate" => {
@@ -215,6 +215,25 @@ async fn allow_deny_and_mutate() {
         4,
         "mutate+validate per write"
     );
+
+    // Webhook warnings come back as Warning headers.
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&cm("warned", json!({}))).unwrap())
+        .unwrap();
+    let resp = server
+        .client()
+        .send(req.map(kube::client::Body::from))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let warnings: Vec<String> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(warnings, [r#"299 - "validated by the test webhook""#]);
 
     // Denied with the webhook's message.
     let err = cms

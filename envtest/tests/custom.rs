@@ -268,6 +268,46 @@ async fn schema_validation_gives_422_with_field_paths() {
     .unwrap();
     let created = api.create(&PostParams::default(), &ok).await.unwrap();
     assert!(created.data["spec"].get("bogus").is_none());
+    // Without fieldValidation the pruned field is reported in a Warning header; with Strict
+    // it is an error.
+    let mut other = ok.clone();
+    other.metadata.name = Some("ok2".into());
+    let req = http::Request::post("/apis/example.com/v1/namespaces/default/widgets")
+        .header("Content-Type", "application/json")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&other).unwrap(),
+        ))
+        .unwrap();
+    let resp = server.client().send(req).await.unwrap();
+    assert_eq!(resp.status(), 201);
+    let warning = resp
+        .headers()
+        .get("warning")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(warning, r#"299 - "unknown field \"spec.bogus\"""#);
+    other.metadata.name = Some("ok3".into());
+    let req = http::Request::post(
+        "/apis/example.com/v1/namespaces/default/widgets?fieldValidation=Strict",
+    )
+    .header("Content-Type", "application/json")
+    .body(serde_json::to_vec(&other).unwrap())
+    .unwrap();
+    let err = api_err(
+        server
+            .client()
+            .request::<DynamicObject>(req)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        err.message.contains(r#"unknown field "spec.bogus""#),
+        "{}",
+        err.message
+    );
     // An update that breaks the schema is refused too.
     let err = api_err(
         api.patch(
