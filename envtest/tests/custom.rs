@@ -191,6 +191,26 @@ async fn status_subresource_and_generation() {
             .unwrap_err(),
     );
     assert_eq!(err.code, 409);
+    // Server-side apply on the status subresource changes only the status.
+    let applied = widgets
+        .patch_status(
+            "w",
+            &PatchParams::apply("status-writer").force(),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 50}, "status": {"ready": false}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.status, Some(WidgetStatus { ready: false }));
+    assert_eq!(applied.spec.size, 2);
+    assert_eq!(applied.metadata.generation, Some(2));
+    widgets
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
     // get_status works.
     assert_eq!(
         widgets.get_status("w").await.unwrap().status,
