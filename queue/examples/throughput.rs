@@ -14,8 +14,8 @@
 //! - W3: as W1, every add delayed by 1 us with `add_after` (ops = keys).
 //! - W4: 4 producer tasks and 4 worker tasks, 1,000,000 distinct keys in total (ops = keys).
 //!
-//! Keys are `u64`. Both implementations run on the same multi-threaded tokio runtime (one worker
-//! thread per core). Producers behave like ordinary async tasks: after each add they call
+//! Keys are `u64`. Every workload runs on a fresh multi-threaded tokio runtime (one worker
+//! thread per core), the same for both implementations. Producers behave like ordinary async tasks: after each add they call
 //! `tokio::task::consume_budget()`, so they yield to the scheduler every 128 adds (tokio's
 //! cooperative budget), as a task awaiting a channel would. Without that, a producer that never
 //! yields keeps the consumer it wakes parked in its worker's LIFO slot (which other workers
@@ -181,23 +181,23 @@ async fn kube_w2() -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-#[tokio::main]
-async fn main() {
-    let w1 = kcr_w1(None).await;
-    report("kcr", "W1", KEYS, w1);
-    let w1 = kube_w1(Duration::ZERO).await;
-    report("kube-runtime", "W1", KEYS, w1);
+/// Runs one workload on a fresh multi-threaded runtime (one worker per core), so that nothing
+/// left over from an earlier workload (tasks, timers) competes with it.
+fn run<F: std::future::Future<Output = f64>>(workload: F) -> f64 {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(workload)
+}
 
-    let w2 = kcr_w2().await;
-    report("kcr", "W2", W2_ROUNDS * W2_DUPS * W2_KEYS, w2);
-    let w2 = kube_w2().await;
-    report("kube-runtime", "W2", W2_ROUNDS * W2_DUPS * W2_KEYS, w2);
-
-    let w3 = kcr_w1(Some(DELAY)).await;
-    report("kcr", "W3", KEYS, w3);
-    let w3 = kube_w1(DELAY).await;
-    report("kube-runtime", "W3", KEYS, w3);
-
-    let w4 = kcr_w4().await;
-    report("kcr", "W4", KEYS, w4);
+fn main() {
+    let ops_w2 = W2_ROUNDS * W2_DUPS * W2_KEYS;
+    report("kcr", "W1", KEYS, run(kcr_w1(None)));
+    report("kube-runtime", "W1", KEYS, run(kube_w1(Duration::ZERO)));
+    report("kcr", "W2", ops_w2, run(kcr_w2()));
+    report("kube-runtime", "W2", ops_w2, run(kube_w2()));
+    report("kcr", "W3", KEYS, run(kcr_w1(Some(DELAY))));
+    report("kube-runtime", "W3", KEYS, run(kube_w1(DELAY)));
+    report("kcr", "W4", KEYS, run(kcr_w4()));
 }
