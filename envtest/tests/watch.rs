@@ -487,3 +487,33 @@ async fn drop_stops_the_server_and_its_watches() {
         tokio::task::yield_now().await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn works_under_a_paused_test_clock() {
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut s = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &cm("p", json!({})))
+        .await
+        .unwrap();
+    // Idle periods auto-advance the paused clock: bookmarks may arrive, the event must too.
+    loop {
+        match s.next().await.expect("open").expect("ok") {
+            WatchEvent::Added(o) => {
+                assert_eq!(o.metadata.name.as_deref(), Some("p"));
+                break;
+            }
+            WatchEvent::Bookmark(_) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // Injected latency follows the paused clock.
+    server.faults().set_latency(Duration::from_secs(3600));
+    let started = tokio::time::Instant::now();
+    api.get("p").await.unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(3600));
+}
