@@ -213,6 +213,12 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Ok(t) => t,
         Err(e) => return error_response(&e),
     };
+    // Only JSON (and YAML) bodies: protobuf/CBOR get 415, after which client-go falls back to
+    // JSON as it does with servers that do not speak them.
+    let media = content_type.to_ascii_lowercase();
+    if !body.is_empty() && (media.contains("protobuf") || media.contains("cbor")) {
+        return error_response(&ApiError::unsupported_media_type(&content_type));
+    }
     let mode = output_mode(accept.as_deref(), &query);
     let mut warnings = None;
     let result = match target {

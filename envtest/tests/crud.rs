@@ -160,6 +160,17 @@ async fn errors_have_status_codes_and_reasons() {
         (415, "UnsupportedMediaType")
     );
 
+    // Protobuf bodies are not decoded: 415
+    let req = http::Request::post("/api/v1/namespaces")
+        .header("Content-Type", "application/vnd.kubernetes.protobuf")
+        .body(b"k8s\0\n\x0f".to_vec())
+        .unwrap();
+    let err = api_err(client.request::<Namespace>(req).await.unwrap_err());
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (415, "UnsupportedMediaType")
+    );
+
     // Method not allowed: POST on a named object
     let req = http::Request::post("/api/v1/namespaces/default/configmaps/dup")
         .header("Content-Type", "application/json")
