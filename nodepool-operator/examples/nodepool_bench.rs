@@ -1,7 +1,7 @@
 //! Benchmark: converge 1,000 nodes across 10 pools from a cold start on the embedded API server,
 //! then again after every pool's spec changes. Prints seconds and peak RSS.
 //!
-//! `cargo run --release -p nodepool-operator --example bench [-- NODES POOLS]`
+//! `cargo run --release -p nodepool-operator --example nodepool_bench [-- NODES POOLS]`
 //!
 //! Set-up (not timed): an embedded API server with the nodes, the pools created and every node
 //! labelled into pool `i % POOLS`, before any operator runs. Cold start (timed): the operator
