@@ -17,7 +17,8 @@
 //! ```
 //!
 //! Prints `controller-bench impl=<kcr|kube-runtime> workers=<n> ops=<reconciles> secs=<s>
-//! rate=<reconciles/s>` lines.
+//! rate=<reconciles/s>` lines. `BENCH_THREADS` sets the runtime's worker threads (default 2);
+//! `BENCH_METRICS=1` installs the Prometheus recorder first (kcr then records its metrics).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -207,6 +208,13 @@ fn main() {
         .build()
         .expect("runtime");
     let objs = objects(n_objects);
+    if std::env::var_os("BENCH_METRICS").is_some() {
+        // kcr's controller and queue metrics through the Prometheus recorder, as a Manager with
+        // /metrics enabled runs them (kube-runtime's Controller has no metrics).
+        let _guard = rt.enter();
+        assert!(kcr_controller::http::prometheus_handle().is_some());
+        println!("# kcr metrics on (Prometheus recorder installed)");
+    }
     rt.block_on(async {
         for &workers in &worker_counts {
             for implementation in impls.iter().map(String::as_str) {
