@@ -213,10 +213,20 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Ok(t) => t,
         Err(e) => return error_response(&e),
     };
-    // Only JSON (and YAML) bodies: protobuf/CBOR get 415, after which client-go falls back to
-    // JSON as it does with servers that do not speak them.
+    // JSON (and YAML) bodies; protobuf only for the few kinds kubectl's generators send
+    // ([`crate::protobuf`]); anything else (CBOR, other protobuf kinds) gets 415.
     let media = content_type.to_ascii_lowercase();
-    if !body.is_empty() && (media.contains("protobuf") || media.contains("cbor")) {
+    let mut body = body;
+    if !body.is_empty() && media.contains("protobuf") {
+        match crate::protobuf::decode(&body) {
+            Ok(v) => body = Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+            Err(e) => {
+                let mut err = ApiError::unsupported_media_type(&content_type);
+                err.message = format!("{}: {e}", err.message);
+                return error_response(&err);
+            }
+        }
+    } else if !body.is_empty() && media.contains("cbor") {
         return error_response(&ApiError::unsupported_media_type(&content_type));
     }
     let mode = output_mode(accept.as_deref(), &query);

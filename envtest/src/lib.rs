@@ -35,8 +35,8 @@
 //! `cargo run -p kcr-envtest -- --port 6443 --kubeconfig /tmp/kc [--nodes N]`, then
 //! `KUBECONFIG=/tmp/kc kubectl get nodes`. kubectl works without extra flags: `apply -f`
 //! (client- and server-side), `create -f`, `get` (server-side Table printing), `describe`,
-//! `label`, `taint`, `cordon`, `patch`, `delete`, `get -w`, `wait`, `diff`; not the
-//! `kubectl create <generator>` commands, which send protobuf. A
+//! `label`, `taint`, `cordon`, `patch`, `delete`, `get -w`, `wait`, `diff`, and the
+//! `create namespace|configmap|secret|serviceaccount` generators (protobuf bodies). A
 //! minimal `/openapi/v3` ([`openapi`]) tells kubectl that the server validates fields itself
 //! (`fieldValidation=Strict`); `/openapi/v2` is not served and `kubectl explain` shows no field
 //! documentation.
@@ -55,7 +55,7 @@
 //!
 //! | Area | Supported | Differs from the real API server | Not supported |
 //! |---|---|---|---|
-//! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin) | protobuf and CBOR bodies (415; so kubectl's `create <generator>` commands such as `kubectl create namespace x` fail — use `kubectl create -f`/`apply -f`), websockets (exec/attach/port-forward) |
+//! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin) | protobuf bodies except Namespace, ConfigMap, Secret, ServiceAccount ([`protobuf`]; others get 415, e.g. `kubectl create deployment` — use `create -f`/`apply -f`), CBOR, websockets (exec/attach/port-forward) |
 //! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources; aggregated discovery (`apidiscovery.k8s.io/v2`, used by kubectl and `Discovery::run_aggregated`); `/openapi/v3` index and per-group-version documents with paths and the `fieldValidation` parameter | OpenAPI documents carry no schemas | `/openapi/v2` |
 //! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, core and events.k8s.io events, apps/v1 deployments, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope | built-ins are stored as given: no defaulting, no per-type validation beyond `metadata.name`, unknown fields kept (also under `fieldValidation=Strict`), no controllers (pods never run, deployments create nothing) | other built-in resources; `pods/log`, `exec`, `scale`, `binding`, `eviction` subresources |
 //! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status subresource; printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes; `fieldValidation=Strict` turns pruned unknown fields into 400 BadRequest (default/`Warn`: a `Warning` header per field; `Ignore`: silent) | several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | `scale` subresource, CEL validation rules, `selectableFields` |
@@ -80,6 +80,7 @@ pub mod nodes;
 pub mod openapi;
 pub mod patch;
 mod patch_glue;
+pub mod protobuf;
 pub mod resources;
 pub mod schema;
 pub mod selector;

@@ -98,6 +98,43 @@ async fn kubectl_smoke() {
     std::fs::write(&manifest, MANIFEST).unwrap();
     let k = Kubectl { kubeconfig };
 
+    // Generator commands send protobuf bodies (decoded for these simple kinds).
+    k.ok(&["create", "namespace", "team1"]).await;
+    k.ok(&[
+        "-n",
+        "team1",
+        "create",
+        "configmap",
+        "gen",
+        "--from-literal=a=b",
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "team1",
+        "create",
+        "secret",
+        "generic",
+        "sec",
+        "--from-literal=k=v",
+    ])
+    .await;
+    let generated: Value = serde_json::from_str(
+        &k.ok(&["-n", "team1", "get", "cm", "gen", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    assert_eq!(generated["data"]["a"], "b");
+    let sec: Value = serde_json::from_str(
+        &k.ok(&["-n", "team1", "get", "secret", "sec", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    assert_eq!(
+        (sec["data"]["k"].as_str(), sec["type"].as_str()),
+        (Some("dg=="), Some("Opaque"))
+    );
+
     let nodes = k.ok(&["get", "nodes"]).await;
     assert!(
         nodes.contains("envtest-node-0") && nodes.contains("Ready"),
