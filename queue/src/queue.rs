@@ -139,6 +139,8 @@ struct Slot<T> {
     /// The key, except while a worker holds it (its [`WorkItem`] owns it then) or the slot is free.
     key: Option<T>,
     live: bool,
+    /// Bumped when the slot is freed: index entries naming an older generation are stale.
+    generation: u64,
     e: Entry,
 }
 
@@ -197,8 +199,10 @@ enum Added {
 
 #[derive(Debug)]
 struct State<T> {
-    /// Key → slot index.
-    index: FastMap<T, usize>,
+    /// Key → (slot, generation). Freeing a slot does not touch the map (no hash probe on the
+    /// worker's path): the entry goes stale and is reused by the key's next add or swept away
+    /// once stale entries outnumber live ones (plus a slack of [`SWEEP_SLACK`]).
+    index: FastMap<T, (usize, u64)>,
     slots: Vec<Slot<T>>,
     free: Vec<usize>,
     /// Sorted by priority, highest first.
@@ -244,22 +248,38 @@ fn push_level(levels: &mut Vec<Level>, slot: usize, prio: i32, seq: u64) {
     levels[idx].keys.push_back((slot, seq));
 }
 
-fn alloc<T>(slots: &mut Vec<Slot<T>>, free: &mut Vec<usize>, key: T, e: Entry) -> usize {
-    let slot = Slot {
-        key: Some(key),
-        live: true,
-        e,
-    };
+/// Stale index entries tolerated beyond the number of live slots before a sweep.
+const SWEEP_SLACK: usize = 1024;
+
+/// A slot for `key`: a freed one (keeping its generation) or a new one. Returns (slot, generation).
+fn alloc<T>(slots: &mut Vec<Slot<T>>, free: &mut Vec<usize>, key: T, e: Entry) -> (usize, u64) {
     match free.pop() {
         Some(i) => {
-            slots[i] = slot;
-            i
+            let generation = slots[i].generation;
+            slots[i] = Slot {
+                key: Some(key),
+                live: true,
+                generation,
+                e,
+            };
+            (i, generation)
         }
         None => {
-            slots.push(slot);
-            slots.len() - 1
+            slots.push(Slot {
+                key: Some(key),
+                live: true,
+                generation: 0,
+                e,
+            });
+            (slots.len() - 1, 0)
         }
     }
+}
+
+fn is_live<T>(slots: &[Slot<T>], (i, generation): (usize, u64)) -> bool {
+    slots
+        .get(i)
+        .is_some_and(|s| s.live && s.generation == generation)
 }
 
 impl<T: Hash + Eq + Clone> State<T> {
@@ -290,23 +310,19 @@ impl<T: Hash + Eq + Clone> State<T> {
 
     fn add_ready(&mut self, key: T, prio: i32, now: u64) -> Added {
         let seq = self.next_seq();
-        let i = match self.index.entry(key) {
-            MapEntry::Occupied(o) => *o.get(),
-            MapEntry::Vacant(v) => {
-                let e = Entry {
-                    ready: true,
-                    prio,
-                    seq,
-                    since: now,
-                    ..Entry::EMPTY
-                };
-                let i = alloc(&mut self.slots, &mut self.free, v.key().clone(), e);
-                v.insert(i);
-                push_level(&mut self.levels, i, prio, seq);
-                self.ready += 1;
-                return Added::Ready;
-            }
+        let fresh = Entry {
+            ready: true,
+            prio,
+            seq,
+            since: now,
+            ..Entry::EMPTY
         };
+        let (i, new) = self.resolve(key, fresh);
+        if new {
+            push_level(&mut self.levels, i, prio, seq);
+            self.ready += 1;
+            return Added::Ready;
+        }
         let e = &mut self.slots[i].e;
         if e.ready {
             if prio > e.prio {
@@ -338,21 +354,41 @@ impl<T: Hash + Eq + Clone> State<T> {
         Added::Ready
     }
 
-    /// The slot of `key`, allocated (with an empty entry) if needed.
-    fn slot_of(&mut self, key: T) -> usize {
+    /// The live slot of `key`, or a fresh one holding `fresh`: (slot, whether fresh).
+    fn resolve(&mut self, key: T, fresh: Entry) -> (usize, bool) {
         match self.index.entry(key) {
-            MapEntry::Occupied(o) => *o.get(),
+            MapEntry::Occupied(mut o) => {
+                if is_live(&self.slots, *o.get()) {
+                    return (o.get().0, false);
+                }
+                let (i, generation) =
+                    alloc(&mut self.slots, &mut self.free, o.key().clone(), fresh);
+                *o.get_mut() = (i, generation);
+                (i, true)
+            }
             MapEntry::Vacant(v) => {
-                let i = alloc(
-                    &mut self.slots,
-                    &mut self.free,
-                    v.key().clone(),
-                    Entry::EMPTY,
-                );
-                v.insert(i);
-                i
+                let (i, generation) =
+                    alloc(&mut self.slots, &mut self.free, v.key().clone(), fresh);
+                v.insert((i, generation));
+                self.maybe_sweep();
+                (i, true)
             }
         }
+    }
+
+    /// Drop stale index entries once they outnumber the live slots (plus [`SWEEP_SLACK`]):
+    /// amortised O(1) per add, and the map stays within about twice the live keys.
+    fn maybe_sweep(&mut self) {
+        let live = self.slots.len() - self.free.len();
+        if self.index.len() > 2 * live + SWEEP_SLACK {
+            let slots = &self.slots;
+            self.index.retain(|_, entry| is_live(slots, *entry));
+        }
+    }
+
+    /// The slot of `key`, allocated (with an empty entry) if needed.
+    fn slot_of(&mut self, key: T) -> usize {
+        self.resolve(key, Entry::EMPTY).0
     }
 
     /// Returns whether a new timer was pushed.
@@ -393,22 +429,33 @@ impl<T: Hash + Eq + Clone> State<T> {
     fn add_delayed_lazy(&mut self, key: T, prio: i32, delay: u64) -> Lazy<T> {
         let seq = self.next_seq();
         let i = match self.index.entry(key) {
-            MapEntry::Occupied(o) => {
-                let i = *o.get();
+            MapEntry::Occupied(o) if is_live(&self.slots, *o.get()) => {
+                let i = o.get().0;
                 let e = &self.slots[i].e;
                 if !e.ready && e.delayed && !e.lazy {
                     return Lazy::NeedClock(o.key().clone());
                 }
                 i
             }
+            MapEntry::Occupied(mut o) => {
+                let (i, generation) = alloc(
+                    &mut self.slots,
+                    &mut self.free,
+                    o.key().clone(),
+                    Entry::EMPTY,
+                );
+                *o.get_mut() = (i, generation);
+                i
+            }
             MapEntry::Vacant(v) => {
-                let i = alloc(
+                let (i, generation) = alloc(
                     &mut self.slots,
                     &mut self.free,
                     v.key().clone(),
                     Entry::EMPTY,
                 );
-                v.insert(i);
+                v.insert((i, generation));
+                self.maybe_sweep();
                 i
             }
         };
@@ -551,8 +598,9 @@ impl<T: Hash + Eq + Clone> State<T> {
         if e.ready || e.delayed {
             s.key = Some(key.clone());
         } else {
+            // The index entry goes stale (no hash probe here); see `State::index`.
             s.live = false;
-            self.index.remove(key);
+            s.generation = s.generation.wrapping_add(1);
             self.free.push(slot);
         }
         requeued
@@ -1136,5 +1184,45 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn stale_index_entries_are_reused_and_swept() {
+        let q = WorkQueue::<u64>::builder("sweep").metrics(false).build();
+        for key in 0..100_000u64 {
+            q.add(key);
+            q.get().await.expect("running").done();
+        }
+        {
+            let st = q.inner.state.lock();
+            assert_eq!(st.slots.len(), 1, "one slot, reused for every key");
+            assert!(
+                st.index.len() <= SWEEP_SLACK + 3,
+                "index holds {}",
+                st.index.len()
+            );
+        }
+        // Keys whose index entry is stale (or swept) come back as fresh keys.
+        for key in [99_999u64, 99_998, 5] {
+            q.add(key);
+        }
+        assert_eq!(q.len(), 3);
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(*q.get().await.expect("running"));
+        }
+        assert_eq!(got, vec![99_999, 99_998, 5]);
+        // A stale entry reused while its old slot serves another key does not alias it.
+        q.add(1);
+        let one = q.get().await.expect("running");
+        q.add(2); // reuses a slot freed above
+        q.add(1); // dirty
+        drop(one);
+        assert_eq!(q.len(), 2);
     }
 }
