@@ -16,12 +16,14 @@
 //!
 //! One `parking_lot` mutex guards the whole state, so every operation is one short critical
 //! section with no allocation in the steady state:
-//! - a hash map (foldhash) from key to a slot index in a `Vec` of slots; freed slots are reused
-//!   last-in first-out, so the live slots stay few and cache-warm. The map is probed once when a
-//!   key is added and once when its slot is freed; everything else (ready FIFOs, timers, the
-//!   [`WorkItem`] guard) refers to the slot by index, so a key costs one hash probe per add
-//!   call and one when its slot is freed, whatever its path (ready, delayed, dirty). The slot
-//!   owns one copy of the key and lends it to the guard while a worker holds it;
+//! - a hash map (foldhash) from key to (slot index, generation) in a `Vec` of slots; freed slots
+//!   are reused last-in first-out, so the live slots stay few and cache-warm. The map is probed
+//!   once per add call and never again: everything else (ready FIFOs, timers, the [`WorkItem`]
+//!   guard) refers to the slot by index. Freeing a slot bumps its generation instead of removing
+//!   the key from the map; the stale entry is reused by the key's next add, and stale entries
+//!   are swept (one pass over the map) once they outnumber the live keys by more than 1,024, so
+//!   the map stays within about twice the live keys, at an amortised cost of O(1) per add. The
+//!   slot owns one copy of the key and lends it to the guard while a worker holds it;
 //! - ready keys sit in one FIFO (`VecDeque`) per priority level, highest level first. A priority
 //!   bump pushes the key again at its new level; the old element is recognised as stale by a
 //!   sequence number and skipped when it reaches the front (no search, no removal);
