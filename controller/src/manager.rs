@@ -226,8 +226,8 @@ impl Manager {
         self.client.clone()
     }
 
-    /// The shared cache: every controller's `for_kind`/`owns` watch and every [`reader`]
-    /// (Self::reader) for one type and set of options share one watch and one store.
+    /// The shared cache: every controller's `for_kind`/`owns` watch and every
+    /// [`reader`](Self::reader) for one type and set of options share one watch and one store.
     pub fn cache(&self) -> &Cache {
         &self.cache
     }

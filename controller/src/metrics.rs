@@ -1,5 +1,5 @@
 //! Controller metrics, named and labelled as in controller-runtime so that existing dashboards and
-//! alerts keep working. They are emitted through the [`metrics`](::metrics) facade: install any
+//! alerts keep working. They are emitted through the `metrics` facade: install any
 //! recorder (the [`Manager`](crate::Manager) installs metrics-exporter-prometheus and serves it on
 //! `/metrics`). The handles are registered once per controller, so recording costs no lookups.
 //!
