@@ -975,8 +975,12 @@ fn split_status(route: &Route, current: &Value, mut incoming: Value) -> Value {
         {
             o.remove("status");
         }
-        // The resourceVersion precondition comes from the incoming object.
+        // The resourceVersion precondition comes from the incoming object, and so does field
+        // ownership computed for this write (server-side apply to /status).
         out["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
+        if let Some(mf) = incoming["metadata"].get("managedFields") {
+            out["metadata"]["managedFields"] = mf.clone();
+        }
         out
     } else if route.t.status_subresource {
         match current.get("status") {
@@ -1087,6 +1091,9 @@ async fn patch(
             body,
         )?;
         let Some(current) = current else {
+            if route.subresource.is_some() {
+                return Err(ApiError::not_found(&t.group, &t.plural, &name));
+            }
             // Server-side apply of an absent object creates it.
             let mut obj = patched;
             check_type(route, &mut obj)?;

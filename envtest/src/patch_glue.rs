@@ -7,7 +7,7 @@ use crate::api::{Query, Route};
 use crate::error::ApiError;
 use crate::patch::{
     ApplyError, ApplyOptions, MergeStrategy, PatchError, PatchType, parse_apply_body, patch_object,
-    record_update, server_side_apply,
+    server_side_apply,
 };
 use crate::resources::ResourceType;
 
@@ -82,7 +82,13 @@ pub(crate) fn apply_patch(
             .filter(|m| !m.is_empty())
             .ok_or_else(|| ApiError::bad_request("fieldManager is required for apply requests"))?;
         let force = q.get("force").is_some_and(|f| f == "true");
-        let applied = parse_apply_body(body).map_err(|e| apply_error(t, name, e))?;
+        let mut applied = parse_apply_body(body).map_err(|e| apply_error(t, name, e))?;
+        if t.status_subresource {
+            // Main resource ignores status, /status keeps only status: record ownership only
+            // for what is stored.
+            applied =
+                crate::patch::apply::scope_to_subresource(&applied, route.subresource.as_deref());
+        }
         let now = crate::store::now_rfc3339();
         let atomic = MergeStrategy::atomic();
         let opts = ApplyOptions {
@@ -125,9 +131,9 @@ pub(crate) fn track_update(route: &Route, q: &Query, old: Option<&Value>, new: V
             }
         });
     let now = crate::store::now_rfc3339();
-    record_update(
+    crate::patch::apply::record_update_owned(
         old,
-        &new,
+        new,
         &crate::patch::apply::UpdateOptions {
             manager: &manager,
             now: &now,

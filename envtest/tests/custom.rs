@@ -211,6 +211,30 @@ async fn status_subresource_and_generation() {
         )
         .await
         .unwrap();
+    // Apply to the status of a missing object: 404 (no create through /status).
+    let err = api_err(
+        widgets
+            .patch_status(
+                "missing",
+                &PatchParams::apply("status-writer"),
+                &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "missing"}, "status": {"ready": true}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 404);
+    // The status writer owned only status fields (until the merge patch above took them over).
+    let owned = applied.metadata.managed_fields.clone().unwrap_or_default();
+    let entry = owned
+        .iter()
+        .find(|e| e.manager.as_deref() == Some("status-writer"))
+        .expect("status-writer entry");
+    assert_eq!(entry.subresource.as_deref(), Some("status"));
+    let fields = serde_json::to_string(&entry.fields_v1).unwrap();
+    assert!(
+        fields.contains("f:status") && !fields.contains("f:spec"),
+        "{fields}"
+    );
     // get_status works.
     assert_eq!(
         widgets.get_status("w").await.unwrap().status,
