@@ -250,6 +250,9 @@ fn push_level(levels: &mut Vec<Level>, slot: usize, prio: i32, seq: u64) {
     levels[idx].keys.push_back((slot, seq));
 }
 
+/// Priority levels kept even when empty (beyond these, empty levels are dropped).
+const MAX_IDLE_LEVELS: usize = 4;
+
 /// Stale index entries tolerated beyond the number of live slots before a sweep.
 const SWEEP_SLACK: usize = 1024;
 
@@ -556,6 +559,7 @@ impl<T: Hash + Eq + Clone> State<T> {
         if self.ready == 0 {
             return None;
         }
+        let mut found = None;
         for level in &mut self.levels {
             while let Some((i, seq)) = level.keys.pop_front() {
                 let slot = &mut self.slots[i];
@@ -565,13 +569,25 @@ impl<T: Hash + Eq + Clone> State<T> {
                     let Some(key) = slot.key.take() else { continue };
                     e.ready = false;
                     e.processing = true;
-                    self.ready -= 1;
-                    self.in_flight += 1;
-                    return Some((i, key, e.since));
+                    found = Some((i, key, e.since));
+                    break;
                 }
             }
+            if found.is_some() {
+                break;
+            }
         }
-        None
+        if found.is_some() {
+            self.ready -= 1;
+            self.in_flight += 1;
+        }
+        // Forget emptied priority levels once there are more than a few, so that a queue that
+        // saw many distinct priorities does not scan empty levels forever.
+        if self.levels.len() > MAX_IDLE_LEVELS {
+            self.levels
+                .retain(|l| !l.keys.is_empty() || l.prio == DEFAULT_PRIORITY);
+        }
+        found
     }
 
     /// The worker is done with `key` (in `slot`). Returns whether the key became ready again.
@@ -1192,6 +1208,20 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn empty_priority_levels_are_dropped() {
+        let q = WorkQueue::<i32>::builder("levels").metrics(false).build();
+        for p in 0..1000 {
+            q.add_with_priority(p, p);
+        }
+        assert_eq!(q.inner.state.lock().levels.len(), 1000);
+        for want in (0..1000).rev() {
+            assert_eq!(*q.get().await.expect("running"), want);
+        }
+        let levels = q.inner.state.lock().levels.len();
+        assert!(levels <= MAX_IDLE_LEVELS, "{levels} levels left");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn stale_index_entries_are_reused_and_swept() {
