@@ -55,6 +55,20 @@ async fn manager_reconciles_and_serves_probes_metrics_and_events() {
     })
     .await;
 
+    // single checks by name
+    assert_eq!(
+        http_get(probes, "/readyz/caches-synced").await,
+        Some((200, "ok".to_string()))
+    );
+    assert_eq!(
+        http_get(probes, "/healthz/ping").await,
+        Some((200, "ok".to_string()))
+    );
+    assert_eq!(
+        http_get(probes, "/healthz/nope").await.map(|r| r.0),
+        Some(404)
+    );
+
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     for i in 0..3 {
         cms.create(&PostParams::default(), &configmap(&format!("cm-{i}"), "v1"))
