@@ -191,9 +191,10 @@ async fn handover(release: bool) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_reconciles_and_a_stopped_leader_hands_over_within_the_lease() {
     let took = handover(false).await;
-    // without a release the follower waits for the lease to expire, then retries
+    // without a release the follower waits for the lease to expire, then retries (the slack
+    // absorbs request latency on a loaded machine)
     assert!(
-        took <= LEASE + RETRY.mul_f64(2.2) + Duration::from_millis(500),
+        took <= LEASE + RETRY.mul_f64(2.2) + Duration::from_millis(1500),
         "handover took {took:?}"
     );
 }
@@ -235,7 +236,7 @@ async fn losing_the_lease_stops_controllers_and_run_fails() {
     // the stubborn runnable was abandoned after lease_duration - renew_deadline
     let returned = t0.elapsed();
     assert!(
-        returned < dropped + (LEASE - RENEW) + Duration::from_millis(500),
+        returned < dropped + (LEASE - RENEW) + Duration::from_millis(1500),
         "run returned after {returned:?}"
     );
     assert!(!r.mgr.is_leader());
