@@ -520,6 +520,10 @@ impl Manager {
         }
 
         // Graceful shutdown: stop runnables (bounded), then leader election, then HTTP.
+        if pending_leader.is_some() {
+            // Not elected yet: stop campaigning now rather than win a lease nobody will use.
+            election_stop.cancel();
+        }
         stop_runnables.cancel();
         let mut timeout = self.options.graceful_shutdown_timeout;
         if let (Some(ManagerError::LeaderElection(_)), Some(le)) =
