@@ -114,3 +114,9 @@ pub use reconciler::{
     Action, Context, FnReconciler, ReconcileError, Reconciler, Terminal, reconciler_fn,
 };
 pub use watch::{BoxError, StartedWatch, Watch};
+
+/// The repository README's code blocks, compiled as doctests so that its
+/// "write your own controller" example cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

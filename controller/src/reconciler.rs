@@ -140,6 +140,9 @@ impl ReconcileError for Box<dyn StdError + Send + Sync + 'static> {
 
 impl ReconcileError for std::convert::Infallible {}
 
+/// API errors are never terminal: a conflict, a 5xx or a dropped connection is worth a retry.
+impl ReconcileError for kube::Error {}
+
 impl ReconcileError for String {}
 
 /// Per-reconcile information handed to [`Reconciler::reconcile`].

@@ -1083,6 +1083,10 @@ async fn patch(
         .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
     loop {
         let current = shared.store.lock().get(&t.key(), route.ns(), &name);
+        if current.is_none() && route.subresource.is_some() {
+            // No create through a subresource, whatever the patch type.
+            return Err(ApiError::not_found(&t.group, &t.plural, &name));
+        }
         let patched = crate::patch_glue::apply_patch(
             route,
             q,
@@ -1091,9 +1095,6 @@ async fn patch(
             body,
         )?;
         let Some(current) = current else {
-            if route.subresource.is_some() {
-                return Err(ApiError::not_found(&t.group, &t.plural, &name));
-            }
             // Server-side apply of an absent object creates it.
             let mut obj = patched;
             check_type(route, &mut obj)?;

@@ -137,25 +137,6 @@ pub fn register_controller(
     Ok(())
 }
 
-/// Bridges `Manager::add_runnable` returning `()` (as committed when this was written) or
-/// `Result<(), ManagerError>` (the signature kcr-controller is moving to), so the operator
-/// compiles against both and propagates the error when there is one.
-trait Registration {
-    fn into_registration(self) -> Result<(), ManagerError>;
-}
-
-impl Registration for () {
-    fn into_registration(self) -> Result<(), ManagerError> {
-        Ok(())
-    }
-}
-
-impl Registration for Result<(), ManagerError> {
-    fn into_registration(self) -> Result<(), ManagerError> {
-        self
-    }
-}
-
 /// Process options (`nodepool-operator run` flags).
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -266,17 +247,15 @@ impl Operator {
             .await
             .map_err(WebhookError::Io)?;
             webhook_addr = Some(listener.local_addr().map_err(WebhookError::Io)?);
-            manager
-                .add_runnable(
-                    "webhook-server",
-                    false,
-                    move |token: CancellationToken| async move {
-                        webhook::serve(listener, tls, token.cancelled_owned())
-                            .await
-                            .map_err(|e| Box::new(e) as kcr_controller::BoxError)
-                    },
-                )
-                .into_registration()?;
+            manager.add_runnable(
+                "webhook-server",
+                false,
+                move |token: CancellationToken| async move {
+                    webhook::serve(listener, tls, token.cancelled_owned())
+                        .await
+                        .map_err(|e| Box::new(e) as kcr_controller::BoxError)
+                },
+            )?;
         }
         Ok(Operator {
             manager,
