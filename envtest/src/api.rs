@@ -433,11 +433,11 @@ async fn dispatch(
 /// Render one stored object for `route.version` and the output mode.
 pub(crate) fn render(obj: &StoredObject, route: &Route, mode: OutputMode) -> Bytes {
     match mode {
-        OutputMode::Full if route.version == route.t.storage_version() => obj.bytes.clone(),
+        OutputMode::Full if crate::convert::is_identity(&route.t, &route.version) => {
+            obj.bytes.clone()
+        }
         OutputMode::Full => {
-            let mut v = obj.value.clone();
-            v["apiVersion"] = json!(route.t.api_version(&route.version));
-            Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+            Bytes::from(serde_json::to_vec(&view(route, &obj.value)).unwrap_or_default())
         }
         OutputMode::Metadata => {
             Bytes::from(serde_json::to_vec(&partial_metadata(&obj.value)).unwrap_or_default())
@@ -446,13 +446,18 @@ pub(crate) fn render(obj: &StoredObject, route: &Route, mode: OutputMode) -> Byt
             serde_json::to_vec(&crate::table::table(
                 &route.t,
                 &route.version,
-                &[&obj.value],
+                &[&view(route, &obj.value)],
                 include_object,
                 None,
             ))
             .unwrap_or_default(),
         ),
     }
+}
+
+/// A stored object as served through `route` (its group/version, with field conversion).
+pub(crate) fn view(route: &Route, stored: &Value) -> Value {
+    crate::convert::from_storage(&route.t, &route.version, stored)
 }
 
 pub(crate) fn partial_metadata(obj: &Value) -> Value {
@@ -468,7 +473,7 @@ fn get(shared: &Shared, route: &Route, mode: OutputMode) -> Result<Response<Body
     let obj = shared
         .store
         .lock()
-        .get(&route.t.key(), route.ns(), name)
+        .get(&crate::convert::storage_key(&route.t), route.ns(), name)
         .ok_or_else(|| ApiError::not_found(&route.t.group, &route.t.plural, name))?;
     Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
 }
@@ -478,6 +483,8 @@ fn get(shared: &Shared, route: &Route, mode: OutputMode) -> Result<Response<Body
 pub(crate) struct Selectors {
     pub label: LabelSelector,
     pub field: FieldSelector,
+    /// Field paths name events.k8s.io/v1 fields while objects are stored in core/v1 form.
+    pub events_v1: bool,
 }
 
 impl Selectors {
@@ -517,6 +524,11 @@ impl Selectors {
                 "regarding.kind",
                 "regarding.name",
                 "regarding.namespace",
+                "regarding.uid",
+                "regarding.apiVersion",
+                "regarding.resourceVersion",
+                "regarding.fieldPath",
+                "reportingController",
             ]),
             "secrets" => supported.push("type"),
             "nodes" => supported.push("spec.unschedulable"),
@@ -526,7 +538,11 @@ impl Selectors {
         field
             .check_supported(&supported)
             .map_err(|e| ApiError::bad_request(format!("field label not supported: {e}")))?;
-        Ok(Selectors { label, field })
+        Ok(Selectors {
+            label,
+            field,
+            events_v1: crate::convert::is_events_v1(t),
+        })
     }
 
     pub fn is_everything(&self) -> bool {
@@ -535,7 +551,17 @@ impl Selectors {
 
     pub fn matches(&self, obj: &Value) -> bool {
         (self.label.is_empty() || self.label.matches_object(obj))
-            && (self.field.is_empty() || self.field.matches(obj))
+            && (self.field.is_empty()
+                || if self.events_v1 {
+                    self.field.matches_with(|path| {
+                        crate::selector::field_value(
+                            obj,
+                            &crate::convert::event_field_to_core(path),
+                        )
+                    })
+                } else {
+                    self.field.matches(obj)
+                })
     }
 }
 
@@ -638,7 +664,7 @@ fn list(
         return Err(ApiError::new(504, "Timeout", "Too large resource version"));
     }
     let overlay = match snapshot_rv {
-        Some(at) => store.overlay_at(&t.key(), at).map_err(|e| {
+        Some(at) => store.overlay_at(&crate::convert::storage_key(t), at).map_err(|e| {
             ApiError::expired(format!(
                 "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. (oldest available resourceVersion {})",
                 e.oldest
@@ -653,7 +679,9 @@ fn list(
     {
         let in_scope =
             |k: &ObjKey| ns.is_none_or(|ns| k.0 == ns) && after.as_ref().is_none_or(|a| k > a);
-        let mut current = store.range(&t.key(), ns, after.as_ref()).peekable();
+        let mut current = store
+            .range(&crate::convert::storage_key(t), ns, after.as_ref())
+            .peekable();
         let mut over = overlay.iter().filter(|(k, _)| in_scope(k)).peekable();
         loop {
             let next: Option<(ObjKey, Option<Arc<StoredObject>>)> =
@@ -720,7 +748,8 @@ pub(crate) fn render_list(
 ) -> Bytes {
     let t = &route.t;
     if let OutputMode::Table { include_object } = mode {
-        let values: Vec<&Value> = items.iter().map(|o| &o.value).collect();
+        let views: Vec<Value> = items.iter().map(|o| view(route, &o.value)).collect();
+        let values: Vec<&Value> = views.iter().collect();
         let mut table = crate::table::table(t, &route.version, &values, include_object, Some(rv));
         if !continue_token.is_empty() {
             table["metadata"]["continue"] = json!(continue_token);
@@ -1036,14 +1065,15 @@ async fn update(
         let current = shared
             .store
             .lock()
-            .get(&t.key(), route.ns(), &name)
+            .get(&crate::convert::storage_key(&t), route.ns(), &name)
             .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
-        let candidate = split_status(route, &current.value, obj.clone());
+        let current_view = view(route, &current.value);
+        let candidate = split_status(route, &current_view, obj.clone());
         let candidate = crate::admission_glue::admit(
             shared,
             route,
             "UPDATE",
-            Some(&current.value),
+            Some(&current_view),
             candidate,
             dry_run(q),
         )
@@ -1051,7 +1081,7 @@ async fn update(
         if dry_run(q) {
             return Ok(dry_run_response(StatusCode::OK, candidate));
         }
-        let candidate = crate::patch_glue::track_update(route, q, Some(&current.value), candidate);
+        let candidate = crate::patch_glue::track_update(route, q, Some(&current_view), candidate);
         let base = expected.unwrap_or(current.rv);
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
             Ok(stored) => {
@@ -1082,18 +1112,17 @@ async fn patch(
     let patch_type = crate::patch::PatchType::from_content_type(content_type)
         .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
     loop {
-        let current = shared.store.lock().get(&t.key(), route.ns(), &name);
+        let current = shared
+            .store
+            .lock()
+            .get(&crate::convert::storage_key(&t), route.ns(), &name);
+        let current_view = current.as_ref().map(|c| view(route, &c.value));
         if current.is_none() && route.subresource.is_some() {
             // No create through a subresource, whatever the patch type.
             return Err(ApiError::not_found(&t.group, &t.plural, &name));
         }
-        let patched = crate::patch_glue::apply_patch(
-            route,
-            q,
-            patch_type,
-            current.as_deref().map(|c| &c.value),
-            body,
-        )?;
+        let patched =
+            crate::patch_glue::apply_patch(route, q, patch_type, current_view.as_ref(), body)?;
         let Some(current) = current else {
             // Server-side apply of an absent object creates it.
             let mut obj = patched;
@@ -1150,12 +1179,13 @@ async fn patch(
                 "the object has been modified; please apply your changes to the latest version and try again",
             ));
         }
-        let candidate = split_status(route, &current.value, patched);
+        let current_view = current_view.unwrap_or_default();
+        let candidate = split_status(route, &current_view, patched);
         let candidate = crate::admission_glue::admit(
             shared,
             route,
             "UPDATE",
-            Some(&current.value),
+            Some(&current_view),
             candidate,
             dry_run(q),
         )
@@ -1166,7 +1196,7 @@ async fn patch(
         let candidate = if patch_type == crate::patch::PatchType::Apply {
             candidate
         } else {
-            crate::patch_glue::track_update(route, q, Some(&current.value), candidate)
+            crate::patch_glue::track_update(route, q, Some(&current_view), candidate)
         };
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
             Ok(stored) => {
@@ -1232,14 +1262,15 @@ async fn delete(
     let current = shared
         .store
         .lock()
-        .get(&t.key(), route.ns(), &name)
+        .get(&crate::convert::storage_key(&t), route.ns(), &name)
         .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
+    let current_view = view(route, &current.value);
     crate::admission_glue::admit(
         shared,
         route,
         "DELETE",
-        Some(&current.value),
-        current.value.clone(),
+        Some(&current_view),
+        current_view.clone(),
         dry_run(q),
     )
     .await?;
@@ -1268,7 +1299,11 @@ async fn delete_collection(
     let victims: Vec<Arc<StoredObject>> = shared
         .store
         .lock()
-        .range(&t.key(), route.namespace.as_deref(), None)
+        .range(
+            &crate::convert::storage_key(&t),
+            route.namespace.as_deref(),
+            None,
+        )
         .filter(|(_, o)| sel.matches(&o.value))
         .map(|(_, o)| o.clone())
         .collect();
@@ -1284,12 +1319,13 @@ async fn delete_collection(
             .to_string();
         let mut r = route.clone();
         r.name = Some(name.clone());
+        let v_view = view(route, &v.value);
         crate::admission_glue::admit(
             shared,
             &r,
             "DELETE",
-            Some(&v.value),
-            v.value.clone(),
+            Some(&v_view),
+            v_view.clone(),
             dry_run(q),
         )
         .await?;

@@ -370,7 +370,7 @@ impl TestApiServer {
             .to_string();
         self.shared
             .mutate(|s| s.upsert(&t, obj))
-            .map(|stored| stored.value.clone())
+            .map(|stored| crate::convert::from_storage(&t, t.storage_version(), &stored.value))
             .map_err(|error| EnvtestError::Api {
                 what: format!("{kind} {name}"),
                 error: Box::new(error),

@@ -462,11 +462,7 @@ impl Store {
 
     /// Create an object. `obj` must carry its final name/namespace; uid, creationTimestamp,
     /// generation and resourceVersion are set here.
-    pub fn create(
-        &mut self,
-        t: &ResourceType,
-        mut obj: Value,
-    ) -> Result<Arc<StoredObject>, ApiError> {
+    pub fn create(&mut self, t: &ResourceType, obj: Value) -> Result<Arc<StoredObject>, ApiError> {
         let ns = if t.namespaced {
             meta_str(&obj, "namespace").unwrap_or_default().to_string()
         } else {
@@ -474,10 +470,11 @@ impl Store {
         };
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
         self.namespace_check(t, &ns)?;
+        let mut obj = crate::convert::to_storage(t, obj);
         let key = (ns, name);
         if self
             .objects
-            .get(&t.key())
+            .get(&crate::convert::storage_key(t))
             .is_some_and(|m| m.contains_key(&key))
         {
             return Err(ApiError::already_exists(&t.group, &t.plural, &key.1));
@@ -503,7 +500,7 @@ impl Store {
         if t.key() == "apiextensions.k8s.io/customresourcedefinitions" {
             self.serve_crd(&mut obj)?;
         }
-        Ok(self.write(&t.key(), key, obj))
+        Ok(self.write(&crate::convert::storage_key(t), key, obj))
     }
 
     /// Register the resource of a CRD object and mark it Established.
@@ -557,7 +554,8 @@ impl Store {
         mut obj: Value,
         expected_rv: Option<u64>,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        let resource = t.key();
+        let resource = crate::convert::storage_key(t);
+        obj = crate::convert::to_storage(t, obj);
         let key = (ns.to_string(), name.to_string());
         let current = self
             .get(&resource, ns, name)
@@ -655,7 +653,7 @@ impl Store {
         name: &str,
         opts: &DeleteOpts,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        let resource = t.key();
+        let resource = crate::convert::storage_key(t);
         let key = (ns.to_string(), name.to_string());
         let current = self
             .get(&resource, ns, name)
@@ -939,7 +937,10 @@ impl Store {
     pub fn upsert(&mut self, t: &ResourceType, obj: Value) -> Result<Arc<StoredObject>, ApiError> {
         let ns = meta_str(&obj, "namespace").unwrap_or_default().to_string();
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
-        if self.get(&t.key(), &ns, &name).is_some() {
+        if self
+            .get(&crate::convert::storage_key(t), &ns, &name)
+            .is_some()
+        {
             self.update(t, &ns, &name, obj, None)
         } else {
             self.create(t, obj)

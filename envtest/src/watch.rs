@@ -205,7 +205,7 @@ async fn send(tx: &mpsc::Sender<Bytes>, buf: &mut BytesMut) -> bool {
 }
 
 async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
-    let key = spec.route.t.key();
+    let key = crate::convert::storage_key(&spec.route.t);
     let mut rv_rx = shared.rv_tx.subscribe();
     let mut kill = shared.faults.close_watches_receiver();
     kill.borrow_and_update();

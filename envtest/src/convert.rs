@@ -1,0 +1,202 @@
+//! Resources that share storage with another resource and are converted per request.
+//!
+//! On the real API server, core/v1 `events` and `events.k8s.io/v1` `events` are one set of
+//! objects: stored once (in the core form), with the same names and resourceVersions, and
+//! converted field by field when read or written through `events.k8s.io/v1` (upstream's
+//! `pkg/apis/events/v1` conversion). This module does the same: events.k8s.io Events are
+//! stored under the core `events` key in their core/v1 form and converted here.
+//!
+//! | events.k8s.io/v1 | core/v1 |
+//! |---|---|
+//! | `regarding` | `involvedObject` |
+//! | `note` | `message` |
+//! | `reportingController` | `reportingComponent` |
+//! | `reportingInstance` | `reportingInstance` |
+//! | `deprecatedSource` | `source` |
+//! | `deprecatedFirstTimestamp` | `firstTimestamp` |
+//! | `deprecatedLastTimestamp` | `lastTimestamp` |
+//! | `deprecatedCount` | `count` |
+//! | `eventTime`, `series`, `action`, `reason`, `type`, `related`, `metadata` | same name |
+
+use serde_json::{Map, Value};
+
+use crate::resources::ResourceType;
+
+/// Group of the events API that shares storage with core/v1 events.
+pub const EVENTS_GROUP: &str = "events.k8s.io";
+
+/// `(events.k8s.io/v1 field, core/v1 field)` pairs that are renamed by the conversion.
+const EVENT_RENAMES: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+/// Whether `t` is the events.k8s.io Event resource (stored as core/v1 events).
+pub fn is_events_v1(t: &ResourceType) -> bool {
+    t.group == EVENTS_GROUP && t.plural == "events"
+}
+
+/// The store key objects of `t` live under: `events` for both Event APIs, otherwise
+/// [`ResourceType::key`].
+pub fn storage_key(t: &ResourceType) -> String {
+    if is_events_v1(t) {
+        "events".to_string()
+    } else {
+        t.key()
+    }
+}
+
+/// Move the fields named `from` to `to` (the first of each pair to the second), keeping every
+/// other field (metadata, `reason`, `type`, unknown fields) as it is.
+fn rename(obj: Value, pairs: impl Iterator<Item = (&'static str, &'static str)>) -> Value {
+    let Value::Object(mut map) = obj else {
+        return obj;
+    };
+    let mut moved = Map::new();
+    for (from, to) in pairs {
+        // The target name is not a field of the source version: it is dropped, as decoding
+        // into the typed source version would (it could not survive a round trip).
+        let target = map.remove(to);
+        if let Some(v) = map.remove(from) {
+            moved.insert(to.to_string(), v);
+        }
+        drop(target);
+    }
+    map.extend(moved);
+    Value::Object(map)
+}
+
+/// Convert an object received for `t` (in `t`'s storage version) to its stored form.
+/// Identity for every resource but events.k8s.io Events.
+pub fn to_storage(t: &ResourceType, obj: Value) -> Value {
+    if !is_events_v1(t) {
+        return obj;
+    }
+    let mut out = rename(obj, EVENT_RENAMES.iter().copied());
+    out["apiVersion"] = Value::String("v1".into());
+    out["kind"] = Value::String("Event".into());
+    out
+}
+
+/// Convert a stored object to the form served for `t` at `version` (only `apiVersion` is
+/// rewritten for resources without a field conversion).
+pub fn from_storage(t: &ResourceType, version: &str, stored: &Value) -> Value {
+    let mut out = if is_events_v1(t) {
+        rename(stored.clone(), EVENT_RENAMES.iter().map(|(a, b)| (*b, *a)))
+    } else {
+        stored.clone()
+    };
+    if out.is_object() {
+        out["apiVersion"] = Value::String(t.api_version(version));
+        out["kind"] = Value::String(t.kind.clone());
+    }
+    out
+}
+
+/// The core/v1 path of an events.k8s.io/v1 field selector path (`regarding.name` →
+/// `involvedObject.name`, `reportingController` → `reportingComponent`, `note` → `message`);
+/// other paths are returned unchanged.
+pub fn event_field_to_core(path: &str) -> String {
+    let (head, rest) = match path.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    };
+    match EVENT_RENAMES.iter().find(|(v1, _)| *v1 == head) {
+        Some((_, core)) => match rest {
+            Some(r) => format!("{core}.{r}"),
+            None => core.to_string(),
+        },
+        None => path.to_string(),
+    }
+}
+
+/// Whether objects of `t` at `version` are served exactly as stored.
+pub fn is_identity(t: &ResourceType, version: &str) -> bool {
+    !is_events_v1(t) && version == t.storage_version()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn events_v1() -> ResourceType {
+        crate::resources::builtins()
+            .into_iter()
+            .find(|t| t.group == EVENTS_GROUP)
+            .unwrap()
+    }
+
+    #[test]
+    fn events_round_trip_between_the_two_apis() {
+        let t = events_v1();
+        let v1 = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default", "labels": {"a": "b"}},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:01.000000Z"},
+            "reportingController": "ctl", "reportingInstance": "ctl-1",
+            "action": "Reconcile", "reason": "Created", "type": "Normal",
+            "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "related": {"kind": "Node", "name": "n"},
+            "note": "hello",
+            "deprecatedSource": {"component": "old", "host": "h"},
+            "deprecatedFirstTimestamp": "2026-01-01T00:00:00Z",
+            "deprecatedLastTimestamp": "2026-01-01T00:00:02Z",
+            "deprecatedCount": 3,
+            "unknownField": 1,
+        });
+        let core = to_storage(&t, v1.clone());
+        assert_eq!(
+            core,
+            json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "e", "namespace": "default", "labels": {"a": "b"}},
+                "eventTime": "2026-01-01T00:00:00.000000Z",
+                "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:01.000000Z"},
+                "reportingComponent": "ctl", "reportingInstance": "ctl-1",
+                "action": "Reconcile", "reason": "Created", "type": "Normal",
+                "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+                "related": {"kind": "Node", "name": "n"},
+                "message": "hello",
+                "source": {"component": "old", "host": "h"},
+                "firstTimestamp": "2026-01-01T00:00:00Z",
+                "lastTimestamp": "2026-01-01T00:00:02Z",
+                "count": 3,
+                "unknownField": 1,
+            })
+        );
+        assert_eq!(from_storage(&t, "v1", &core), v1);
+        // A core field name sent to events.k8s.io is not a field there: dropped.
+        let odd = to_storage(&t, json!({"metadata": {}, "message": "x", "note": "y"}));
+        assert_eq!(odd["message"], "y");
+        let odd = to_storage(&t, json!({"metadata": {}, "message": "x"}));
+        assert!(odd.get("message").is_none());
+    }
+
+    #[test]
+    fn other_resources_only_get_their_api_version() {
+        let cms = crate::resources::builtins()
+            .into_iter()
+            .find(|t| t.plural == "configmaps")
+            .unwrap();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}, "data": {}});
+        assert_eq!(to_storage(&cms, cm.clone()), cm);
+        assert_eq!(from_storage(&cms, "v1", &cm), cm);
+        assert!(is_identity(&cms, "v1"));
+        assert!(!is_identity(&events_v1(), "v1"));
+        assert_eq!(storage_key(&events_v1()), "events");
+        assert_eq!(storage_key(&cms), "configmaps");
+        assert_eq!(event_field_to_core("regarding.name"), "involvedObject.name");
+        assert_eq!(
+            event_field_to_core("reportingController"),
+            "reportingComponent"
+        );
+        assert_eq!(event_field_to_core("reason"), "reason");
+    }
+}
