@@ -1026,6 +1026,48 @@ fn split_status(route: &Route, current: &Value, mut incoming: Value) -> Value {
     }
 }
 
+/// What an update-shaped write (PUT or PATCH of an existing object) yields before it is stored.
+enum Prepared {
+    /// A dry run: the response to send; nothing is stored.
+    DryRun(Response<Body>),
+    /// The object to store.
+    Store(Value),
+}
+
+/// The steps PUT and PATCH share between computing the new object and storing it: keep the
+/// status subresource separation, run admission (operation UPDATE), answer dry runs, and record
+/// `Update` field ownership when `track` is set (server-side apply records its own).
+async fn prepare_update(
+    shared: &Arc<Shared>,
+    route: &Route,
+    q: &Query,
+    current_view: &Value,
+    new: Value,
+    track: bool,
+) -> Result<Prepared, ApiError> {
+    let candidate = split_status(route, current_view, new);
+    let candidate = crate::admission_glue::admit(
+        shared,
+        route,
+        "UPDATE",
+        Some(current_view),
+        candidate,
+        dry_run(q),
+    )
+    .await?;
+    if dry_run(q) {
+        return Ok(Prepared::DryRun(dry_run_response(
+            StatusCode::OK,
+            candidate,
+        )));
+    }
+    Ok(Prepared::Store(if track {
+        crate::patch_glue::track_update(route, q, Some(current_view), candidate)
+    } else {
+        candidate
+    }))
+}
+
 async fn update(
     shared: &Arc<Shared>,
     route: &Route,
@@ -1068,20 +1110,11 @@ async fn update(
             .get(&crate::convert::storage_key(&t), route.ns(), &name)
             .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
         let current_view = view(route, &current.value);
-        let candidate = split_status(route, &current_view, obj.clone());
-        let candidate = crate::admission_glue::admit(
-            shared,
-            route,
-            "UPDATE",
-            Some(&current_view),
-            candidate,
-            dry_run(q),
-        )
-        .await?;
-        if dry_run(q) {
-            return Ok(dry_run_response(StatusCode::OK, candidate));
-        }
-        let candidate = crate::patch_glue::track_update(route, q, Some(&current_view), candidate);
+        let candidate =
+            match prepare_update(shared, route, q, &current_view, obj.clone(), true).await? {
+                Prepared::DryRun(response) => return Ok(response),
+                Prepared::Store(candidate) => candidate,
+            };
         let base = expected.unwrap_or(current.rv);
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
             Ok(stored) => {
@@ -1180,24 +1213,13 @@ async fn patch(
             ));
         }
         let current_view = current_view.unwrap_or_default();
-        let candidate = split_status(route, &current_view, patched);
-        let candidate = crate::admission_glue::admit(
-            shared,
-            route,
-            "UPDATE",
-            Some(&current_view),
-            candidate,
-            dry_run(q),
-        )
-        .await?;
-        if dry_run(q) {
-            return Ok(dry_run_response(StatusCode::OK, candidate));
-        }
-        let candidate = if patch_type == crate::patch::PatchType::Apply {
-            candidate
-        } else {
-            crate::patch_glue::track_update(route, q, Some(&current_view), candidate)
-        };
+        // Server-side apply has recorded its own field ownership.
+        let track = patch_type != crate::patch::PatchType::Apply;
+        let candidate =
+            match prepare_update(shared, route, q, &current_view, patched, track).await? {
+                Prepared::DryRun(response) => return Ok(response),
+                Prepared::Store(candidate) => candidate,
+            };
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
             Ok(stored) => {
                 return Ok(json_bytes(
