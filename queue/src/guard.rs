@@ -30,7 +30,9 @@ use std::hash::Hash;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::queue::WorkQueue;
+use std::sync::Arc;
+
+use crate::queue::{KeySlot, WorkQueue};
 
 /// A key handed out by [`WorkQueue::get`]; marks the key done when dropped.
 ///
@@ -38,11 +40,10 @@ use crate::queue::WorkQueue;
 #[must_use = "dropping a WorkItem immediately marks its key done"]
 pub struct WorkItem<T: Hash + Eq + Clone + Send + Sync + 'static> {
     pub(crate) queue: WorkQueue<T>,
-    pub(crate) key: T,
-    /// Where the queue keeps the key's state.
-    pub(crate) index: usize,
+    /// The key and its state.
+    pub(crate) slot: Arc<KeySlot<T>>,
     /// Slot of the in-flight start time (metrics only).
-    pub(crate) slot: u32,
+    pub(crate) start_slot: u32,
     /// When the worker got the key, in queue-clock nanoseconds (metrics only).
     pub(crate) started: u64,
 }
@@ -50,7 +51,7 @@ pub struct WorkItem<T: Hash + Eq + Clone + Send + Sync + 'static> {
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkItem<T> {
     /// The key.
     pub fn item(&self) -> &T {
-        &self.key
+        &self.slot.key
     }
 
     /// The queue the key came from.
@@ -64,38 +65,37 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkItem<T> {
 
     /// Success: forget the key in the rate limiter (reset its back-off), then mark it done.
     pub fn done_and_forget(self) {
-        self.queue.forget(&self.key);
+        self.queue.forget(&self.slot.key);
     }
 
     /// Failure: add the key again after the rate limiter's delay, then mark it done.
     pub fn retry_rate_limited(self) {
-        self.queue.add_rate_limited(self.key.clone());
+        self.queue.add_rate_limited(self.slot.key.clone());
     }
 
     /// Add the key again after `delay`, then mark it done.
     pub fn retry_after(self, delay: Duration) {
-        self.queue.add_after(self.key.clone(), delay);
+        self.queue.add_after(self.slot.key.clone(), delay);
     }
 }
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> Deref for WorkItem<T> {
     type Target = T;
     fn deref(&self) -> &T {
-        &self.key
+        &self.slot.key
     }
 }
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static + fmt::Debug> fmt::Debug for WorkItem<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WorkItem")
-            .field("key", &self.key)
+            .field("key", &self.slot.key)
             .finish_non_exhaustive()
     }
 }
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> Drop for WorkItem<T> {
     fn drop(&mut self) {
-        self.queue
-            .finish(&self.key, self.index, self.slot, self.started);
+        self.queue.finish(&self.slot, self.start_slot, self.started);
     }
 }

@@ -2,63 +2,82 @@
 //!
 //! # State of a key
 //!
-//! Every key the queue knows has one slot (see below) with three flags:
-//! - **ready**: the key waits to be handed out (or, if it is also in flight, it is *dirty*: it
-//!   was added while a worker had it and becomes ready again when that worker is done);
-//! - **in flight**: a worker holds its [`WorkItem`];
-//! - **delayed**: it has one pending delayed add (time and priority).
+//! Every key the queue knows has one [`KeySlot`], shared by an `Arc`, whose state is one atomic
+//! word with four flags and two sequence numbers:
+//! - **ready** (`R`): the key waits to be handed out (or, if it is also in flight, it is
+//!   *dirty*: it was added while a worker had it and becomes ready again when that worker is
+//!   done);
+//! - **in flight** (`P`): a worker holds its [`WorkItem`];
+//! - **delayed** (`D`, and `L` when lazily timed, see below): it has one pending delayed add;
+//! - a *ready sequence* number, bumped whenever the key is (re)queued, and a *delay sequence*
+//!   number, bumped whenever its timer is replaced: a queue element or timer carries the number
+//!   it was pushed with and is stale (skipped) once the slot's number has moved on.
 //!
-//! A key has at most one pending "ready time": an immediate add of a delayed key cancels the
-//! delay (now is earlier), a delayed add of a ready or dirty key is a no-op, and a second delayed
-//! add keeps the earlier time. Re-adding keeps the higher priority.
+//! Every change of state is one compare-and-swap on that word, so adders and workers never need
+//! a common lock to agree on a key. A key has at most one pending "ready time": an immediate add
+//! of a delayed key cancels the delay (now is earlier), a delayed add of a ready or dirty key is
+//! a no-op, and a second delayed add keeps the earlier time. Re-adding keeps the higher priority.
 //!
-//! # Data structures
+//! # Two sides that share (almost) nothing
 //!
-//! One `parking_lot` mutex guards the whole state, so every operation is one short critical
-//! section with no allocation in the steady state:
-//! - a hash map (foldhash) from key to (slot index, generation) in a `Vec` of slots; freed slots
-//!   are reused last-in first-out, so the live slots stay few and cache-warm. The map is probed
-//!   once per add call and never again: everything else (ready FIFOs, timers, the [`WorkItem`]
-//!   guard) refers to the slot by index. Freeing a slot bumps its generation instead of removing
-//!   the key from the map; the stale entry is reused by the key's next add, and stale entries
-//!   are swept (one pass over the map) once they outnumber the live keys by more than 1,024, so
-//!   the map stays within about twice the live keys, at an amortised cost of O(1) per add. The
-//!   slot owns one copy of the key and lends it to the guard while a worker holds it;
-//! - ready keys sit in one FIFO (`VecDeque`) per priority level, highest level first. A priority
-//!   bump pushes the key again at its new level; the old element is recognised as stale by a
-//!   sequence number and skipped when it reaches the front (no search, no removal);
-//! - delayed keys sit in a FIFO while their times are non-decreasing (the usual case: a constant
-//!   delay), and in a binary heap otherwise, so a constant `add_after` costs O(1);
-//! - timers are driven lazily by [`WorkQueue::get`]: a getter promotes every due key before
-//!   looking for work, and a getter with nothing to do sleeps until the earliest timer (or an
-//!   add wakes it). There is no background task. A timer due within [`SPIN_WINDOW`] (50 µs) is
-//!   awaited by yielding to the runtime (at most [`MAX_SPINS`] times, reading the clock but not
-//!   taking the lock) instead of a tokio sleep, whose 1 ms granularity would otherwise turn a
-//!   1 µs delay into a 1 ms one; a timer due within [`BUSY_WAIT_WINDOW`] (5 µs) is awaited by
-//!   watching the clock for at most [`MAX_BUSY_POLLS`] readings, because a tokio yield (which
-//!   polls the I/O driver) costs about as much as that wait;
-//! - reading the clock is not free (50-90 ns on the benchmark VM, more than a whole add), so the
-//!   queue reads it as rarely as it can: a getter remembers its last reading and promotes every
-//!   timer already due by then without reading again, and a delay of at most
-//!   [`LAZY_DELAY_MAX`] (50 µs) is not timed by `add_after` itself. It waits, unstamped, until
-//!   the next getter reads the clock under the lock and gives every unstamped key the deadline
-//!   *reading + delay*. Such a key is never handed out less than its delay after `add_after`
-//!   returned, and becomes ready at most its delay after the first getter looks at the queue
-//!   after the add (a waiting getter is woken for that). For the "earliest time wins" rule,
-//!   a shorter tiny delay replaces a longer tiny one even if the longer one was already
-//!   stamped, so the key may become ready up to the difference (< 50 µs) later than the ideal.
+//! A producer and a worker running on two cores slow each other down badly if every operation
+//! touches the same cache lines (one mutex and one state struct): each then pays a cache miss
+//! per access, and the slower side (the worker, with two operations per key) falls behind and
+//! lets the queue grow. So the queue is split in two sides that meet at a small inbox:
+//! - **the add side** (one `parking_lot` mutex, taken by adds only): a hash map (foldhash) from
+//!   key to its slot. An add finds or creates the slot, changes its state word, and when the key
+//!   became ready (or got a new timer) appends one element to the **inbox**, a `Vec` behind its
+//!   own mutex. Slots of keys that are neither ready, in flight nor delayed stay in the map until
+//!   the map has doubled since the last sweep (plus [`SWEEP_SLACK`]); then one pass drops them,
+//!   and the map is shrunk when it is mostly empty, so its size stays within about twice the
+//!   keys that were live at the last sweep, at an amortised O(1) per add;
+//! - **the worker side** (one mutex, taken by `get` and, only when a dirty key must be queued
+//!   again or metrics are on, by `done`): one FIFO (`VecDeque`) per priority level, highest level
+//!   first, and the timers. A getter that sees the inbox's "not empty" flag swaps the whole inbox
+//!   for an empty `Vec` (one lock round trip for any number of adds) and files its elements in
+//!   order, so FIFO and priority order are exactly those of the adds. A worker marks a key done
+//!   with one compare-and-swap, without any lock in the common case.
 //!
-//! Adds wake a waiting getter only when one is waiting (a counter, read under the lock), so a
-//! busy queue makes no wake-up calls at all.
+//! Counters (ready, delayed, in flight) are kept per side and summed when read, so no counter
+//! is written by both sides, and the hot fields of each side sit on cache lines of their own.
+//!
+//! # Timers
+//!
+//! Delayed keys sit in a FIFO while their times are non-decreasing (the usual case: a constant
+//! delay), and in a binary heap otherwise, so a constant `add_after` costs O(1). Timers are
+//! driven lazily by [`WorkQueue::get`]: a getter promotes every due key before looking for
+//! work, and a getter with nothing to do sleeps until the earliest timer (or an add wakes it).
+//! There is no background task. A timer due within [`SPIN_WINDOW`] (50 µs) is awaited by
+//! yielding to the runtime (at most [`MAX_SPINS`] times, reading the clock but not taking a
+//! lock) instead of a tokio sleep, whose 1 ms granularity would otherwise turn a 1 µs delay into
+//! a 1 ms one; a timer due within [`BUSY_WAIT_WINDOW`] (5 µs) is awaited by watching the clock
+//! for at most [`MAX_BUSY_POLLS`] readings, because a tokio yield (which polls the I/O driver)
+//! costs about as much as that wait.
+//!
+//! Reading the clock is not free (50-90 ns on the benchmark VM, more than a whole add), so the
+//! queue reads it as rarely as it can: a getter remembers its last reading and promotes every
+//! timer already due by then without reading again, and a delay of at most [`LAZY_DELAY_MAX`]
+//! (50 µs) is not timed by `add_after` itself. It travels through the inbox unstamped, and the
+//! getter that takes it out reads the clock and gives it the deadline *reading + delay*. Such a
+//! key is never handed out less than its delay after `add_after` returned, and becomes ready at
+//! most its delay after the first getter looks at the queue after the add (a waiting getter is
+//! woken for that). For the "earliest time wins" rule, a shorter tiny delay replaces a longer
+//! tiny one even if the longer one was already stamped, so the key may become ready up to the
+//! difference (< 50 µs) later than the ideal.
+//!
+//! Adds wake a waiting getter only when one is waiting (a counter, read under the inbox lock,
+//! which a getter increments under that lock after finding the inbox empty), so a busy queue
+//! makes no wake-up calls at all.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
+use std::ops::Deref;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -87,105 +106,152 @@ pub const MAX_BUSY_POLLS: u32 = 256;
 /// Delays up to this long are timed from the queue's next clock reading instead of a clock
 /// reading of their own (see the [module docs](self)).
 pub const LAZY_DELAY_MAX: Duration = SPIN_WINDOW;
+/// Idle slots tolerated in the key map beyond twice the live ones before a sweep.
+pub const SWEEP_SLACK: usize = 1024;
 
 /// No metrics slot.
 const NO_SLOT: u32 = u32::MAX;
 /// A free slot in the in-flight start-time table.
 const FREE: u64 = u64::MAX;
+/// Priority levels kept even when empty (beyond these, empty levels are dropped).
+const MAX_IDLE_LEVELS: usize = 4;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Running,
-    Draining,
-    Stopped,
+// The state word of a key: four flags, then two 30-bit sequence numbers. A sequence number
+// wraps after 2^30 changes of one key; an element pushed with the old number would have to
+// stay queued through all of them to be mistaken for a live one.
+/// Ready, or dirty if also in flight.
+const R: u64 = 1;
+/// In flight.
+const P: u64 = 1 << 1;
+/// Delayed.
+const D: u64 = 1 << 2;
+/// The delay is lazily timed: `delay_at` holds the delay, not a deadline.
+const L: u64 = 1 << 3;
+const SEQ_BITS: u32 = 30;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+const RSEQ_SHIFT: u32 = 4;
+const DSEQ_SHIFT: u32 = RSEQ_SHIFT + SEQ_BITS;
+
+fn rseq(w: u64) -> u64 {
+    (w >> RSEQ_SHIFT) & SEQ_MASK
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    /// Waiting to be handed out, or dirty if `processing`.
-    ready: bool,
-    processing: bool,
-    delayed: bool,
-    /// The pending delay is lazily timed: `delay_at` holds the delay, not a deadline.
-    lazy: bool,
-    prio: i32,
-    delay_prio: i32,
-    /// Sequence number of the live element in a ready level.
-    seq: u64,
-    /// Sequence number of the live timer.
-    delay_seq: u64,
-    delay_at: u64,
+fn dseq(w: u64) -> u64 {
+    (w >> DSEQ_SHIFT) & SEQ_MASK
+}
+
+fn bump_rseq(w: u64) -> u64 {
+    (w & !(SEQ_MASK << RSEQ_SHIFT)) | (((rseq(w) + 1) & SEQ_MASK) << RSEQ_SHIFT)
+}
+
+fn bump_dseq(w: u64) -> u64 {
+    (w & !(SEQ_MASK << DSEQ_SHIFT)) | (((dseq(w) + 1) & SEQ_MASK) << DSEQ_SHIFT)
+}
+
+/// One key and its state, shared by the key map, queue elements, timers and the [`WorkItem`].
+///
+/// Only adds (under the add-side lock) write `prio`, `delay_prio` and `delay_at`, except that
+/// the getter that promotes a timer copies `delay_prio` into `prio`; every change of the flags
+/// is a compare-and-swap on `word`.
+pub(crate) struct KeySlot<T> {
+    pub(crate) key: T,
+    word: AtomicU64,
+    /// Priority of the pending ready (or dirty) add.
+    prio: AtomicI32,
+    /// Priority for when the pending delay has passed.
+    delay_prio: AtomicI32,
+    /// Deadline of an exactly timed delay, or the delay itself if lazily timed (`L`).
+    delay_at: AtomicU64,
     /// When the key became ready or dirty (metrics only).
-    since: u64,
+    since: AtomicU64,
 }
 
-impl Entry {
-    const EMPTY: Entry = Entry {
-        ready: false,
-        processing: false,
-        delayed: false,
-        lazy: false,
-        prio: 0,
-        delay_prio: 0,
-        seq: 0,
-        delay_seq: 0,
-        delay_at: 0,
-        since: 0,
-    };
-}
+impl<T> KeySlot<T> {
+    fn new(key: T) -> Self {
+        Self {
+            key,
+            word: AtomicU64::new(0),
+            prio: AtomicI32::new(DEFAULT_PRIORITY),
+            delay_prio: AtomicI32::new(DEFAULT_PRIORITY),
+            delay_at: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+        }
+    }
 
-/// One key's state, stored at a fixed index so that queues and timers refer to it by index
-/// (no hashing after the add) and reuse freed indices (good locality).
-#[derive(Debug)]
-struct Slot<T> {
-    /// The key, except while a worker holds it (its [`WorkItem`] owns it then) or the slot is free.
-    key: Option<T>,
-    live: bool,
-    /// Bumped when the slot is freed: index entries naming an older generation are stale.
-    generation: u64,
-    e: Entry,
-}
+    fn load(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
+    }
 
-#[derive(Debug)]
-struct Level {
-    prio: i32,
-    /// (slot, seq) of ready keys; an element whose seq no longer matches its slot is stale.
-    keys: VecDeque<(usize, u64)>,
-}
-
-#[derive(Debug)]
-struct Timer {
-    at: u64,
-    seq: u64,
-    slot: usize,
-}
-
-impl PartialEq for Timer {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
+    fn cas(&self, current: u64, new: u64) -> Result<(), u64> {
+        self.word
+            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
     }
 }
-impl Eq for Timer {}
-impl PartialOrd for Timer {
+
+type Slot<T> = Arc<KeySlot<T>>;
+
+/// Keeps a value on cache lines of its own, so that fields written by one side do not slow the
+/// other side's reads of its neighbours.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Mode {
+    Running = 0,
+    Draining = 1,
+    Stopped = 2,
+}
+
+/// An element of the inbox: something an add did that the worker side must file.
+enum Pending<T> {
+    /// The key became ready (or moved to a higher priority) with this ready sequence number.
+    Ready { slot: Slot<T>, prio: i32, seq: u64 },
+    /// The key got an exactly timed delay.
+    Timer { slot: Slot<T>, at: u64, seq: u64 },
+    /// The key got a lazily timed delay, to be stamped by the getter that files it.
+    Lazy { slot: Slot<T>, delay: u64, seq: u64 },
+}
+
+struct Level<T> {
+    prio: i32,
+    /// (slot, ready seq) of ready keys; an element whose seq no longer matches is stale.
+    keys: VecDeque<(Slot<T>, u64)>,
+}
+
+struct Timer<T> {
+    at: u64,
+    /// Filing order, to break ties (FIFO among equal deadlines).
+    order: u64,
+    /// The delay sequence number it was pushed with.
+    seq: u64,
+    slot: Slot<T>,
+}
+
+impl<T> PartialEq for Timer<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.order) == (other.at, other.order)
+    }
+}
+impl<T> Eq for Timer<T> {}
+impl<T> PartialOrd for Timer<T> {
     fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Timer {
+impl<T> Ord for Timer<T> {
     /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest timer first.
     fn cmp(&self, other: &Self) -> CmpOrdering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
+        (other.at, other.order).cmp(&(self.at, self.order))
     }
-}
-
-/// What a lazily timed delayed add did.
-enum Lazy<T> {
-    /// Queued for stamping; `first` if nothing else was waiting to be stamped.
-    Pushed { first: bool },
-    /// Nothing to do (the key is ready, or already delayed to an earlier time).
-    Noop,
-    /// The key has an exactly timed delay: compare with a real clock reading.
-    NeedClock(T),
 }
 
 /// What an add did.
@@ -199,34 +265,201 @@ enum Added {
     Nothing,
 }
 
-#[derive(Debug)]
-struct State<T> {
-    /// Key → (slot, generation). Freeing a slot does not touch the map (no hash probe on the
-    /// worker's path): the entry goes stale and is reused by the key's next add or swept away
-    /// once stale entries outnumber live ones (plus a slack of [`SWEEP_SLACK`]).
-    index: FastMap<T, (usize, u64)>,
-    slots: Vec<Slot<T>>,
-    free: Vec<usize>,
+/// The add side: the key map and the add-side counters (all written under its lock).
+struct AddSide<T> {
+    map: FastMap<T, Slot<T>>,
+    /// Sweep idle slots once the map holds this many.
+    next_sweep: usize,
+    /// Keys this side made ready.
+    ready: i64,
+    /// Delayed keys this side added, minus the delays it cancelled.
+    delayed: i64,
+}
+
+impl<T: Hash + Eq + Clone> AddSide<T> {
+    /// Find or create `key`'s slot and run `f` on it.
+    fn with_slot<R>(&mut self, key: T, f: impl FnOnce(&mut Self, &Slot<T>) -> R) -> R {
+        let (slot, new) = match self.map.entry(key) {
+            MapEntry::Occupied(o) => (Arc::clone(o.get()), false),
+            MapEntry::Vacant(v) => {
+                let slot = Arc::new(KeySlot::new(v.key().clone()));
+                v.insert(Arc::clone(&slot));
+                (slot, true)
+            }
+        };
+        let result = f(self, &slot);
+        if new && self.map.len() >= self.next_sweep {
+            self.sweep();
+        }
+        result
+    }
+
+    /// Drop the slots of keys that are neither ready, in flight nor delayed. Only adds (which
+    /// hold this side's lock) bring such a key back to life, so the check cannot race.
+    fn sweep(&mut self) {
+        self.map.retain(|_, slot| slot.load() & (R | P | D) != 0);
+        let live = self.map.len();
+        if self.map.capacity() > 4 * live + 2 * SWEEP_SLACK {
+            self.map.shrink_to(2 * live + SWEEP_SLACK);
+        }
+        self.next_sweep = 2 * live + SWEEP_SLACK;
+    }
+
+    /// An immediate add; returns what it did and the inbox element to push, if any.
+    fn add_ready(&mut self, slot: &Slot<T>, prio: i32, now: u64) -> (Added, Option<Pending<T>>) {
+        let mut w = slot.load();
+        loop {
+            if w & R != 0 {
+                // Ready or dirty already: at most raise the priority.
+                if prio <= slot.prio.load(Ordering::Relaxed) {
+                    return (Added::Nothing, None);
+                }
+                if w & P != 0 {
+                    // Dirty: remember the priority for when it is queued again.
+                    slot.prio.store(prio, Ordering::Relaxed);
+                    return (Added::Nothing, None);
+                }
+                let new = bump_rseq(w);
+                slot.prio.store(prio, Ordering::Relaxed);
+                match slot.cas(w, new) {
+                    Ok(()) => {
+                        let pending = Pending::Ready {
+                            slot: Arc::clone(slot),
+                            prio,
+                            seq: rseq(new),
+                        };
+                        return (Added::Nothing, Some(pending));
+                    }
+                    Err(current) => {
+                        w = current;
+                        continue;
+                    }
+                }
+            }
+            let mut new = w | R;
+            let mut prio = prio;
+            if w & D != 0 {
+                // The immediate add is earlier than the pending delayed one: it wins.
+                new &= !(D | L);
+                prio = prio.max(slot.delay_prio.load(Ordering::Relaxed));
+            }
+            slot.prio.store(prio, Ordering::Relaxed);
+            slot.since.store(now, Ordering::Relaxed);
+            if w & P == 0 {
+                new = bump_rseq(new);
+            }
+            match slot.cas(w, new) {
+                Ok(()) => {
+                    if w & D != 0 {
+                        self.delayed -= 1;
+                    }
+                    if w & P != 0 {
+                        return (Added::Dirty, None);
+                    }
+                    self.ready += 1;
+                    let pending = Pending::Ready {
+                        slot: Arc::clone(slot),
+                        prio,
+                        seq: rseq(new),
+                    };
+                    return (Added::Ready, Some(pending));
+                }
+                Err(current) => w = current,
+            }
+        }
+    }
+
+    /// A delayed add: `at` is a deadline, or (if `lazy`) the delay itself. `clock` reads the
+    /// clock, for the rare lazy add that must be compared with an exactly timed one.
+    fn add_delayed(
+        &mut self,
+        slot: &Slot<T>,
+        prio: i32,
+        at: u64,
+        lazy: bool,
+        clock: impl Fn() -> u64,
+    ) -> Option<Pending<T>> {
+        let (mut at, mut lazy) = (at, lazy);
+        let mut w = slot.load();
+        loop {
+            if w & R != 0 {
+                return None; // ready or dirty: it comes sooner than any delay
+            }
+            if w & D != 0 {
+                slot.delay_prio.fetch_max(prio, Ordering::Relaxed);
+                let pending_at = slot.delay_at.load(Ordering::Relaxed);
+                match (w & L != 0, lazy) {
+                    // A lazily timed delay is at most LAZY_DELAY_MAX: earlier than an exact one.
+                    (true, false) => return None,
+                    (true, true) | (false, false) if pending_at <= at => return None,
+                    (false, true) => {
+                        // Compare with a real deadline.
+                        at = clock().saturating_add(at);
+                        lazy = false;
+                        if pending_at <= at {
+                            return None;
+                        }
+                    }
+                    _ => {}
+                }
+            } else {
+                slot.delay_prio.store(prio, Ordering::Relaxed);
+            }
+            let mut new = bump_dseq(w | D);
+            if lazy {
+                new |= L;
+            } else {
+                new &= !L;
+            }
+            slot.delay_at.store(at, Ordering::Relaxed);
+            match slot.cas(w, new) {
+                Ok(()) => {
+                    if w & D == 0 {
+                        self.delayed += 1;
+                    }
+                    let (slot, seq) = (Arc::clone(slot), dseq(new));
+                    return Some(if lazy {
+                        Pending::Lazy {
+                            slot,
+                            delay: at,
+                            seq,
+                        }
+                    } else {
+                        Pending::Timer { slot, at, seq }
+                    });
+                }
+                Err(current) => w = current,
+            }
+        }
+    }
+}
+
+/// The worker side: ready FIFOs, timers and the worker-side counters.
+struct WorkSide<T> {
     /// Sorted by priority, highest first.
-    levels: Vec<Level>,
-    ready: usize,
-    in_flight: usize,
-    delayed: usize,
-    timer_fifo: VecDeque<Timer>,
-    timer_heap: BinaryHeap<Timer>,
-    /// Lazily timed delayed adds not yet given a deadline: (slot, delay ns, seq).
-    unstamped: VecDeque<(usize, u64, u64)>,
-    seq: u64,
+    levels: Vec<Level<T>>,
+    timer_fifo: VecDeque<Timer<T>>,
+    timer_heap: BinaryHeap<Timer<T>>,
+    /// Lazily timed delayed adds not yet given a deadline: (slot, delay ns, delay seq).
+    unstamped: Vec<(Slot<T>, u64, u64)>,
+    /// Filing order of timers.
+    order: u64,
+    /// Keys this side made ready (promotions, dirty keys queued again) minus keys handed out.
+    ready: i64,
+    /// Delayed keys promoted by this side (negative).
+    delayed: i64,
     /// The latest clock reading taken by anyone: a lower bound of the current time, so timers
     /// due by then can be promoted without reading the (slow) clock again.
     last_now: u64,
-    mode: Mode,
+    /// The inbox's previous buffer, swapped back in (empty) at the next take, so that the two
+    /// buffers' allocations are reused.
+    spare: Vec<Pending<T>>,
     /// In-flight start times for the unfinished-work gauges (`FREE` marks a free slot).
     starts: Vec<u64>,
     free_starts: Vec<u32>,
 }
 
-fn push_level(levels: &mut Vec<Level>, slot: usize, prio: i32, seq: u64) {
+fn push_level<T>(levels: &mut Vec<Level<T>>, slot: Slot<T>, prio: i32, seq: u64) {
     let idx = match levels.iter().position(|l| l.prio <= prio) {
         Some(i) if levels[i].prio == prio => i,
         Some(i) => {
@@ -250,179 +483,42 @@ fn push_level(levels: &mut Vec<Level>, slot: usize, prio: i32, seq: u64) {
     levels[idx].keys.push_back((slot, seq));
 }
 
-/// Priority levels kept even when empty (beyond these, empty levels are dropped).
-const MAX_IDLE_LEVELS: usize = 4;
-
-/// Stale index entries tolerated beyond the number of live slots before a sweep.
-const SWEEP_SLACK: usize = 1024;
-
-/// A slot for `key`: a freed one (keeping its generation) or a new one. Returns (slot, generation).
-fn alloc<T>(slots: &mut Vec<Slot<T>>, free: &mut Vec<usize>, key: T, e: Entry) -> (usize, u64) {
-    match free.pop() {
-        Some(i) => {
-            let generation = slots[i].generation;
-            slots[i] = Slot {
-                key: Some(key),
-                live: true,
-                generation,
-                e,
-            };
-            (i, generation)
-        }
-        None => {
-            slots.push(Slot {
-                key: Some(key),
-                live: true,
-                generation: 0,
-                e,
-            });
-            (slots.len() - 1, 0)
-        }
-    }
-}
-
-fn is_live<T>(slots: &[Slot<T>], (i, generation): (usize, u64)) -> bool {
-    slots
-        .get(i)
-        .is_some_and(|s| s.live && s.generation == generation)
-}
-
-impl<T: Hash + Eq + Clone> State<T> {
+impl<T> WorkSide<T> {
     fn new() -> Self {
         Self {
-            index: FastMap::default(),
-            slots: Vec::new(),
-            free: Vec::new(),
             levels: Vec::new(),
-            ready: 0,
-            in_flight: 0,
-            delayed: 0,
             timer_fifo: VecDeque::new(),
             timer_heap: BinaryHeap::new(),
-            unstamped: VecDeque::new(),
-            seq: 0,
+            unstamped: Vec::new(),
+            order: 0,
+            ready: 0,
+            delayed: 0,
             last_now: 0,
-            mode: Mode::Running,
+            spare: Vec::new(),
             starts: Vec::new(),
             free_starts: Vec::new(),
         }
     }
 
-    fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq
+    /// File the inbox's elements, in order.
+    fn file(&mut self, batch: &mut Vec<Pending<T>>) {
+        for pending in batch.drain(..) {
+            match pending {
+                Pending::Ready { slot, prio, seq } => push_level(&mut self.levels, slot, prio, seq),
+                Pending::Timer { slot, at, seq } => self.push_timer(slot, at, seq),
+                Pending::Lazy { slot, delay, seq } => self.unstamped.push((slot, delay, seq)),
+            }
+        }
     }
 
-    fn add_ready(&mut self, key: T, prio: i32, now: u64) -> Added {
-        let seq = self.next_seq();
-        let fresh = Entry {
-            ready: true,
-            prio,
+    fn push_timer(&mut self, slot: Slot<T>, at: u64, seq: u64) {
+        self.order += 1;
+        let timer = Timer {
+            at,
+            order: self.order,
             seq,
-            since: now,
-            ..Entry::EMPTY
+            slot,
         };
-        let (i, new) = self.resolve(key, fresh);
-        if new {
-            push_level(&mut self.levels, i, prio, seq);
-            self.ready += 1;
-            return Added::Ready;
-        }
-        let e = &mut self.slots[i].e;
-        if e.ready {
-            if prio > e.prio {
-                e.prio = prio;
-                if !e.processing {
-                    e.seq = seq;
-                    push_level(&mut self.levels, i, prio, seq);
-                }
-            }
-            return Added::Nothing;
-        }
-        e.ready = true;
-        e.prio = prio;
-        e.since = now;
-        if e.delayed {
-            // The immediate add is earlier than the pending delayed one: it wins.
-            e.delayed = false;
-            e.lazy = false;
-            e.prio = prio.max(e.delay_prio);
-            self.delayed -= 1;
-        }
-        if e.processing {
-            return Added::Dirty;
-        }
-        e.seq = seq;
-        let prio = e.prio;
-        push_level(&mut self.levels, i, prio, seq);
-        self.ready += 1;
-        Added::Ready
-    }
-
-    /// The live slot of `key`, or a fresh one holding `fresh`: (slot, whether fresh).
-    fn resolve(&mut self, key: T, fresh: Entry) -> (usize, bool) {
-        match self.index.entry(key) {
-            MapEntry::Occupied(mut o) => {
-                if is_live(&self.slots, *o.get()) {
-                    return (o.get().0, false);
-                }
-                let (i, generation) =
-                    alloc(&mut self.slots, &mut self.free, o.key().clone(), fresh);
-                *o.get_mut() = (i, generation);
-                (i, true)
-            }
-            MapEntry::Vacant(v) => {
-                let (i, generation) =
-                    alloc(&mut self.slots, &mut self.free, v.key().clone(), fresh);
-                v.insert((i, generation));
-                self.maybe_sweep();
-                (i, true)
-            }
-        }
-    }
-
-    /// Drop stale index entries once they outnumber the live slots (plus [`SWEEP_SLACK`]):
-    /// amortised O(1) per add, and the map stays within about twice the live keys.
-    fn maybe_sweep(&mut self) {
-        let live = self.slots.len() - self.free.len();
-        if self.index.len() > 2 * live + SWEEP_SLACK {
-            let slots = &self.slots;
-            self.index.retain(|_, entry| is_live(slots, *entry));
-        }
-    }
-
-    /// The slot of `key`, allocated (with an empty entry) if needed.
-    fn slot_of(&mut self, key: T) -> usize {
-        self.resolve(key, Entry::EMPTY).0
-    }
-
-    /// Returns whether a new timer was pushed.
-    fn add_delayed(&mut self, key: T, prio: i32, at: u64) -> bool {
-        let seq = self.next_seq();
-        let i = self.slot_of(key);
-        let e = &mut self.slots[i].e;
-        if e.ready {
-            return false;
-        }
-        if e.delayed {
-            e.delay_prio = e.delay_prio.max(prio);
-            // A lazily timed delay is at most LAZY_DELAY_MAX, shorter than this one (callers
-            // only come here with a lazily timed one for longer delays): it is earlier.
-            if e.lazy || e.delay_at <= at {
-                return false;
-            }
-        } else {
-            e.delayed = true;
-            e.delay_prio = prio;
-            self.delayed += 1;
-        }
-        e.delay_at = at;
-        e.delay_seq = seq;
-        self.push_timer(Timer { at, seq, slot: i });
-        true
-    }
-
-    fn push_timer(&mut self, timer: Timer) {
         if self.timer_fifo.back().is_none_or(|b| b.at <= timer.at) {
             self.timer_fifo.push_back(timer);
         } else {
@@ -430,73 +526,15 @@ impl<T: Hash + Eq + Clone> State<T> {
         }
     }
 
-    /// A delayed add of at most [`LAZY_DELAY_MAX`], timed from the next stamp.
-    fn add_delayed_lazy(&mut self, key: T, prio: i32, delay: u64) -> Lazy<T> {
-        let seq = self.next_seq();
-        let i = match self.index.entry(key) {
-            MapEntry::Occupied(o) if is_live(&self.slots, *o.get()) => {
-                let i = o.get().0;
-                let e = &self.slots[i].e;
-                if !e.ready && e.delayed && !e.lazy {
-                    return Lazy::NeedClock(o.key().clone());
-                }
-                i
-            }
-            MapEntry::Occupied(mut o) => {
-                let (i, generation) = alloc(
-                    &mut self.slots,
-                    &mut self.free,
-                    o.key().clone(),
-                    Entry::EMPTY,
-                );
-                *o.get_mut() = (i, generation);
-                i
-            }
-            MapEntry::Vacant(v) => {
-                let (i, generation) = alloc(
-                    &mut self.slots,
-                    &mut self.free,
-                    v.key().clone(),
-                    Entry::EMPTY,
-                );
-                v.insert((i, generation));
-                self.maybe_sweep();
-                i
-            }
-        };
-        let e = &mut self.slots[i].e;
-        if e.ready {
-            return Lazy::Noop;
-        }
-        if e.delayed {
-            e.delay_prio = e.delay_prio.max(prio);
-            if e.delay_at <= delay {
-                return Lazy::Noop;
-            }
-        } else {
-            e.delayed = true;
-            e.lazy = true;
-            e.delay_prio = prio;
-            self.delayed += 1;
-        }
-        e.delay_at = delay;
-        e.delay_seq = seq;
-        let first = self.unstamped.is_empty();
-        self.unstamped.push_back((i, delay, seq));
-        Lazy::Pushed { first }
-    }
-
     /// Give every lazily timed delayed add its deadline, `now` + its delay. `now` must be a clock
-    /// reading taken while holding the lock, so that it is not earlier than any of those adds.
+    /// reading taken after those adds were taken from the inbox.
     fn stamp(&mut self, now: u64) {
-        while let Some((slot, delay, seq)) = self.unstamped.pop_front() {
+        let mut unstamped = std::mem::take(&mut self.unstamped);
+        for (slot, delay, seq) in unstamped.drain(..) {
             // Stale elements become stale timers, skipped like any other.
-            self.push_timer(Timer {
-                at: now.saturating_add(delay),
-                seq,
-                slot,
-            });
+            self.push_timer(slot, now.saturating_add(delay), seq);
         }
+        self.unstamped = unstamped;
     }
 
     fn next_deadline(&self) -> Option<u64> {
@@ -530,56 +568,60 @@ impl<T: Hash + Eq + Clone> State<T> {
                 }
             };
             let Some(timer) = timer else { break };
-            let slot = &mut self.slots[timer.slot];
-            let e = &mut slot.e;
-            if !slot.live || !e.delayed || e.delay_seq != timer.seq {
-                continue; // stale timer
-            }
-            e.delayed = false;
-            e.lazy = false;
-            self.delayed -= 1;
-            e.ready = true;
-            e.prio = e.delay_prio;
-            e.since = now;
-            if e.processing {
-                dirty += 1;
-            } else {
-                self.seq += 1;
-                e.seq = self.seq;
-                push_level(&mut self.levels, timer.slot, e.prio, self.seq);
-                self.ready += 1;
-                ready += 1;
+            let slot = timer.slot;
+            let mut w = slot.load();
+            loop {
+                if w & D == 0 || dseq(w) != timer.seq {
+                    break; // stale timer
+                }
+                let mut new = (w & !(D | L)) | R;
+                let prio = slot.delay_prio.load(Ordering::Relaxed);
+                slot.prio.store(prio, Ordering::Relaxed);
+                slot.since.store(now, Ordering::Relaxed);
+                if w & P == 0 {
+                    new = bump_rseq(new);
+                }
+                match slot.cas(w, new) {
+                    Ok(()) => {
+                        self.delayed -= 1;
+                        if w & P != 0 {
+                            dirty += 1;
+                        } else {
+                            self.ready += 1;
+                            ready += 1;
+                            push_level(&mut self.levels, Arc::clone(&slot), prio, rseq(new));
+                        }
+                        break;
+                    }
+                    Err(current) => w = current,
+                }
             }
         }
         (ready, dirty)
     }
 
-    /// Hand out the next ready key: (slot, key, since).
-    fn pop(&mut self) -> Option<(usize, T, u64)> {
-        if self.ready == 0 {
-            return None;
-        }
+    /// Hand out the next ready key, marking it in flight.
+    fn pop(&mut self) -> Option<Slot<T>> {
         let mut found = None;
-        for level in &mut self.levels {
-            while let Some((i, seq)) = level.keys.pop_front() {
-                let slot = &mut self.slots[i];
-                let e = &mut slot.e;
-                if slot.live && e.ready && !e.processing && e.seq == seq {
-                    // A live slot that is not in flight holds its key.
-                    let Some(key) = slot.key.take() else { continue };
-                    e.ready = false;
-                    e.processing = true;
-                    found = Some((i, key, e.since));
-                    break;
+        'levels: for level in &mut self.levels {
+            while let Some((slot, seq)) = level.keys.pop_front() {
+                let mut w = slot.load();
+                loop {
+                    if w & (R | P) != R || rseq(w) != seq {
+                        break; // stale element
+                    }
+                    match slot.cas(w, (w & !R) | P) {
+                        Ok(()) => {
+                            found = Some(slot);
+                            break 'levels;
+                        }
+                        Err(current) => w = current,
+                    }
                 }
-            }
-            if found.is_some() {
-                break;
             }
         }
         if found.is_some() {
             self.ready -= 1;
-            self.in_flight += 1;
         }
         // Forget emptied priority levels once there are more than a few, so that a queue that
         // saw many distinct priorities does not scan empty levels forever.
@@ -588,44 +630,6 @@ impl<T: Hash + Eq + Clone> State<T> {
                 .retain(|l| !l.keys.is_empty() || l.prio == DEFAULT_PRIORITY);
         }
         found
-    }
-
-    /// The worker is done with `key` (in `slot`). Returns whether the key became ready again.
-    fn done(&mut self, slot: usize, key: &T) -> bool {
-        let Some(s) = self.slots.get_mut(slot) else {
-            return false;
-        };
-        let e = &mut s.e;
-        if !s.live || !e.processing {
-            return false;
-        }
-        e.processing = false;
-        self.in_flight -= 1;
-        let mut requeued = false;
-        if e.ready {
-            if self.mode == Mode::Stopped {
-                e.ready = false;
-            } else {
-                self.seq += 1;
-                e.seq = self.seq;
-                push_level(&mut self.levels, slot, e.prio, self.seq);
-                self.ready += 1;
-                requeued = true;
-            }
-        }
-        if e.ready || e.delayed {
-            s.key = Some(key.clone());
-        } else {
-            // The index entry goes stale (no hash probe here); see `State::index`.
-            s.live = false;
-            s.generation = s.generation.wrapping_add(1);
-            self.free.push(slot);
-        }
-        requeued
-    }
-
-    fn is_drained(&self) -> bool {
-        self.in_flight == 0 && (self.mode == Mode::Stopped || self.ready == 0)
     }
 
     fn alloc_start(&mut self, now: u64) -> u32 {
@@ -650,10 +654,22 @@ impl<T: Hash + Eq + Clone> State<T> {
 }
 
 pub(crate) struct Inner<T> {
+    /// The add side (see the [module docs](self)). Lock order: `adds`, then `work`, then `inbox`.
+    adds: Padded<Mutex<AddSide<T>>>,
+    /// What adds did that the worker side has not filed yet.
+    inbox: Padded<Mutex<Vec<Pending<T>>>>,
+    /// Whether the inbox may hold elements (set by the add that makes it non-empty, cleared by
+    /// the getter that empties it; both under the inbox lock).
+    pending: Padded<AtomicBool>,
+    /// The worker side.
+    work: Padded<Mutex<WorkSide<T>>>,
+    /// Keys held by workers.
+    in_flight: Padded<AtomicUsize>,
+    /// Getters waiting: incremented under the worker-side and inbox locks, read under either.
+    waiters: Padded<AtomicUsize>,
+    /// A [`Mode`], changed under the add-side lock.
+    mode: AtomicU8,
     name: String,
-    state: Mutex<State<T>>,
-    /// Getters waiting (read under the state lock; incremented under it).
-    waiters: AtomicUsize,
     notify: Notify,
     drained: Notify,
     limiter: Box<dyn RateLimiter<T>>,
@@ -675,6 +691,64 @@ impl<T> Inner<T> {
             .checked_add(Duration::from_nanos(at))
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365))
     }
+
+    fn mode(&self) -> Mode {
+        match self.mode.load(Ordering::Acquire) {
+            0 => Mode::Running,
+            1 => Mode::Draining,
+            _ => Mode::Stopped,
+        }
+    }
+
+    /// Append to the inbox (the caller holds the add-side lock, so elements arrive in the order
+    /// of the state changes). Returns whether a getter waits to be woken.
+    fn push(&self, pending: Pending<T>) -> bool {
+        let mut inbox = self.inbox.lock();
+        inbox.push(pending);
+        if inbox.len() == 1 {
+            self.pending.store(true, Ordering::Release);
+        }
+        self.waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// Take everything from the inbox and file it (the caller holds the worker-side lock).
+    fn take_inbox(&self, work: &mut WorkSide<T>) {
+        if !self.pending.load(Ordering::Acquire) {
+            return;
+        }
+        let mut batch = std::mem::take(&mut work.spare);
+        {
+            let mut inbox = self.inbox.lock();
+            std::mem::swap(&mut *inbox, &mut batch);
+            self.pending.store(false, Ordering::Relaxed);
+        }
+        work.file(&mut batch);
+        work.spare = batch;
+    }
+
+    /// Keys ready to be handed out (the caller holds the worker-side lock).
+    fn ready(&self, work: &WorkSide<T>, adds_ready: i64) -> usize {
+        usize::try_from(adds_ready + work.ready).unwrap_or(0)
+    }
+
+    fn is_drained(&self, work: &WorkSide<T>, adds_ready: i64) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+            && (self.mode() == Mode::Stopped || self.ready(work, adds_ready) == 0)
+    }
+
+    /// Change the mode under the add-side lock, so that no add is half done.
+    fn set_mode(&self, mode: Mode, only_if_running: bool) {
+        let _adds = self.adds.lock();
+        if !only_if_running || self.mode() == Mode::Running {
+            self.mode.store(mode as u8, Ordering::Release);
+        }
+    }
+
+    /// (ready keys of the add side, delayed keys of the add side).
+    fn add_counts(&self) -> (i64, i64) {
+        let adds = self.adds.lock();
+        (adds.ready, adds.delayed)
+    }
 }
 
 /// A de-duplicating, rate-limited, priority work queue; cheap to clone (an `Arc` inside).
@@ -694,13 +768,12 @@ impl<T> Clone for WorkQueue<T> {
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> fmt::Debug for WorkQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let st = self.inner.state.lock();
         f.debug_struct("WorkQueue")
             .field("name", &self.inner.name)
-            .field("ready", &st.ready)
-            .field("in_flight", &st.in_flight)
-            .field("delayed", &st.delayed)
-            .field("mode", &st.mode)
+            .field("ready", &self.len())
+            .field("in_flight", &self.num_in_flight())
+            .field("delayed", &self.num_delayed())
+            .field("mode", &self.inner.mode())
             .finish()
     }
 }
@@ -755,9 +828,19 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
             .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
         let queue = WorkQueue {
             inner: Arc::new(Inner {
+                adds: Padded(Mutex::new(AddSide {
+                    map: FastMap::default(),
+                    next_sweep: SWEEP_SLACK,
+                    ready: 0,
+                    delayed: 0,
+                })),
+                inbox: Padded(Mutex::new(Vec::new())),
+                pending: Padded(AtomicBool::new(false)),
+                work: Padded(Mutex::new(WorkSide::new())),
+                in_flight: Padded(AtomicUsize::new(0)),
+                waiters: Padded(AtomicUsize::new(0)),
+                mode: AtomicU8::new(Mode::Running as u8),
                 name: self.name,
-                state: Mutex::new(State::new()),
-                waiters: AtomicUsize::new(0),
                 notify: Notify::new(),
                 drained: Notify::new(),
                 limiter,
@@ -775,6 +858,8 @@ enum Attempt<T: Hash + Eq + Clone + Send + Sync + 'static> {
     Item(WorkItem<T>),
     Closed,
     Empty(Option<u64>),
+    /// Something arrived while registering as a waiter: look again.
+    Retry,
 }
 
 /// Decrements the waiter count when a waiting getter stops waiting (or is cancelled).
@@ -818,13 +903,15 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub fn add_with_priority(&self, item: T, priority: i32) {
         let inner = &*self.inner;
         let now = inner.metrics_now().unwrap_or(0);
-        let mut st = inner.state.lock();
-        if st.mode != Mode::Running {
+        let mut adds = inner.adds.lock();
+        if inner.mode() != Mode::Running {
             return;
         }
-        let added = st.add_ready(item, priority, now);
-        let wake = added == Added::Ready && inner.waiters.load(Ordering::Relaxed) > 0;
-        drop(st);
+        let (added, wake) = adds.with_slot(item, |adds, slot| {
+            let (added, pending) = adds.add_ready(slot, priority, now);
+            (added, pending.is_some_and(|p| inner.push(p)))
+        });
+        drop(adds);
         if wake {
             inner.notify.notify_one();
         }
@@ -855,36 +942,22 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         }
         let inner = &*self.inner;
         let delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-        let mut item = item;
-        if delay <= LAZY_DELAY_MAX {
-            let mut st = inner.state.lock();
-            if st.mode != Mode::Running {
-                return;
-            }
-            match st.add_delayed_lazy(item, priority, delay_ns) {
-                Lazy::Pushed { first } => {
-                    let wake = first && inner.waiters.load(Ordering::Relaxed) > 0;
-                    drop(st);
-                    if wake {
-                        inner.notify.notify_one();
-                    }
-                    return;
-                }
-                Lazy::Noop => return,
-                Lazy::NeedClock(key) => item = key,
-            }
-        }
-        let now = inner.now();
-        let at = now.saturating_add(delay_ns);
-        let mut st = inner.state.lock();
-        if st.mode != Mode::Running {
+        let lazy = delay <= LAZY_DELAY_MAX;
+        // An exactly timed delay reads the clock before taking any lock.
+        let at = if lazy {
+            delay_ns
+        } else {
+            inner.now().saturating_add(delay_ns)
+        };
+        let mut adds = inner.adds.lock();
+        if inner.mode() != Mode::Running {
             return;
         }
-        let earliest = st.next_deadline();
-        let pushed = st.add_delayed(item, priority, at);
-        let wake =
-            pushed && earliest.is_none_or(|e| at < e) && inner.waiters.load(Ordering::Relaxed) > 0;
-        drop(st);
+        let wake = adds.with_slot(item, |adds, slot| {
+            adds.add_delayed(slot, priority, at, lazy, || inner.now())
+                .is_some_and(|p| inner.push(p))
+        });
+        drop(adds);
         if wake {
             inner.notify.notify_one();
         }
@@ -915,7 +988,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Keys ready to be handed out (not counting delayed keys, keys in flight, or dirty keys
     /// that will become ready when their worker is done).
     pub fn len(&self) -> usize {
-        self.inner.state.lock().ready
+        let (adds_ready, _) = self.inner.add_counts();
+        let work = self.inner.work.lock();
+        self.inner.ready(&work, adds_ready)
     }
 
     /// Whether no key is ready to be handed out.
@@ -926,57 +1001,62 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Keys waiting for a delayed add (`add_after`, `add_rate_limited`), including due ones
     /// that no getter has promoted yet.
     pub fn num_delayed(&self) -> usize {
-        self.inner.state.lock().delayed
+        let (_, adds_delayed) = self.inner.add_counts();
+        let work = self.inner.work.lock();
+        usize::try_from(adds_delayed + work.delayed).unwrap_or(0)
     }
 
     /// Keys currently held by workers.
     pub fn num_in_flight(&self) -> usize {
-        self.inner.state.lock().in_flight
+        self.inner.in_flight.load(Ordering::Acquire)
     }
 
     /// Whether [`shutdown`](Self::shutdown) or [`shutdown_with_drain`](Self::shutdown_with_drain)
     /// was called.
     pub fn is_shutting_down(&self) -> bool {
-        self.inner.state.lock().mode != Mode::Running
+        self.inner.mode() != Mode::Running
     }
 
     /// One try at taking a key. `known_now` is a clock reading the caller already has.
     fn attempt(&self, register: bool, known_now: Option<u64>) -> Attempt<T> {
         let inner = &*self.inner;
         let metrics_now = inner.metrics_now();
-        let mut st = inner.state.lock();
-        if st.mode == Mode::Stopped {
+        let mut work = inner.work.lock();
+        let mode = inner.mode();
+        if mode == Mode::Stopped {
             return Attempt::Closed;
         }
+        inner.take_inbox(&mut work);
         if let Some(now) = metrics_now.max(known_now) {
-            st.last_now = st.last_now.max(now);
+            work.last_now = work.last_now.max(now);
         }
-        if st.mode == Mode::Running && !st.unstamped.is_empty() {
-            // Read under the lock: later than every unstamped add.
+        if mode == Mode::Running && !work.unstamped.is_empty() {
+            // Read after the inbox was taken: later than every unstamped add.
             let now = inner.now();
-            st.last_now = st.last_now.max(now);
-            let now = st.last_now;
-            st.stamp(now);
+            work.last_now = work.last_now.max(now);
+            let now = work.last_now;
+            work.stamp(now);
         }
         let mut promoted = (0, 0);
-        if st.mode == Mode::Running
-            && let Some(earliest) = st.next_deadline()
+        if mode == Mode::Running
+            && let Some(earliest) = work.next_deadline()
         {
             // Read the clock only if the earliest timer is not known to be due already.
-            if earliest > st.last_now {
+            if earliest > work.last_now {
                 let now = inner.now();
-                st.last_now = st.last_now.max(now);
+                work.last_now = work.last_now.max(now);
             }
-            let now = st.last_now;
-            promoted = st.promote_due(now);
+            let now = work.last_now;
+            promoted = work.promote_due(now);
         }
-        if let Some((index, key, since)) = st.pop() {
-            let (slot, started) = match metrics_now {
-                Some(now) => (st.alloc_start(now), now),
+        if let Some(slot) = work.pop() {
+            inner.in_flight.fetch_add(1, Ordering::AcqRel);
+            let (start_slot, started) = match metrics_now {
+                Some(now) => (work.alloc_start(now), now),
                 None => (NO_SLOT, 0),
             };
             let wake_more = promoted.0 > 1 && inner.waiters.load(Ordering::Relaxed) > 0;
-            drop(st);
+            drop(work);
             if wake_more {
                 inner.notify.notify_one();
             }
@@ -986,13 +1066,13 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                     m.adds.increment(promoted_adds as u64);
                 }
                 m.depth.increment(promoted.0 as f64 - 1.0);
+                let since = slot.since.load(Ordering::Relaxed);
                 m.queue_duration.record(secs(started.saturating_sub(since)));
             }
             return Attempt::Item(WorkItem {
-                index,
                 queue: self.clone(),
-                key,
                 slot,
+                start_slot,
                 started,
             });
         }
@@ -1001,15 +1081,21 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         {
             m.adds.increment(promoted.1 as u64);
         }
-        if st.mode == Mode::Draining && st.in_flight == 0 {
+        if mode == Mode::Draining && inner.in_flight.load(Ordering::Acquire) == 0 {
             return Attempt::Closed;
         }
-        let deadline = if st.mode == Mode::Running {
-            st.next_deadline()
+        let deadline = if mode == Mode::Running {
+            work.next_deadline()
         } else {
             None
         };
         if register {
+            // Under the inbox lock, so that an add either lands before this check (and is seen)
+            // or after the increment (and sees a waiter to wake).
+            let inbox = inner.inbox.lock();
+            if !inbox.is_empty() {
+                return Attempt::Retry;
+            }
             inner.waiters.fetch_add(1, Ordering::Relaxed);
         }
         Attempt::Empty(deadline)
@@ -1030,6 +1116,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             match self.attempt(false, known_now.take()) {
                 Attempt::Item(item) => return Some(item),
                 Attempt::Closed => return None,
+                Attempt::Retry => continue,
                 Attempt::Empty(Some(deadline)) => {
                     let mut now = self.inner.now();
                     if deadline > now && u128::from(deadline - now) <= BUSY_WAIT_WINDOW.as_nanos() {
@@ -1061,6 +1148,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             let deadline = match self.attempt(true, None) {
                 Attempt::Item(item) => return Some(item),
                 Attempt::Closed => return None,
+                Attempt::Retry => continue,
                 Attempt::Empty(deadline) => deadline,
             };
             let _waiting = WaiterGuard(&self.inner.waiters);
@@ -1074,40 +1162,73 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     }
 
     /// Called by [`WorkItem`] when it is dropped.
-    pub(crate) fn finish(&self, key: &T, index: usize, slot: u32, started: u64) {
+    pub(crate) fn finish(&self, slot: &Slot<T>, start_slot: u32, started: u64) {
         let inner = &*self.inner;
+        let stopped = inner.mode() == Mode::Stopped;
+        let mut w = slot.load();
+        let requeue = loop {
+            if w & P == 0 {
+                return; // not in flight: nothing to do (cannot happen through a WorkItem)
+            }
+            let requeue = w & R != 0 && !stopped;
+            let new = if requeue {
+                bump_rseq(w & !P)
+            } else {
+                w & !(P | R)
+            };
+            match slot.cas(w, new) {
+                Ok(()) => break requeue.then(|| rseq(new)),
+                Err(current) => w = current,
+            }
+        };
         let now = inner.metrics_now();
-        let mut st = inner.state.lock();
-        let requeued = st.done(index, key);
-        if slot != NO_SLOT {
-            st.free_start(slot);
+        let mut wake = false;
+        if requeue.is_some() || start_slot != NO_SLOT {
+            let mut work = inner.work.lock();
+            if let Some(seq) = requeue {
+                // File the adds made before this done first, so that FIFO order holds.
+                inner.take_inbox(&mut work);
+                let prio = slot.prio.load(Ordering::Relaxed);
+                push_level(&mut work.levels, Arc::clone(slot), prio, seq);
+                work.ready += 1;
+                wake = inner.waiters.load(Ordering::Relaxed) > 0;
+            }
+            if start_slot != NO_SLOT {
+                work.free_start(start_slot);
+            }
         }
-        let wake = requeued && inner.waiters.load(Ordering::Relaxed) > 0;
-        let drained = st.mode != Mode::Running && st.is_drained();
-        drop(st);
+        // Only after the requeue: a drain that sees nothing in flight sees the requeued key.
+        inner.in_flight.fetch_sub(1, Ordering::AcqRel);
         if wake {
             inner.notify.notify_one();
         }
-        if drained {
-            inner.notify.notify_waiters();
-            inner.drained.notify_waiters();
+        if inner.mode() != Mode::Running {
+            let (adds_ready, _) = inner.add_counts();
+            let drained = inner.is_drained(&inner.work.lock(), adds_ready);
+            if drained {
+                inner.notify.notify_waiters();
+                inner.drained.notify_waiters();
+            }
         }
         if let (Some(m), Some(now)) = (&inner.metrics, now) {
             m.work_duration.record(secs(now.saturating_sub(started)));
-            if requeued {
+            if requeue.is_some() {
                 m.depth.increment(1.0);
             }
         }
+    }
+
+    fn drained_now(&self) -> bool {
+        let (adds_ready, _) = self.inner.add_counts();
+        self.inner.is_drained(&self.inner.work.lock(), adds_ready)
     }
 
     /// Refuse new adds and wake every waiting getter; `get` returns `None` from now on. Keys in
     /// flight stay valid until their guards are dropped (dirty marks are discarded).
     pub fn shutdown(&self) {
         let inner = &*self.inner;
-        let mut st = inner.state.lock();
-        st.mode = Mode::Stopped;
-        let drained = st.is_drained();
-        drop(st);
+        inner.set_mode(Mode::Stopped, false);
+        let drained = self.drained_now();
         inner.notify.notify_waiters();
         if drained {
             inner.drained.notify_waiters();
@@ -1119,31 +1240,24 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// hard ([`shutdown`](Self::shutdown)) and the unfinished work is reported in the error.
     pub async fn shutdown_with_drain(&self, timeout: Duration) -> Result<(), QueueError> {
         let inner = &*self.inner;
-        {
-            let mut st = inner.state.lock();
-            if st.mode == Mode::Running {
-                st.mode = Mode::Draining;
-            }
-        }
+        inner.set_mode(Mode::Draining, true);
         inner.notify.notify_waiters();
         let deadline = Instant::now().checked_add(timeout);
         loop {
             let mut drained = pin!(inner.drained.notified());
             drained.as_mut().enable();
-            if inner.state.lock().is_drained() {
+            if self.drained_now() {
                 return Ok(());
             }
             match deadline {
                 None => drained.await,
                 Some(deadline) => {
                     if tokio::time::timeout_at(deadline, drained).await.is_err() {
-                        let mut st = inner.state.lock();
-                        if st.is_drained() {
+                        if self.drained_now() {
                             return Ok(());
                         }
-                        st.mode = Mode::Stopped;
-                        let (in_flight, ready) = (st.in_flight, st.ready);
-                        drop(st);
+                        inner.set_mode(Mode::Stopped, false);
+                        let (in_flight, ready) = (self.num_in_flight(), self.len());
                         inner.notify.notify_waiters();
                         return Err(QueueError::DrainTimeout {
                             name: inner.name.clone(),
@@ -1167,15 +1281,15 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             return false;
         };
         let now = inner.now();
-        let st = inner.state.lock();
+        let work = inner.work.lock();
         let (mut total, mut longest) = (0u64, 0u64);
-        for &start in st.starts.iter().filter(|&&s| s != FREE) {
+        for &start in work.starts.iter().filter(|&&s| s != FREE) {
             let age = now.saturating_sub(start);
             total = total.saturating_add(age);
             longest = longest.max(age);
         }
-        let alive = st.mode == Mode::Running || st.in_flight > 0;
-        drop(st);
+        drop(work);
+        let alive = inner.mode() == Mode::Running || self.num_in_flight() > 0;
         m.unfinished.set(secs(total));
         m.longest.set(secs(longest));
         alive
@@ -1209,37 +1323,43 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn sequence_numbers_wrap_inside_their_field() {
+        let w = R | P | (SEQ_MASK << RSEQ_SHIFT) | (5 << DSEQ_SHIFT);
+        let bumped = bump_rseq(w);
+        assert_eq!(rseq(bumped), 0);
+        assert_eq!(dseq(bumped), 5);
+        assert_eq!(bumped & (R | P | D | L), R | P);
+        let bumped = bump_dseq(w | (SEQ_MASK << DSEQ_SHIFT));
+        assert_eq!(dseq(bumped), 0);
+        assert_eq!(rseq(bumped), SEQ_MASK);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn empty_priority_levels_are_dropped() {
         let q = WorkQueue::<i32>::builder("levels").metrics(false).build();
         for p in 0..1000 {
             q.add_with_priority(p, p);
         }
-        assert_eq!(q.inner.state.lock().levels.len(), 1000);
-        for want in (0..1000).rev() {
+        assert_eq!(*q.get().await.expect("running"), 999);
+        assert!(q.inner.work.lock().levels.len() >= 999);
+        for want in (0..999).rev() {
             assert_eq!(*q.get().await.expect("running"), want);
         }
-        let levels = q.inner.state.lock().levels.len();
+        let levels = q.inner.work.lock().levels.len();
         assert!(levels <= MAX_IDLE_LEVELS, "{levels} levels left");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn stale_index_entries_are_reused_and_swept() {
+    async fn idle_keys_are_swept_from_the_map() {
         let q = WorkQueue::<u64>::builder("sweep").metrics(false).build();
         for key in 0..100_000u64 {
             q.add(key);
             q.get().await.expect("running").done();
         }
-        {
-            let st = q.inner.state.lock();
-            assert_eq!(st.slots.len(), 1, "one slot, reused for every key");
-            assert!(
-                st.index.len() <= SWEEP_SLACK + 3,
-                "index holds {}",
-                st.index.len()
-            );
-        }
-        // Keys whose index entry is stale (or swept) come back as fresh keys.
+        let size = q.inner.adds.lock().map.len();
+        assert!(size <= SWEEP_SLACK + 3, "map holds {size}");
+        // Keys whose slot is idle (or swept) come back as fresh keys.
         for key in [99_999u64, 99_998, 5] {
             q.add(key);
         }
@@ -1249,12 +1369,39 @@ mod tests {
             got.push(*q.get().await.expect("running"));
         }
         assert_eq!(got, vec![99_999, 99_998, 5]);
-        // A stale entry reused while its old slot serves another key does not alias it.
+        // A sweep never drops a key that is in flight: its dirty mark survives.
         q.add(1);
         let one = q.get().await.expect("running");
-        q.add(2); // reuses a slot freed above
+        for key in 1_000_000..1_000_000 + 3 * SWEEP_SLACK as u64 {
+            q.add(key);
+            q.get().await.expect("running").done();
+        }
         q.add(1); // dirty
         drop(one);
-        assert_eq!(q.len(), 2);
+        assert_eq!(q.len(), 1);
+        assert_eq!(*q.get().await.expect("running"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_map_that_grew_is_shrunk_when_mostly_idle() {
+        let q = WorkQueue::<u64>::builder("shrink").metrics(false).build();
+        for key in 0..50_000u64 {
+            q.add(key);
+        }
+        for _ in 0..50_000u64 {
+            q.get().await.expect("running").done();
+        }
+        let grown = q.inner.adds.lock().map.capacity();
+        assert!(grown >= 50_000);
+        for key in 100_000..150_000u64 {
+            q.add(key);
+            q.get().await.expect("running").done();
+        }
+        let adds = q.inner.adds.lock();
+        assert!(
+            adds.map.capacity() < grown / 4,
+            "capacity {} after growing to {grown}",
+            adds.map.capacity()
+        );
     }
 }
