@@ -203,6 +203,15 @@ impl<T> Deref for Padded<T> {
     }
 }
 
+/// What the inbox holds, written by adds (under the add-side lock) when that changes, so that a
+/// getter with keys of its own knows without a lock whether it must take the inbox first.
+struct Signal {
+    /// Whether the inbox holds elements (cleared by the getter that takes them).
+    pending: AtomicBool,
+    /// The highest priority of a ready element in the inbox (`i32::MIN` if none).
+    prio: AtomicI32,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Mode {
@@ -268,8 +277,18 @@ enum Added {
 /// The add side: the key map and the add-side counters (all written under its lock).
 struct AddSide<T> {
     map: FastMap<T, Slot<T>>,
+    /// What adds did that the worker side has not filed yet.
+    inbox: Vec<Pending<T>>,
+    /// The highest priority of a ready element in the inbox (`i32::MIN` if none).
+    inbox_prio: i32,
     /// Sweep idle slots once the map holds this many.
     next_sweep: usize,
+    counts: AddCounts,
+}
+
+/// Counters of the add side.
+#[derive(Debug, Default, Clone, Copy)]
+struct AddCounts {
     /// Keys this side made ready.
     ready: i64,
     /// Delayed keys this side added, minus the delays it cancelled.
@@ -278,20 +297,42 @@ struct AddSide<T> {
 
 impl<T: Hash + Eq + Clone> AddSide<T> {
     /// Find or create `key`'s slot and run `f` on it.
-    fn with_slot<R>(&mut self, key: T, f: impl FnOnce(&mut Self, &Slot<T>) -> R) -> R {
-        let (slot, new) = match self.map.entry(key) {
-            MapEntry::Occupied(o) => (Arc::clone(o.get()), false),
+    fn with_slot<R>(&mut self, key: T, f: impl FnOnce(&mut AddCounts, &Slot<T>) -> R) -> R {
+        let AddSide { map, counts, .. } = self;
+        let (result, new) = match map.entry(key) {
+            MapEntry::Occupied(o) => (f(counts, o.get()), false),
             MapEntry::Vacant(v) => {
                 let slot = Arc::new(KeySlot::new(v.key().clone()));
-                v.insert(Arc::clone(&slot));
-                (slot, true)
+                (f(counts, v.insert(slot)), true)
             }
         };
-        let result = f(self, &slot);
         if new && self.map.len() >= self.next_sweep {
             self.sweep();
         }
         result
+    }
+
+    /// Append to the inbox. Returns whether a getter waits to be woken: only the element that
+    /// makes the inbox non-empty wakes one (the getter takes the whole inbox, and passes the
+    /// baton to the next waiting getter while keys are left).
+    fn push(&mut self, pending: Pending<T>, signal: &Signal, waiters: &AtomicUsize) -> bool {
+        let first = self.inbox.is_empty();
+        if first {
+            self.inbox_prio = i32::MIN;
+        }
+        if let Pending::Ready { prio, .. } = pending
+            && prio > self.inbox_prio
+        {
+            self.inbox_prio = prio;
+            signal.prio.store(prio, Ordering::Relaxed);
+        } else if first {
+            signal.prio.store(i32::MIN, Ordering::Relaxed);
+        }
+        self.inbox.push(pending);
+        if first {
+            signal.pending.store(true, Ordering::Release);
+        }
+        first && waiters.load(Ordering::Relaxed) > 0
     }
 
     /// Drop the slots of keys that are neither ready, in flight nor delayed. Only adds (which
@@ -304,9 +345,11 @@ impl<T: Hash + Eq + Clone> AddSide<T> {
         }
         self.next_sweep = 2 * live + SWEEP_SLACK;
     }
+}
 
+impl AddCounts {
     /// An immediate add; returns what it did and the inbox element to push, if any.
-    fn add_ready(&mut self, slot: &Slot<T>, prio: i32, now: u64) -> (Added, Option<Pending<T>>) {
+    fn add_ready<T>(&mut self, slot: &Slot<T>, prio: i32, now: u64) -> (Added, Option<Pending<T>>) {
         let mut w = slot.load();
         loop {
             if w & R != 0 {
@@ -371,7 +414,7 @@ impl<T: Hash + Eq + Clone> AddSide<T> {
 
     /// A delayed add: `at` is a deadline, or (if `lazy`) the delay itself. `clock` reads the
     /// clock, for the rare lazy add that must be compared with an exactly timed one.
-    fn add_delayed(
+    fn add_delayed<T>(
         &mut self,
         slot: &Slot<T>,
         prio: i32,
@@ -446,6 +489,8 @@ struct WorkSide<T> {
     order: u64,
     /// Keys this side made ready (promotions, dirty keys queued again) minus keys handed out.
     ready: i64,
+    /// Keys handed out so far (minus [`Inner::finished`]: keys in flight).
+    handed_out: u64,
     /// Delayed keys promoted by this side (negative).
     delayed: i64,
     /// The latest clock reading taken by anyone: a lower bound of the current time, so timers
@@ -492,6 +537,7 @@ impl<T> WorkSide<T> {
             unstamped: Vec::new(),
             order: 0,
             ready: 0,
+            handed_out: 0,
             delayed: 0,
             last_now: 0,
             spare: Vec::new(),
@@ -622,6 +668,7 @@ impl<T> WorkSide<T> {
         }
         if found.is_some() {
             self.ready -= 1;
+            self.handed_out += 1;
         }
         // Forget emptied priority levels once there are more than a few, so that a queue that
         // saw many distinct priorities does not scan empty levels forever.
@@ -654,18 +701,16 @@ impl<T> WorkSide<T> {
 }
 
 pub(crate) struct Inner<T> {
-    /// The add side (see the [module docs](self)). Lock order: `adds`, then `work`, then `inbox`.
+    /// The add side (see the [module docs](self)), with the inbox. Lock order: `work`, then
+    /// `adds` (a getter takes the inbox while it holds the worker side; adds never take `work`).
     adds: Padded<Mutex<AddSide<T>>>,
-    /// What adds did that the worker side has not filed yet.
-    inbox: Padded<Mutex<Vec<Pending<T>>>>,
-    /// Whether the inbox may hold elements (set by the add that makes it non-empty, cleared by
-    /// the getter that empties it; both under the inbox lock).
-    pending: Padded<AtomicBool>,
+    /// What the inbox holds, for getters to read without the add-side lock.
+    signal: Padded<Signal>,
     /// The worker side.
     work: Padded<Mutex<WorkSide<T>>>,
-    /// Keys held by workers.
-    in_flight: Padded<AtomicUsize>,
-    /// Getters waiting: incremented under the worker-side and inbox locks, read under either.
+    /// Keys marked done so far (see [`WorkSide::handed_out`]).
+    finished: Padded<AtomicU64>,
+    /// Getters waiting: incremented under the worker-side and add-side locks, read under either.
     waiters: Padded<AtomicUsize>,
     /// A [`Mode`], changed under the add-side lock.
     mode: AtomicU8,
@@ -700,27 +745,30 @@ impl<T> Inner<T> {
         }
     }
 
-    /// Append to the inbox (the caller holds the add-side lock, so elements arrive in the order
-    /// of the state changes). Returns whether a getter waits to be woken.
-    fn push(&self, pending: Pending<T>) -> bool {
-        let mut inbox = self.inbox.lock();
-        inbox.push(pending);
-        if inbox.len() == 1 {
-            self.pending.store(true, Ordering::Release);
+    /// Whether a getter must take the inbox before handing out a key of its own: the inbox
+    /// holds something and the worker side has no ready key of at least the inbox's best
+    /// priority (keys of the worker side are older than the inbox's, so they go first).
+    fn must_take(&self, work: &WorkSide<T>) -> bool {
+        if !self.signal.pending.load(Ordering::Acquire) {
+            return false;
         }
-        self.waiters.load(Ordering::Relaxed) > 0
+        match work.levels.iter().find(|l| !l.keys.is_empty()) {
+            None => true,
+            Some(level) => self.signal.prio.load(Ordering::Relaxed) > level.prio,
+        }
     }
 
     /// Take everything from the inbox and file it (the caller holds the worker-side lock).
     fn take_inbox(&self, work: &mut WorkSide<T>) {
-        if !self.pending.load(Ordering::Acquire) {
+        if !self.signal.pending.load(Ordering::Acquire) {
             return;
         }
         let mut batch = std::mem::take(&mut work.spare);
         {
-            let mut inbox = self.inbox.lock();
-            std::mem::swap(&mut *inbox, &mut batch);
-            self.pending.store(false, Ordering::Relaxed);
+            let mut adds = self.adds.lock();
+            std::mem::swap(&mut adds.inbox, &mut batch);
+            adds.inbox_prio = i32::MIN;
+            self.signal.pending.store(false, Ordering::Relaxed);
         }
         work.file(&mut batch);
         work.spare = batch;
@@ -731,8 +779,14 @@ impl<T> Inner<T> {
         usize::try_from(adds_ready + work.ready).unwrap_or(0)
     }
 
+    /// Keys held by workers (the caller holds the worker-side lock).
+    fn in_flight(&self, work: &WorkSide<T>) -> usize {
+        let finished = self.finished.load(Ordering::Acquire);
+        usize::try_from(work.handed_out.saturating_sub(finished)).unwrap_or(usize::MAX)
+    }
+
     fn is_drained(&self, work: &WorkSide<T>, adds_ready: i64) -> bool {
-        self.in_flight.load(Ordering::Acquire) == 0
+        self.in_flight(work) == 0
             && (self.mode() == Mode::Stopped || self.ready(work, adds_ready) == 0)
     }
 
@@ -746,8 +800,8 @@ impl<T> Inner<T> {
 
     /// (ready keys of the add side, delayed keys of the add side).
     fn add_counts(&self) -> (i64, i64) {
-        let adds = self.adds.lock();
-        (adds.ready, adds.delayed)
+        let counts = self.adds.lock().counts;
+        (counts.ready, counts.delayed)
     }
 }
 
@@ -830,14 +884,17 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
             inner: Arc::new(Inner {
                 adds: Padded(Mutex::new(AddSide {
                     map: FastMap::default(),
+                    inbox: Vec::new(),
+                    inbox_prio: i32::MIN,
                     next_sweep: SWEEP_SLACK,
-                    ready: 0,
-                    delayed: 0,
+                    counts: AddCounts::default(),
                 })),
-                inbox: Padded(Mutex::new(Vec::new())),
-                pending: Padded(AtomicBool::new(false)),
+                signal: Padded(Signal {
+                    pending: AtomicBool::new(false),
+                    prio: AtomicI32::new(i32::MIN),
+                }),
                 work: Padded(Mutex::new(WorkSide::new())),
-                in_flight: Padded(AtomicUsize::new(0)),
+                finished: Padded(AtomicU64::new(0)),
                 waiters: Padded(AtomicUsize::new(0)),
                 mode: AtomicU8::new(Mode::Running as u8),
                 name: self.name,
@@ -907,10 +964,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         if inner.mode() != Mode::Running {
             return;
         }
-        let (added, wake) = adds.with_slot(item, |adds, slot| {
-            let (added, pending) = adds.add_ready(slot, priority, now);
-            (added, pending.is_some_and(|p| inner.push(p)))
-        });
+        let (added, pending) =
+            adds.with_slot(item, |counts, slot| counts.add_ready(slot, priority, now));
+        let wake = pending.is_some_and(|p| adds.push(p, &inner.signal, &inner.waiters));
         drop(adds);
         if wake {
             inner.notify.notify_one();
@@ -953,10 +1009,10 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         if inner.mode() != Mode::Running {
             return;
         }
-        let wake = adds.with_slot(item, |adds, slot| {
-            adds.add_delayed(slot, priority, at, lazy, || inner.now())
-                .is_some_and(|p| inner.push(p))
+        let pending = adds.with_slot(item, |counts, slot| {
+            counts.add_delayed(slot, priority, at, lazy, || inner.now())
         });
+        let wake = pending.is_some_and(|p| adds.push(p, &inner.signal, &inner.waiters));
         drop(adds);
         if wake {
             inner.notify.notify_one();
@@ -1008,7 +1064,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Keys currently held by workers.
     pub fn num_in_flight(&self) -> usize {
-        self.inner.in_flight.load(Ordering::Acquire)
+        self.inner.in_flight(&self.inner.work.lock())
     }
 
     /// Whether [`shutdown`](Self::shutdown) or [`shutdown_with_drain`](Self::shutdown_with_drain)
@@ -1026,7 +1082,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         if mode == Mode::Stopped {
             return Attempt::Closed;
         }
-        inner.take_inbox(&mut work);
+        if inner.must_take(&work) {
+            inner.take_inbox(&mut work);
+        }
         if let Some(now) = metrics_now.max(known_now) {
             work.last_now = work.last_now.max(now);
         }
@@ -1049,13 +1107,20 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             let now = work.last_now;
             promoted = work.promote_due(now);
         }
-        if let Some(slot) = work.pop() {
-            inner.in_flight.fetch_add(1, Ordering::AcqRel);
+        let mut popped = work.pop();
+        if popped.is_none() && inner.signal.pending.load(Ordering::Acquire) {
+            // What the worker side had was stale: look at the inbox too.
+            inner.take_inbox(&mut work);
+            popped = work.pop();
+        }
+        if let Some(slot) = popped {
             let (start_slot, started) = match metrics_now {
                 Some(now) => (work.alloc_start(now), now),
                 None => (NO_SLOT, 0),
             };
-            let wake_more = promoted.0 > 1 && inner.waiters.load(Ordering::Relaxed) > 0;
+            // Another getter sleeps while more keys are ready: pass the baton.
+            let wake_more = inner.waiters.load(Ordering::Relaxed) > 0
+                && work.levels.iter().any(|l| !l.keys.is_empty());
             drop(work);
             if wake_more {
                 inner.notify.notify_one();
@@ -1081,7 +1146,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         {
             m.adds.increment(promoted.1 as u64);
         }
-        if mode == Mode::Draining && inner.in_flight.load(Ordering::Acquire) == 0 {
+        if mode == Mode::Draining && inner.in_flight(&work) == 0 {
             return Attempt::Closed;
         }
         let deadline = if mode == Mode::Running {
@@ -1090,10 +1155,10 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             None
         };
         if register {
-            // Under the inbox lock, so that an add either lands before this check (and is seen)
-            // or after the increment (and sees a waiter to wake).
-            let inbox = inner.inbox.lock();
-            if !inbox.is_empty() {
+            // Under the add-side lock, so that an add either lands before this check (and is
+            // seen) or after the increment (and sees a waiter to wake).
+            let adds = inner.adds.lock();
+            if !adds.inbox.is_empty() {
                 return Attempt::Retry;
             }
             inner.waiters.fetch_add(1, Ordering::Relaxed);
@@ -1198,7 +1263,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             }
         }
         // Only after the requeue: a drain that sees nothing in flight sees the requeued key.
-        inner.in_flight.fetch_sub(1, Ordering::AcqRel);
+        inner.finished.fetch_add(1, Ordering::AcqRel);
         if wake {
             inner.notify.notify_one();
         }
