@@ -504,6 +504,21 @@ struct WorkSide<T> {
     free_starts: Vec<u32>,
 }
 
+/// Mark the key of a ready element in flight, unless the element is stale (the key was queued
+/// again at another priority, handed out, or its add was cancelled since it was pushed).
+fn claim<T>(slot: &Slot<T>, seq: u64) -> bool {
+    let mut w = slot.load();
+    loop {
+        if w & (R | P) != R || rseq(w) != seq {
+            return false;
+        }
+        match slot.cas(w, (w & !R) | P) {
+            Ok(()) => return true,
+            Err(current) => w = current,
+        }
+    }
+}
+
 fn push_level<T>(levels: &mut Vec<Level<T>>, slot: Slot<T>, prio: i32, seq: u64) {
     let idx = match levels.iter().position(|l| l.prio <= prio) {
         Some(i) if levels[i].prio == prio => i,
@@ -646,29 +661,16 @@ impl<T> WorkSide<T> {
         (ready, dirty)
     }
 
-    /// Hand out the next ready key, marking it in flight.
-    fn pop(&mut self) -> Option<Slot<T>> {
+    /// Take the next element from the ready FIFOs, highest priority first. The caller claims
+    /// it with [`claim`] (outside the lock: the slot's cache line is likely on another core)
+    /// and puts the counters right if the element turns out stale.
+    fn pop_candidate(&mut self) -> Option<(Slot<T>, u64)> {
         let mut found = None;
-        'levels: for level in &mut self.levels {
-            while let Some((slot, seq)) = level.keys.pop_front() {
-                let mut w = slot.load();
-                loop {
-                    if w & (R | P) != R || rseq(w) != seq {
-                        break; // stale element
-                    }
-                    match slot.cas(w, (w & !R) | P) {
-                        Ok(()) => {
-                            found = Some(slot);
-                            break 'levels;
-                        }
-                        Err(current) => w = current,
-                    }
-                }
+        for level in &mut self.levels {
+            if let Some(element) = level.keys.pop_front() {
+                found = Some(element);
+                break;
             }
-        }
-        if found.is_some() {
-            self.ready -= 1;
-            self.handed_out += 1;
         }
         // Forget emptied priority levels once there are more than a few, so that a queue that
         // saw many distinct priorities does not scan empty levels forever.
@@ -1107,13 +1109,19 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             let now = work.last_now;
             promoted = work.promote_due(now);
         }
-        let mut popped = work.pop();
-        if popped.is_none() && inner.signal.pending.load(Ordering::Acquire) {
-            // What the worker side had was stale: look at the inbox too.
-            inner.take_inbox(&mut work);
-            popped = work.pop();
-        }
-        if let Some(slot) = popped {
+        loop {
+            let mut candidate = work.pop_candidate();
+            if candidate.is_none() && inner.signal.pending.load(Ordering::Acquire) {
+                // What the worker side had was stale, or a key of lower priority than the
+                // inbox's: look at the inbox too.
+                inner.take_inbox(&mut work);
+                candidate = work.pop_candidate();
+            }
+            let Some((slot, seq)) = candidate else { break };
+            // Counted as handed out now (so that a drain does not finish meanwhile), claimed
+            // after the lock is released.
+            work.ready -= 1;
+            work.handed_out += 1;
             let (start_slot, started) = match metrics_now {
                 Some(now) => (work.alloc_start(now), now),
                 None => (NO_SLOT, 0),
@@ -1122,24 +1130,37 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             let wake_more = inner.waiters.load(Ordering::Relaxed) > 0
                 && work.levels.iter().any(|l| !l.keys.is_empty());
             drop(work);
-            if wake_more {
-                inner.notify.notify_one();
-            }
-            if let Some(m) = &inner.metrics {
-                let promoted_adds = promoted.0 + promoted.1;
-                if promoted_adds > 0 {
-                    m.adds.increment(promoted_adds as u64);
+            if claim(&slot, seq) {
+                if wake_more {
+                    inner.notify.notify_one();
                 }
-                m.depth.increment(promoted.0 as f64 - 1.0);
-                let since = slot.since.load(Ordering::Relaxed);
-                m.queue_duration.record(secs(started.saturating_sub(since)));
+                if let Some(m) = &inner.metrics {
+                    let promoted_adds = promoted.0 + promoted.1;
+                    if promoted_adds > 0 {
+                        m.adds.increment(promoted_adds as u64);
+                    }
+                    m.depth.increment(promoted.0 as f64 - 1.0);
+                    let since = slot.since.load(Ordering::Relaxed);
+                    m.queue_duration.record(secs(started.saturating_sub(since)));
+                }
+                return Attempt::Item(WorkItem {
+                    queue: self.clone(),
+                    slot,
+                    start_slot,
+                    started,
+                });
             }
-            return Attempt::Item(WorkItem {
-                queue: self.clone(),
-                slot,
-                start_slot,
-                started,
-            });
+            // A stale element: undo, and let getters and drains that counted it look again.
+            work = inner.work.lock();
+            work.ready += 1;
+            work.handed_out -= 1;
+            if start_slot != NO_SLOT {
+                work.free_start(start_slot);
+            }
+            if mode != Mode::Running {
+                inner.notify.notify_waiters();
+                inner.drained.notify_waiters();
+            }
         }
         if let Some(m) = &inner.metrics
             && promoted.1 > 0
