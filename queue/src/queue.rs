@@ -919,6 +919,8 @@ enum Attempt<T: Hash + Eq + Clone + Send + Sync + 'static> {
     Empty(Option<u64>),
     /// Something arrived while registering as a waiter: look again.
     Retry,
+    /// Another getter holds the worker side: the caller may do something else first.
+    Busy,
 }
 
 /// Decrements the waiter count when a waiting getter stops waiting (or is cancelled).
@@ -1076,10 +1078,14 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     }
 
     /// One try at taking a key. `known_now` is a clock reading the caller already has.
-    fn attempt(&self, register: bool, known_now: Option<u64>) -> Attempt<T> {
+    fn attempt(&self, register: bool, known_now: Option<u64>, may_defer: bool) -> Attempt<T> {
         let inner = &*self.inner;
+        let mut work = match inner.work.try_lock() {
+            Some(work) => work,
+            None if may_defer => return Attempt::Busy,
+            None => inner.work.lock(),
+        };
         let metrics_now = inner.metrics_now();
-        let mut work = inner.work.lock();
         let mode = inner.mode();
         if mode == Mode::Stopped {
             return Attempt::Closed;
@@ -1198,11 +1204,19 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub async fn get(&self) -> Option<WorkItem<T>> {
         let mut spins = 0;
         let mut known_now = None;
+        let mut may_defer = true;
         loop {
-            match self.attempt(false, known_now.take()) {
+            match self.attempt(false, known_now.take(), may_defer) {
                 Attempt::Item(item) => return Some(item),
                 Attempt::Closed => return None,
                 Attempt::Retry => continue,
+                Attempt::Busy => {
+                    // Another getter (on another thread) holds the worker side: rather than
+                    // spin on its lock, let this thread run other tasks once, then wait for it.
+                    may_defer = false;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
                 Attempt::Empty(Some(deadline)) => {
                     let mut now = self.inner.now();
                     if deadline > now && u128::from(deadline - now) <= BUSY_WAIT_WINDOW.as_nanos() {
@@ -1231,10 +1245,10 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             }
             let mut notified = pin!(self.inner.notify.notified());
             notified.as_mut().enable();
-            let deadline = match self.attempt(true, None) {
+            let deadline = match self.attempt(true, None, false) {
                 Attempt::Item(item) => return Some(item),
                 Attempt::Closed => return None,
-                Attempt::Retry => continue,
+                Attempt::Retry | Attempt::Busy => continue,
                 Attempt::Empty(deadline) => deadline,
             };
             let _waiting = WaiterGuard(&self.inner.waiters);
