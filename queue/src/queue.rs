@@ -830,6 +830,10 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> fmt::Debug for WorkQueue<T> {
             .field("in_flight", &self.num_in_flight())
             .field("delayed", &self.num_delayed())
             .field("mode", &self.inner.mode())
+            .field(
+                "waiting_getters",
+                &self.inner.waiters.load(Ordering::Relaxed),
+            )
             .finish()
     }
 }
@@ -1163,7 +1167,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             if start_slot != NO_SLOT {
                 work.free_start(start_slot);
             }
-            if mode != Mode::Running {
+            // Read the mode afresh: a drain may have begun (and seen the element counted as
+            // in flight) since this attempt started.
+            if inner.mode() != Mode::Running {
                 inner.notify.notify_waiters();
                 inner.drained.notify_waiters();
             }

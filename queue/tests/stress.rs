@@ -14,6 +14,8 @@ use rand::{Rng, SeedableRng};
 const PRODUCERS: u64 = 4;
 const WORKERS: usize = 4;
 const OPS_PER_PRODUCER: usize = 20_000;
+/// Seeds per test run (each runs three key-space sizes); `KCR_STRESS_SEED` picks the first.
+const SEEDS: u64 = 8;
 
 struct Tracker {
     /// Logical clock shared by producers and workers.
@@ -103,8 +105,13 @@ async fn run(seed: u64, keys: usize) {
     q.shutdown_with_drain(Duration::from_secs(30))
         .await
         .expect("drain completes");
+    // A worker that sleeps through the end of a drain is a lost wake-up: fail with the queue's
+    // state instead of hanging.
     for w in workers {
-        w.await.expect("worker");
+        match tokio::time::timeout(Duration::from_secs(10), w).await {
+            Ok(joined) => joined.expect("worker"),
+            Err(_) => panic!("seed {seed}: a worker still waits after the drain: {q:?}"),
+        }
     }
 
     assert_eq!(
@@ -148,7 +155,11 @@ async fn randomised_producers_and_workers_keep_the_invariants() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed);
-    for (i, keys) in [16usize, 200, 5_000].into_iter().enumerate() {
-        run(base + i as u64, keys).await;
+    // Several seeds: races between getters, adds and a drain show up in a fraction of runs
+    // (a lost wake-up at the start of a drain hung about one seed in five before it was fixed).
+    for round in 0..SEEDS {
+        for (i, keys) in [16usize, 200, 5_000].into_iter().enumerate() {
+            run(base + 3 * round + i as u64, keys).await;
+        }
     }
 }
