@@ -113,6 +113,8 @@ pub const SWEEP_SLACK: usize = 1024;
 const NO_SLOT: u32 = u32::MAX;
 /// A free slot in the in-flight start-time table.
 const FREE: u64 = u64::MAX;
+/// Idle key slots kept for reuse by new keys.
+const POOL_MAX: usize = 4 * SWEEP_SLACK;
 /// Priority levels kept even when empty (beyond these, empty levels are dropped).
 const MAX_IDLE_LEVELS: usize = 4;
 
@@ -176,6 +178,11 @@ impl<T> KeySlot<T> {
             delay_at: AtomicU64::new(0),
             since: AtomicU64::new(0),
         }
+    }
+
+    /// A slot of the pool, reused for `key` (the caller holds the only reference).
+    fn reset(&mut self, key: T) {
+        *self = Self::new(key);
     }
 
     fn load(&self) -> u64 {
@@ -283,6 +290,8 @@ struct AddSide<T> {
     inbox_prio: i32,
     /// Sweep idle slots once the map holds this many.
     next_sweep: usize,
+    /// Idle slots kept for reuse.
+    pool: Vec<Slot<T>>,
     counts: AddCounts,
 }
 
@@ -298,11 +307,23 @@ struct AddCounts {
 impl<T: Hash + Eq + Clone> AddSide<T> {
     /// Find or create `key`'s slot and run `f` on it.
     fn with_slot<R>(&mut self, key: T, f: impl FnOnce(&mut AddCounts, &Slot<T>) -> R) -> R {
-        let AddSide { map, counts, .. } = self;
+        let AddSide {
+            map, counts, pool, ..
+        } = self;
         let (result, new) = match map.entry(key) {
             MapEntry::Occupied(o) => (f(counts, o.get()), false),
             MapEntry::Vacant(v) => {
-                let slot = Arc::new(KeySlot::new(v.key().clone()));
+                let key = v.key().clone();
+                let slot = match pool.pop() {
+                    Some(mut slot) => match Arc::get_mut(&mut slot) {
+                        Some(reused) => {
+                            reused.reset(key);
+                            slot
+                        }
+                        None => Arc::new(KeySlot::new(key)),
+                    },
+                    None => Arc::new(KeySlot::new(key)),
+                };
                 (f(counts, v.insert(slot)), true)
             }
         };
@@ -335,10 +356,19 @@ impl<T: Hash + Eq + Clone> AddSide<T> {
         first && waiters.load(Ordering::Relaxed) > 0
     }
 
-    /// Drop the slots of keys that are neither ready, in flight nor delayed. Only adds (which
-    /// hold this side's lock) bring such a key back to life, so the check cannot race.
+    /// Drop the slots of keys that are neither ready, in flight nor delayed, keeping up to
+    /// [`POOL_MAX`] of them (those no queue element refers to any more) for new keys: that saves
+    /// an allocation and a free per key. Only adds (which hold this side's lock) bring an idle
+    /// key back to life, so the check cannot race.
     fn sweep(&mut self) {
-        self.map.retain(|_, slot| slot.load() & (R | P | D) != 0);
+        let idle = self
+            .map
+            .extract_if(|_, slot| slot.load() & (R | P | D) == 0);
+        for (_, slot) in idle {
+            if self.pool.len() < POOL_MAX && Arc::strong_count(&slot) == 1 {
+                self.pool.push(slot);
+            }
+        }
         let live = self.map.len();
         if self.map.capacity() > 4 * live + 2 * SWEEP_SLACK {
             self.map.shrink_to(2 * live + SWEEP_SLACK);
@@ -893,6 +923,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
                     inbox: Vec::new(),
                     inbox_prio: i32::MIN,
                     next_sweep: SWEEP_SLACK,
+                    pool: Vec::new(),
                     counts: AddCounts::default(),
                 })),
                 signal: Padded(Signal {
@@ -1486,6 +1517,39 @@ mod tests {
         drop(one);
         assert_eq!(q.len(), 1);
         assert_eq!(*q.get().await.expect("running"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pooled_slots_come_back_clean() {
+        let q = WorkQueue::<u64>::builder("pool").metrics(false).build();
+        // Give keys a priority, a delay, a dirty mark, then let them all go idle.
+        let n = 2 * SWEEP_SLACK as u64;
+        for key in 0..n {
+            q.add_with_priority(key, 7);
+            q.add_after(key + n, Duration::from_millis(1));
+        }
+        let held = q.get().await.expect("running");
+        q.add(*held); // dirty
+        drop(held);
+        tokio::time::advance(Duration::from_millis(2)).await;
+        while !q.is_empty() {
+            q.get().await.expect("running").done();
+        }
+        assert_eq!(q.num_delayed(), 0);
+        // New keys make the map sweep, which fills the pool.
+        for key in 10 * n..13 * n {
+            q.add(key);
+            q.get().await.expect("running").done();
+        }
+        assert!(!q.inner.adds.lock().pool.is_empty());
+        // Keys 1 and 2 come back in reused slots: no priority, delay or mark carried over.
+        q.add(1);
+        q.add_with_priority(2, 1);
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.num_delayed(), 0);
+        assert_eq!(*q.get().await.expect("running"), 2);
+        assert_eq!(*q.get().await.expect("running"), 1);
+        assert!(q.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
