@@ -53,14 +53,15 @@
 //!
 //! # Performance
 //!
-//! One `parking_lot` mutex around a compact state: a key → slot hash map probed once per add,
-//! slots addressed by index everywhere else, one FIFO per priority, timers in a FIFO (constant
-//! delays) or a heap, no per-operation allocation in the steady state, no wake-up call unless a
-//! getter is waiting, and as few clock reads as possible (none per key without delays or
-//! metrics). The [`queue`] module documents the layout; the workspace README has the measured
-//! throughput against kube-runtime's scheduler
-//! (`cargo run --release -p kcr-queue --example throughput`) and the metrics cost
-//! (`--example metrics_cost`).
+//! Adds and workers share almost nothing: each key's state is one atomic word in a shared slot,
+//! adds keep the key map (and an inbox of what they did) under their own lock, and a getter
+//! swaps the whole inbox out in one lock round trip, only when it has no ready key of its own
+//! that comes first. Marking a key done is one compare-and-swap with no lock in the common case;
+//! idle slots are reused from a small pool; no wake-up call is made unless a getter sleeps;
+//! and the clock is read as rarely as possible (never per key without delays or metrics). The
+//! [`queue`] module documents the design; the workspace README has the measured throughput
+//! against kube-runtime's scheduler (`cargo run --release -p kcr-queue --example throughput`)
+//! and the metrics cost (`--example metrics_cost`).
 //!
 //! Modules: [`queue`] (the queue and its data structures), [`rate_limiter`], [`jitter`],
 //! [`mod@metrics`], [`guard`] ([`WorkItem`]), [`error`].

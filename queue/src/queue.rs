@@ -2,7 +2,7 @@
 //!
 //! # State of a key
 //!
-//! Every key the queue knows has one [`KeySlot`], shared by an `Arc`, whose state is one atomic
+//! Every key the queue knows has one slot (`KeySlot`), shared by an `Arc`, whose state is one atomic
 //! word with four flags and two sequence numbers:
 //! - **ready** (`R`): the key waits to be handed out (or, if it is also in flight, it is
 //!   *dirty*: it was added while a worker had it and becomes ready again when that worker is
@@ -24,19 +24,28 @@
 //! touches the same cache lines (one mutex and one state struct): each then pays a cache miss
 //! per access, and the slower side (the worker, with two operations per key) falls behind and
 //! lets the queue grow. So the queue is split in two sides that meet at a small inbox:
-//! - **the add side** (one `parking_lot` mutex, taken by adds only): a hash map (foldhash) from
-//!   key to its slot. An add finds or creates the slot, changes its state word, and when the key
-//!   became ready (or got a new timer) appends one element to the **inbox**, a `Vec` behind its
-//!   own mutex. Slots of keys that are neither ready, in flight nor delayed stay in the map until
-//!   the map has doubled since the last sweep (plus [`SWEEP_SLACK`]); then one pass drops them,
-//!   and the map is shrunk when it is mostly empty, so its size stays within about twice the
-//!   keys that were live at the last sweep, at an amortised O(1) per add;
+//! - **the add side** (one `parking_lot` mutex, taken by adds, and by a getter only to take
+//!   the inbox): a hash map (foldhash) from key to its slot, and the **inbox**, a `Vec`. An add
+//!   finds or creates the slot, changes its state word, and when the key became ready (or got a
+//!   new timer) appends one element to the inbox. Slots of keys that are neither ready, in
+//!   flight nor delayed stay in the map until the map has doubled since the last sweep (plus
+//!   [`SWEEP_SLACK`]); then one pass drops them (keeping up to 4,096 that nothing else refers
+//!   to in a pool, reused for new keys instead of allocating), and the map is shrunk when it is
+//!   mostly empty, so its size stays within about twice the keys that were live at the last
+//!   sweep, at an amortised O(1) per add;
 //! - **the worker side** (one mutex, taken by `get` and, only when a dirty key must be queued
 //!   again or metrics are on, by `done`): one FIFO (`VecDeque`) per priority level, highest level
-//!   first, and the timers. A getter that sees the inbox's "not empty" flag swaps the whole inbox
-//!   for an empty `Vec` (one lock round trip for any number of adds) and files its elements in
-//!   order, so FIFO and priority order are exactly those of the adds. A worker marks a key done
-//!   with one compare-and-swap, without any lock in the common case.
+//!   first, and the timers. Everything the worker side holds is older than what the inbox holds,
+//!   so a getter takes the inbox (swapping it for an empty `Vec`: one lock round trip for any
+//!   number of adds, filed in order) only when it has no ready key of at least the inbox's best
+//!   priority; the inbox's "not empty" flag and best priority are published in atomics, written
+//!   only when they change. FIFO and priority order are exactly those of the adds.
+//! - A getter pops an element under the worker-side lock but claims it (the compare-and-swap
+//!   that marks the key in flight, on a cache line that is usually on the producer's core) after
+//!   releasing the lock, counting it as handed out meanwhile and putting the counts right if the
+//!   element was stale. A getter that finds the worker side locked by another getter yields to
+//!   the runtime once (so that its thread runs another task) before waiting for the lock. A
+//!   worker marks a key done with one compare-and-swap, without any lock in the common case.
 //!
 //! Counters (ready, delayed, in flight) are kept per side and summed when read, so no counter
 //! is written by both sides, and the hot fields of each side sit on cache lines of their own.
@@ -60,14 +69,17 @@
 //! (50 µs) is not timed by `add_after` itself. It travels through the inbox unstamped, and the
 //! getter that takes it out reads the clock and gives it the deadline *reading + delay*. Such a
 //! key is never handed out less than its delay after `add_after` returned, and becomes ready at
-//! most its delay after the first getter looks at the queue after the add (a waiting getter is
-//! woken for that). For the "earliest time wins" rule, a shorter tiny delay replaces a longer
+//! most its delay after a getter takes the inbox (a sleeping getter is woken for that; a busy
+//! one takes it when it runs out of older ready keys). Timers of either kind reach the worker
+//! side with the inbox, so while getters are busy with older ready keys a delayed key may become
+//! ready later than due, never earlier. For the "earliest time wins" rule, a shorter tiny delay replaces a longer
 //! tiny one even if the longer one was already stamped, so the key may become ready up to the
 //! difference (< 50 µs) later than the ideal.
 //!
-//! Adds wake a waiting getter only when one is waiting (a counter, read under the inbox lock,
-//! which a getter increments under that lock after finding the inbox empty), so a busy queue
-//! makes no wake-up calls at all.
+//! An add wakes a sleeping getter only when one sleeps (a counter, read under the add-side lock,
+//! which a getter increments under that lock after finding the inbox empty) and only with the
+//! element that makes the inbox non-empty; the woken getter takes the whole inbox and wakes the
+//! next sleeping getter while keys are left. A busy queue makes no wake-up calls at all.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::hash_map::Entry as MapEntry;
