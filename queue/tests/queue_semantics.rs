@@ -369,6 +369,34 @@ async fn higher_priority_first_fifo_within_priority() {
     );
 }
 
+/// Adds made after a getter took the earlier ones still obey priority and FIFO order: a
+/// higher-priority add overtakes keys the workers already hold, equal ones queue behind them.
+#[tokio::test(start_paused = true)]
+async fn later_adds_keep_priority_and_fifo_order() {
+    let q = queue::<u32>();
+    for key in 0..5 {
+        q.add(key);
+    }
+    assert_eq!(*q.get().await.expect("running"), 0);
+    q.add(5);
+    q.add_with_priority(99, 10);
+    q.add_with_priority(98, LOW_PRIORITY);
+    let mut order = Vec::new();
+    while let Some(item) = try_get(&q).await {
+        order.push(*item);
+    }
+    assert_eq!(order, vec![99, 1, 2, 3, 4, 5, 98]);
+
+    // A dirty key queues again behind the keys added before it was done.
+    q.add(1);
+    let one = q.get().await.expect("running");
+    q.add(1); // dirty
+    q.add(2);
+    drop(one);
+    assert_eq!(*q.get().await.expect("running"), 2);
+    assert_eq!(*q.get().await.expect("running"), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn re_adding_keeps_the_higher_priority() {
     let q = queue::<&'static str>();
