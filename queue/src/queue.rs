@@ -421,20 +421,13 @@ impl AddCounts {
                     }
                 }
             }
-            let mut new = w | R;
             let mut prio = prio;
             if w & D != 0 {
                 // The immediate add is earlier than the pending delayed one: it wins.
-                new &= !(D | L);
                 prio = prio.max(slot.delay_prio.load(Ordering::Relaxed));
             }
-            slot.prio.store(prio, Ordering::Relaxed);
-            slot.since.store(now, Ordering::Relaxed);
-            if w & P == 0 {
-                new = bump_rseq(new);
-            }
-            match slot.cas(w, new) {
-                Ok(()) => {
+            match make_ready(slot, w, prio, now) {
+                Ok(new) => {
                     if w & D != 0 {
                         self.delayed -= 1;
                     }
@@ -544,6 +537,19 @@ struct WorkSide<T> {
     /// In-flight start times for the unfinished-work gauges (`FREE` marks a free slot).
     starts: Vec<u64>,
     free_starts: Vec<u32>,
+}
+
+/// Make the key in `slot` (whose word was `w`) ready with `prio`, or dirty if it is in flight,
+/// cancelling a pending delay: one compare-and-swap. Returns the new word, or the current one
+/// if the word changed meanwhile (the caller looks again).
+fn make_ready<T>(slot: &Slot<T>, w: u64, prio: i32, now: u64) -> Result<u64, u64> {
+    let mut new = (w & !(D | L)) | R;
+    if w & P == 0 {
+        new = bump_rseq(new);
+    }
+    slot.prio.store(prio, Ordering::Relaxed);
+    slot.since.store(now, Ordering::Relaxed);
+    slot.cas(w, new).map(|()| new)
 }
 
 /// Mark the key of a ready element in flight, unless the element is stale (the key was queued
@@ -677,15 +683,9 @@ impl<T> WorkSide<T> {
                 if w & D == 0 || dseq(w) != timer.seq {
                     break; // stale timer
                 }
-                let mut new = (w & !(D | L)) | R;
                 let prio = slot.delay_prio.load(Ordering::Relaxed);
-                slot.prio.store(prio, Ordering::Relaxed);
-                slot.since.store(now, Ordering::Relaxed);
-                if w & P == 0 {
-                    new = bump_rseq(new);
-                }
-                match slot.cas(w, new) {
-                    Ok(()) => {
+                match make_ready(&slot, w, prio, now) {
+                    Ok(new) => {
                         self.delayed -= 1;
                         if w & P != 0 {
                             dirty += 1;
