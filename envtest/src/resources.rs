@@ -126,6 +126,16 @@ pub fn builtins() -> Vec<ResourceType> {
         true,
     );
     deployments.categories = vec!["all".to_string()];
+    let mut replicasets = builtin(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        &["rs"],
+        true,
+    );
+    replicasets.categories = vec!["all".to_string()];
     vec![
         builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true),
         builtin("", "v1", "nodes", "Node", false, &["no"], true),
@@ -144,6 +154,7 @@ pub fn builtins() -> Vec<ResourceType> {
             false,
         ),
         deployments,
+        replicasets,
         builtin(
             "events.k8s.io",
             "v1",

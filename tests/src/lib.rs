@@ -1,0 +1,59 @@
+//! # kcr-tests: integration tests across the kcr crates
+//!
+//! The tests in `tests/tests/` follow the ways people use kcr, each against its own
+//! [kcr-envtest](https://docs.rs/kcr-envtest) API server (real HTTP on loopback, an unmodified
+//! `kube::Client`):
+//!
+//! - `readme_controller.rs`: the README's "write your own controller" example, run for real: a
+//!   `Manager` with leader election, a Deployment controller filtered by `GenerationChanged` that
+//!   also owns ReplicaSets, four workers, graceful shutdown;
+//! - `own_source.rs`: a controller fed both by a cached watch and by an event source of the
+//!   user's own (a channel of "external" events mapped onto objects);
+//! - `standalone_crates.rs`: single crates without a kcr controller: kcr-queue driven by
+//!   kube-runtime's plain watcher, and kcr-source's `Kind` filtered by kcr-predicate.
+//!
+//! This library holds what those tests share: [`eventually`], which polls a condition on real
+//! time (these tests talk to a server over sockets, so tokio's paused clock does not apply). To
+//! assert that something did *not* happen, the tests never sleep and hope: they follow the
+//! change that must be filtered out with a change that must pass, on the same watch (events of
+//! one watch arrive in order), and wait for that one instead.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let flag = AtomicBool::new(false);
+//! flag.store(true, Ordering::SeqCst);
+//! kcr_tests::eventually("the flag is set", Duration::from_secs(1), || async {
+//!     flag.load(Ordering::SeqCst)
+//! })
+//! .await;
+//! # }
+//! ```
+
+use std::future::Future;
+use std::time::Duration;
+
+/// How often [`eventually`] looks again.
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// Polls `check` every [`POLL`] until it holds; panics with `what` after `timeout`.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -1,0 +1,171 @@
+//! The README's "write your own controller" example, run for real against kcr-envtest: a
+//! `Manager` with leader election, Deployments filtered by `GenerationChanged`, owned ReplicaSets
+//! mapped to their Deployment, four workers, graceful shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kcr_controller::{
+    Action, Context, LeaderElectionConfig, Manager, ManagerOptions, Reconciler, WatchOptions,
+};
+use kcr_envtest::TestApiServer;
+use kcr_handler::Request;
+use kcr_predicate::GenerationChanged;
+use kcr_tests::eventually;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The README's reconciler, recording what it was asked to reconcile.
+#[derive(Clone, Default)]
+struct Hello {
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Reconciler<Request> for Hello {
+    type Error = kube::Error;
+    async fn reconcile(&self, request: &Request, ctx: &Context) -> Result<Action, kube::Error> {
+        tracing::info!(%request, id = %ctx.reconcile_id(), "reconciling");
+        self.seen.lock().push(request.to_string());
+        Ok(Action::done())
+    }
+}
+
+impl Hello {
+    fn count(&self, request: &str) -> usize {
+        self.seen.lock().iter().filter(|r| *r == request).count()
+    }
+}
+
+fn deployment(name: &str, replicas: i32) -> Deployment {
+    let mut d = Deployment::default();
+    d.metadata.name = Some(name.to_string());
+    let spec = d.spec.get_or_insert_with(Default::default);
+    spec.replicas = Some(replicas);
+    spec.selector.match_labels = Some([("app".to_string(), name.to_string())].into());
+    let template = spec.template.metadata.get_or_insert_with(Default::default);
+    template.labels = Some([("app".to_string(), name.to_string())].into());
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let client = server.client();
+    let options = ManagerOptions::default()
+        .metrics_bind_address("127.0.0.1:0")
+        .expect("an address")
+        .health_probe_bind_address("127.0.0.1:0")
+        .expect("an address")
+        .leader_election(LeaderElectionConfig::new("hello").namespace("default"));
+    let mgr = Manager::new(client.clone(), options)
+        .await
+        .expect("manager");
+    let hello = Hello::default();
+    mgr.controller()
+        .for_kind::<Deployment>(WatchOptions::new().predicate(GenerationChanged))
+        .owns::<ReplicaSet>(WatchOptions::new())
+        .max_concurrent_reconciles(4)
+        .complete(hello.clone())
+        .expect("controller");
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let stop = stop.clone();
+        async move { mgr.run(stop).await }
+    });
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let web = deployments
+        .create(&PostParams::default(), &deployment("web", 1))
+        .await
+        .expect("create web");
+    eventually("web is reconciled once", WAIT, || async {
+        hello.count("default/web") == 1
+    })
+    .await;
+
+    // The leader holds the Lease the example names.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let lease = leases.get("hello").await.expect("the lease exists");
+    assert!(
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_some_and(|h| !h.is_empty()),
+        "the running manager holds the lease"
+    );
+
+    // A label change does not change the generation: GenerationChanged drops it. A later
+    // create on the same watch must pass, so once it is reconciled the label change is behind us.
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "front"}}})),
+        )
+        .await
+        .expect("label web");
+    deployments
+        .create(&PostParams::default(), &deployment("db", 1))
+        .await
+        .expect("create db");
+    eventually("db is reconciled", WAIT, || async {
+        hello.count("default/db") == 1
+    })
+    .await;
+    assert_eq!(
+        hello.count("default/web"),
+        1,
+        "a metadata-only change was filtered"
+    );
+
+    // A spec change bumps the generation: reconciled again.
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale web");
+    eventually("web is reconciled after its spec changed", WAIT, || async {
+        hello.count("default/web") == 2
+    })
+    .await;
+
+    // A ReplicaSet controlled by web reconciles web (owns), not itself.
+    let mut rs = ReplicaSet::default();
+    rs.metadata.name = Some("web-5d9c".into());
+    rs.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: Deployment::api_version(&()).into_owned(),
+        kind: Deployment::kind(&()).into_owned(),
+        name: "web".into(),
+        uid: web.uid().expect("a uid"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    let replicasets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    replicasets
+        .create(&PostParams::default(), &rs)
+        .await
+        .expect("create the replicaset");
+    eventually("web is reconciled for its replicaset", WAIT, || async {
+        hello.count("default/web") == 3
+    })
+    .await;
+    assert_eq!(hello.count("default/web-5d9c"), 0);
+
+    stop.cancel();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the manager stops within its graceful timeout")
+        .expect("the manager task")
+        .expect("a clean shutdown");
+}
