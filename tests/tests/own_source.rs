@@ -1,0 +1,142 @@
+//! A controller fed by a cached watch *and* by an event source of the program's own, against
+//! kcr-envtest: the extension point DEVELOPERS.md promises ("plug in your own event sources").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kcr_controller::{Action, Context, Manager, ManagerOptions, Reconciler, WatchOptions};
+use kcr_envtest::TestApiServer;
+use kcr_handler::{EnqueueRequestForObject, Request};
+use kcr_source::{Event, Source, SourceError, Started, SyncHandle};
+use kcr_tests::eventually;
+use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// "Look at this ConfigMap again", pushed by another part of the program (an alerting hook, a
+/// timer, a message queue): delivered as generic events for objects that carry only a name.
+/// Single-use, like most hand-written sources.
+struct Resync {
+    names: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+}
+
+impl Source<ConfigMap> for Resync {
+    fn start(&self) -> Result<Started<ConfigMap>, SourceError> {
+        let names = self
+            .names
+            .lock()
+            .take()
+            .ok_or_else(|| SourceError::AlreadyStarted {
+                source_name: self.name(),
+            })?;
+        let events = futures::stream::unfold(names, |mut names| async move {
+            let name = names.recv().await?;
+            let mut object = ConfigMap::default();
+            object.metadata.name = Some(name);
+            object.metadata.namespace = Some("default".to_string());
+            Some((Ok(Event::generic(object)), names))
+        })
+        .boxed();
+        // Nothing to list first: in sync from the start.
+        Ok(Started {
+            events,
+            sync: SyncHandle::ready(),
+        })
+    }
+
+    fn name(&self) -> String {
+        "resync".to_string()
+    }
+}
+
+#[derive(Clone, Default)]
+struct Seen {
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Reconciler<Request> for Seen {
+    type Error = kube::Error;
+    async fn reconcile(&self, request: &Request, _ctx: &Context) -> Result<Action, kube::Error> {
+        self.requests.lock().push(request.to_string());
+        Ok(Action::done())
+    }
+}
+
+impl Seen {
+    fn count(&self, request: &str) -> usize {
+        self.requests
+            .lock()
+            .iter()
+            .filter(|r| *r == request)
+            .count()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let client = server.client();
+    let options = ManagerOptions::default()
+        .metrics_bind_address("0")
+        .expect("metrics off")
+        .health_probe_bind_address("0")
+        .expect("probes off");
+    let mgr = Manager::new(client.clone(), options)
+        .await
+        .expect("manager");
+    let (resync, names) = mpsc::unbounded_channel();
+    let seen = Seen::default();
+    mgr.controller()
+        .named("configmaps")
+        .for_kind::<ConfigMap>(WatchOptions::new())
+        .watches(
+            Resync {
+                names: Mutex::new(Some(names)),
+            },
+            EnqueueRequestForObject,
+            WatchOptions::new(),
+        )
+        .complete(seen.clone())
+        .expect("controller");
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let stop = stop.clone();
+        async move { mgr.run(stop).await }
+    });
+
+    // From the cluster, through the cached watch.
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("settings".into());
+    configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    eventually("the create is reconciled", WAIT, || async {
+        seen.count("default/settings") == 1
+    })
+    .await;
+
+    // From the program's own source: nothing changed in the cluster, the key is reconciled
+    // again; a name the cluster does not know is reconciled too (the reconciler decides).
+    resync.send("settings".to_string()).expect("source running");
+    resync
+        .send("not-yet-created".to_string())
+        .expect("source running");
+    eventually("both triggers are reconciled", WAIT, || async {
+        seen.count("default/settings") == 2 && seen.count("default/not-yet-created") == 1
+    })
+    .await;
+
+    stop.cancel();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the manager stops")
+        .expect("the manager task")
+        .expect("a clean shutdown");
+}
