@@ -136,7 +136,21 @@ pub fn builtins() -> Vec<ResourceType> {
         true,
     );
     replicasets.categories = vec!["all".to_string()];
-    vec![
+    // The other workload kinds, served as stored objects (nothing runs them); their pod
+    // templates merge as upstream (see `patch::strategy`).
+    let workloads = [
+        ("apps", "statefulsets", "StatefulSet", "sts"),
+        ("apps", "daemonsets", "DaemonSet", "ds"),
+        ("batch", "jobs", "Job", ""),
+        ("batch", "cronjobs", "CronJob", "cj"),
+    ]
+    .map(|(group, plural, kind, short)| {
+        let short: &[&str] = if short.is_empty() { &[] } else { &[short] };
+        let mut r = builtin(group, "v1", plural, kind, true, short, true);
+        r.categories = vec!["all".to_string()];
+        r
+    });
+    let mut all = vec![
         builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true),
         builtin("", "v1", "nodes", "Node", false, &["no"], true),
         pods,
@@ -209,7 +223,9 @@ pub fn builtins() -> Vec<ResourceType> {
             &[],
             false,
         ),
-    ]
+    ];
+    all.extend(workloads);
+    all
 }
 
 /// Build the served resource of a CustomResourceDefinition object (apiextensions.k8s.io/v1).

@@ -1,0 +1,203 @@
+//! The workload kinds (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob) through
+//! typed `kube::Api`s: discovery with short names, create, a strategic merge patch that merges
+//! the pod template's containers by name, generation bumps, list by label, status, delete.
+
+use std::fmt::Debug;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kcr_envtest::TestApiServer;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// A pod template with one container, `app`.
+fn pod_template(name: &str) -> Value {
+    json!({
+        "metadata": {"labels": {"app": name}},
+        "spec": {"containers": [{"name": "app", "image": "app:1"}]}
+    })
+}
+
+/// The object's pod template (`spec.template`, or `spec.jobTemplate.spec.template`).
+fn template_of(object: &Value) -> &Value {
+    let spec = &object["spec"];
+    if spec.get("jobTemplate").is_some() {
+        &spec["jobTemplate"]["spec"]["template"]
+    } else {
+        &spec["template"]
+    }
+}
+
+/// The same path as a patch body around `template`.
+fn around_template(cron: bool, template: Value) -> Value {
+    if cron {
+        json!({"spec": {"jobTemplate": {"spec": {"template": template}}}})
+    } else {
+        json!({"spec": {"template": template}})
+    }
+}
+
+async fn exercise<K>(server: &TestApiServer, spec: Value, status: Value)
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let kind = K::kind(&()).to_string();
+    let cron = spec.get("jobTemplate").is_some();
+    let api: Api<K> = Api::namespaced(server.client(), "default");
+    let object: K = serde_json::from_value(json!({
+        "apiVersion": K::api_version(&()),
+        "kind": kind,
+        "metadata": {"name": "w", "labels": {"tier": "back"}},
+        "spec": spec,
+    }))
+    .expect("a valid object");
+    let created = api
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: create: {e}"));
+    assert_eq!(created.meta().generation, Some(1), "{kind}");
+
+    // Strategic merge: containers merge by name, so patching in `sidecar` keeps `app` (an
+    // atomic list would be replaced by the patch's one element).
+    let patch = around_template(
+        cron,
+        json!({"spec": {"containers": [{"name": "sidecar", "image": "proxy:1"}]}}),
+    );
+    let patched = api
+        .patch("w", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: strategic merge: {e}"));
+    let value = serde_json::to_value(&patched).expect("serialises");
+    let containers = template_of(&value)["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let images: Vec<(&str, &str)> = containers
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or(""),
+                c["image"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        images,
+        vec![("app", "app:1"), ("sidecar", "proxy:1")],
+        "{kind}: containers merged by name"
+    );
+    assert_eq!(patched.meta().generation, Some(2), "{kind}: spec change");
+
+    // Status goes through its subresource and does not bump the generation.
+    let with_status = api
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: status: {e}"));
+    assert_eq!(
+        with_status.meta().generation,
+        Some(2),
+        "{kind}: status only"
+    );
+    let value = serde_json::to_value(&with_status).expect("serialises");
+    for (field, expected) in status.as_object().expect("a status object") {
+        assert_eq!(&value["status"][field], expected, "{kind}: status.{field}");
+    }
+
+    let listed = api
+        .list(&ListParams::default().labels("tier=back"))
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: list: {e}"));
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .map(|o| o.name_any())
+            .collect::<Vec<_>>(),
+        vec!["w"],
+        "{kind}"
+    );
+    api.delete("w", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: delete: {e}"));
+    assert!(api.get_opt("w").await.expect("get").is_none(), "{kind}");
+}
+
+#[tokio::test]
+async fn workload_kinds_are_served() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let selector = json!({"matchLabels": {"app": "w"}});
+    let controller_spec = json!({"selector": selector, "template": pod_template("w")});
+    let replicas = json!({"replicas": 1, "readyReplicas": 1});
+    exercise::<Deployment>(&server, controller_spec.clone(), replicas.clone()).await;
+    exercise::<ReplicaSet>(&server, controller_spec.clone(), replicas.clone()).await;
+    let mut sts = controller_spec.clone();
+    sts["serviceName"] = json!("w");
+    exercise::<StatefulSet>(&server, sts, replicas).await;
+    exercise::<DaemonSet>(
+        &server,
+        controller_spec,
+        json!({"currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberMisscheduled": 0, "numberReady": 1}),
+    )
+    .await;
+    let job_template = pod_template("w");
+    exercise::<Job>(
+        &server,
+        json!({"template": job_template}),
+        json!({"active": 1}),
+    )
+    .await;
+    exercise::<CronJob>(
+        &server,
+        json!({"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": pod_template("w")}}}),
+        json!({"lastScheduleTime": "2026-11-29T18:00:00Z"}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn workload_kinds_are_discoverable_with_short_names() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let client = server.client();
+    let apps = client
+        .list_api_group_resources("apps/v1")
+        .await
+        .expect("apps/v1 discovery");
+    let batch = client
+        .list_api_group_resources("batch/v1")
+        .await
+        .expect("batch/v1 discovery");
+    let short = |list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+                 plural: &str| {
+        list.resources
+            .iter()
+            .find(|r| r.name == plural)
+            .map(|r| r.short_names.clone().unwrap_or_default())
+    };
+    assert_eq!(
+        short(&apps, "deployments"),
+        Some(vec!["deploy".to_string()])
+    );
+    assert_eq!(short(&apps, "replicasets"), Some(vec!["rs".to_string()]));
+    assert_eq!(short(&apps, "statefulsets"), Some(vec!["sts".to_string()]));
+    assert_eq!(short(&apps, "daemonsets"), Some(vec!["ds".to_string()]));
+    assert_eq!(short(&batch, "jobs"), Some(vec![]));
+    assert_eq!(short(&batch, "cronjobs"), Some(vec!["cj".to_string()]));
+    assert!(
+        apps.resources
+            .iter()
+            .any(|r| r.name == "statefulsets/status"),
+        "status subresources are listed"
+    );
+}
