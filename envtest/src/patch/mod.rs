@@ -2,7 +2,7 @@
 //!
 //! | content type                                   | function                      | module        |
 //! |------------------------------------------------|-------------------------------|---------------|
-//! | `application/json-patch+json` (RFC 6902)       | [`json_patch`]                | this module   |
+//! | `application/json-patch+json` (RFC 6902)       | [`json_patch()`]              | this module   |
 //! | `application/merge-patch+json` (RFC 7386)      | [`merge_patch`]               | this module   |
 //! | `application/strategic-merge-patch+json`       | [`strategic_merge_patch`]     | [`strategic`] |
 //! | `application/apply-patch+yaml` (server-side apply) | [`server_side_apply`]     | [`apply`]     |
