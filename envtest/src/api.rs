@@ -431,6 +431,37 @@ async fn dispatch(
 }
 
 /// Render one stored object for `route.version` and the output mode.
+/// The response to a write: the stored object, rendered in full for the route's version.
+fn written(status: StatusCode, stored: &StoredObject, route: &Route) -> Response<Body> {
+    json_bytes(status, render(stored, route, OutputMode::Full))
+}
+
+/// The object name on the URL, which `verb` requires.
+fn url_name(route: &Route, verb: &str) -> Result<String, ApiError> {
+    route
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::method_not_allowed(format!("{verb} requires a name")))
+}
+
+/// The stored object named `name` at the route's resource and namespace, if any.
+fn stored_object(shared: &Shared, route: &Route, name: &str) -> Option<Arc<StoredObject>> {
+    shared
+        .store
+        .lock()
+        .get(&crate::convert::storage_key(&route.t), route.ns(), name)
+}
+
+/// Like [`stored_object`], or 404 NotFound.
+fn existing_object(
+    shared: &Shared,
+    route: &Route,
+    name: &str,
+) -> Result<Arc<StoredObject>, ApiError> {
+    stored_object(shared, route, name)
+        .ok_or_else(|| ApiError::not_found(&route.t.group, &route.t.plural, name))
+}
+
 pub(crate) fn render(obj: &StoredObject, route: &Route, mode: OutputMode) -> Bytes {
     match mode {
         OutputMode::Full if crate::convert::is_identity(&route.t, &route.version) => {
@@ -470,11 +501,7 @@ pub(crate) fn partial_metadata(obj: &Value) -> Value {
 
 fn get(shared: &Shared, route: &Route, mode: OutputMode) -> Result<Response<Body>, ApiError> {
     let name = route.name.as_deref().unwrap_or_default();
-    let obj = shared
-        .store
-        .lock()
-        .get(&crate::convert::storage_key(&route.t), route.ns(), name)
-        .ok_or_else(|| ApiError::not_found(&route.t.group, &route.t.plural, name))?;
+    let obj = existing_object(shared, route, name)?;
     Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
 }
 
@@ -988,10 +1015,7 @@ async fn create(
     }
     let obj = crate::patch_glue::track_update(route, q, None, obj);
     let stored = shared.mutate(|s| s.create(&t, obj))?;
-    Ok(json_bytes(
-        StatusCode::CREATED,
-        render(&stored, route, OutputMode::Full),
-    ))
+    Ok(written(StatusCode::CREATED, &stored, route))
 }
 
 /// Combine the incoming object with the current one according to the status subresource rules.
@@ -1075,10 +1099,7 @@ async fn update(
     body: &[u8],
 ) -> Result<Response<Body>, ApiError> {
     let t = route.t.clone();
-    let name = route
-        .name
-        .clone()
-        .ok_or_else(|| ApiError::method_not_allowed("PUT requires a name"))?;
+    let name = url_name(route, "PUT")?;
     let mut obj = parse_body(body)?;
     check_type(route, &mut obj)?;
     match obj["metadata"]["name"].as_str() {
@@ -1104,11 +1125,7 @@ async fn update(
         _ => None,
     };
     loop {
-        let current = shared
-            .store
-            .lock()
-            .get(&crate::convert::storage_key(&t), route.ns(), &name)
-            .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
+        let current = existing_object(shared, route, &name)?;
         let current_view = view(route, &current.value);
         let candidate =
             match prepare_update(shared, route, q, &current_view, obj.clone(), true).await? {
@@ -1117,12 +1134,7 @@ async fn update(
             };
         let base = expected.unwrap_or(current.rv);
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
-            Ok(stored) => {
-                return Ok(json_bytes(
-                    StatusCode::OK,
-                    render(&stored, route, OutputMode::Full),
-                ));
-            }
+            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
             // Unconditional update raced with another write: recompute on the new state.
             Err(e) if e.code == 409 && expected.is_none() => continue,
             Err(e) => return Err(e),
@@ -1138,17 +1150,11 @@ async fn patch(
     body: &[u8],
 ) -> Result<Response<Body>, ApiError> {
     let t = route.t.clone();
-    let name = route
-        .name
-        .clone()
-        .ok_or_else(|| ApiError::method_not_allowed("PATCH requires a name"))?;
+    let name = url_name(route, "PATCH")?;
     let patch_type = crate::patch::PatchType::from_content_type(content_type)
         .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
     loop {
-        let current = shared
-            .store
-            .lock()
-            .get(&crate::convert::storage_key(&t), route.ns(), &name);
+        let current = stored_object(shared, route, &name);
         let current_view = current.as_ref().map(|c| view(route, &c.value));
         if current.is_none() && route.subresource.is_some() {
             // No create through a subresource, whatever the patch type.
@@ -1176,12 +1182,7 @@ async fn patch(
                 return Ok(dry_run_response(StatusCode::CREATED, obj));
             }
             match shared.mutate(|s| s.create(&t, obj)) {
-                Ok(stored) => {
-                    return Ok(json_bytes(
-                        StatusCode::CREATED,
-                        render(&stored, route, OutputMode::Full),
-                    ));
-                }
+                Ok(stored) => return Ok(written(StatusCode::CREATED, &stored, route)),
                 Err(e) if e.code == 409 && e.reason == "AlreadyExists" => continue,
                 Err(e) => return Err(e),
             }
@@ -1221,12 +1222,7 @@ async fn patch(
                 Prepared::Store(candidate) => candidate,
             };
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
-            Ok(stored) => {
-                return Ok(json_bytes(
-                    StatusCode::OK,
-                    render(&stored, route, OutputMode::Full),
-                ));
-            }
+            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
             // Lost a race with another writer: re-apply the patch on the new state.
             Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
             Err(e) => return Err(e),
@@ -1281,11 +1277,7 @@ async fn delete(
         ));
     }
     let opts = delete_opts(q, body)?;
-    let current = shared
-        .store
-        .lock()
-        .get(&crate::convert::storage_key(&t), route.ns(), &name)
-        .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, &name))?;
+    let current = existing_object(shared, route, &name)?;
     let current_view = view(route, &current.value);
     crate::admission_glue::admit(
         shared,
