@@ -1127,12 +1127,13 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// One try at taking a key. `known_now` is a clock reading the caller already has.
     fn attempt(&self, register: bool, known_now: Option<u64>, may_defer: bool) -> Attempt<T> {
         let inner = &*self.inner;
+        // Read before the lock (a clock read is slow): only when metrics are on.
+        let metrics_now = inner.metrics_now();
         let mut work = match inner.work.try_lock() {
             Some(work) => work,
             None if may_defer => return Attempt::Busy,
             None => inner.work.lock(),
         };
-        let metrics_now = inner.metrics_now();
         let mode = inner.mode();
         if mode == Mode::Stopped {
             return Attempt::Closed;
