@@ -213,7 +213,7 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Ok(t) => t,
         Err(e) => return error_response(&e),
     };
-    // JSON (and YAML) bodies; protobuf only for the few kinds kubectl's generators send
+    // JSON (and YAML) bodies; protobuf only for the kinds kubectl's `create` generators send
     // ([`crate::protobuf`]); anything else (CBOR, other protobuf kinds) gets 415.
     let media = content_type.to_ascii_lowercase();
     let mut body = body;
@@ -879,6 +879,19 @@ fn is_dns_subdomain(name: &str) -> bool {
             .is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
+/// The defaults the real server gives built-in kinds whatever the body's encoding: a Secret
+/// without a type is `Opaque`.
+fn builtin_defaults(route: &Route, obj: &mut Value) {
+    let t = &route.t;
+    if t.custom.is_none()
+        && t.group.is_empty()
+        && t.kind == "Secret"
+        && obj["type"].as_str().is_none_or(str::is_empty)
+    {
+        obj["type"] = json!("Opaque");
+    }
+}
+
 /// Validate an object before it is stored: metadata.name and, for custom resources, the
 /// CRD schema (after pruning unknown fields and applying defaults, as the real server does).
 pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
@@ -889,6 +902,7 @@ pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
         .to_string();
     let name = name.as_str();
     let mut causes = Vec::new();
+    builtin_defaults(route, obj);
     if !is_dns_subdomain(name) {
         causes.push((
             "metadata.name".to_string(),

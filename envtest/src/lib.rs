@@ -36,7 +36,8 @@
 //! `KUBECONFIG=/tmp/kc kubectl get nodes`. kubectl works without extra flags: `apply -f`
 //! (client- and server-side), `create -f`, `get` (server-side Table printing), `describe`,
 //! `label`, `taint`, `cordon`, `patch`, `delete`, `get -w`, `wait`, `diff`, and the
-//! `create namespace|configmap|secret|serviceaccount` generators (protobuf bodies). A
+//! `create namespace|configmap|secret|serviceaccount|deployment|job|cronjob|service`
+//! generators (protobuf bodies), and `run` (JSON). A
 //! minimal `/openapi/v3` ([`openapi`]) tells kubectl that the server validates fields itself
 //! (`fieldValidation=Strict`); `/openapi/v2` is not served and `kubectl explain` shows no field
 //! documentation.
@@ -55,7 +56,7 @@
 //!
 //! | Area | Supported | Differs from the real API server | Not supported |
 //! |---|---|---|---|
-//! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin) | protobuf bodies except Namespace, ConfigMap, Secret, ServiceAccount ([`protobuf`]; others get 415, e.g. `kubectl create deployment` — use `create -f`/`apply -f`), CBOR, websockets (exec/attach/port-forward) |
+//! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin) | protobuf bodies other than those of kubectl's `create` generators (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, with the fields the generators fill in: [`protobuf`]; other kinds and fields get 415 naming what was not decoded — use `create -f`/`apply -f`), CBOR, websockets (exec/attach/port-forward) |
 //! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources; aggregated discovery (`apidiscovery.k8s.io/v2`, used by kubectl and `Discovery::run_aggregated`); `/openapi/v3` index and per-group-version documents with paths and the `fieldValidation` parameter | OpenAPI documents carry no schemas | `/openapi/v2` |
 //! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, core and events.k8s.io events, apps/v1 deployments, replicasets, statefulsets and daemonsets, batch/v1 jobs and cronjobs, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope; core/v1 and events.k8s.io/v1 Events are one set of objects (same storage, names, uids and resourceVersions; get/list/watch/write through either API, fields converted as upstream: `regarding`↔`involvedObject`, `note`↔`message`, `reportingController`↔`reportingComponent`, `deprecated*`↔`source`/`count`/`firstTimestamp`/`lastTimestamp`, see [`convert`]) | built-ins are stored as given: no defaulting, no per-type validation beyond `metadata.name`, unknown fields kept (also under `fieldValidation=Strict`), no controllers (pods never run, deployments create no replicasets, jobs run nothing) | other built-in resources; `pods/log`, `exec`, `scale`, `binding`, `eviction` subresources |
 //! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status subresource; printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes; `fieldValidation=Strict` turns pruned unknown fields into 400 BadRequest (default/`Warn`: a `Warning` header per field; `Ignore`: silent) | several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | `scale` subresource, CEL validation rules, `selectableFields` |

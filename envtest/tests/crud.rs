@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret};
 use kcr_envtest::TestApiServer;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::ObjectMeta;
@@ -160,7 +160,7 @@ async fn errors_have_status_codes_and_reasons() {
         (415, "UnsupportedMediaType")
     );
 
-    // Protobuf bodies are not decoded: 415
+    // A truncated protobuf body: 415
     let req = http::Request::post("/api/v1/namespaces")
         .header("Content-Type", "application/vnd.kubernetes.protobuf")
         .body(b"k8s\0\n\x0f".to_vec())
@@ -169,6 +169,21 @@ async fn errors_have_status_codes_and_reasons() {
     assert_eq!(
         (err.code, err.reason.as_str()),
         (415, "UnsupportedMediaType")
+    );
+    // A protobuf Pod (only kubectl's `create` generator kinds are decoded): 415 saying so
+    let mut body = b"k8s\0\x0a\x09\x0a\x02v1\x12\x03Pod".to_vec();
+    body.extend(b"\x12\x05\x0a\x03\x0a\x01p");
+    let req = http::Request::post("/api/v1/namespaces/default/pods")
+        .header("Content-Type", "application/vnd.kubernetes.protobuf")
+        .body(body)
+        .unwrap();
+    let err = api_err(client.request::<Pod>(req).await.unwrap_err());
+    assert_eq!(err.code, 415);
+    assert!(
+        err.message
+            .contains("protobuf bodies of v1 Pod are not supported"),
+        "{}",
+        err.message
     );
 
     // Method not allowed: POST on a named object
@@ -252,6 +267,37 @@ async fn errors_have_status_codes_and_reasons() {
         .unwrap_err(),
     );
     assert_eq!(err.code, 404);
+}
+
+#[tokio::test]
+async fn a_secret_without_a_type_is_opaque() {
+    let server = TestApiServer::start().await.unwrap();
+    let secrets: Api<Secret> = Api::default_namespaced(server.client());
+    let plain = Secret {
+        metadata: ObjectMeta {
+            name: Some("plain".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let created = secrets
+        .create(&PostParams::default(), &plain)
+        .await
+        .unwrap();
+    assert_eq!(created.type_.as_deref(), Some("Opaque"));
+    let typed = Secret {
+        metadata: ObjectMeta {
+            name: Some("tls".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        ..Default::default()
+    };
+    let created = secrets
+        .create(&PostParams::default(), &typed)
+        .await
+        .unwrap();
+    assert_eq!(created.type_.as_deref(), Some("kubernetes.io/tls"));
 }
 
 #[tokio::test]

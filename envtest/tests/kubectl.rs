@@ -98,7 +98,7 @@ async fn kubectl_smoke() {
     std::fs::write(&manifest, MANIFEST).unwrap();
     let k = Kubectl { kubeconfig };
 
-    // Generator commands send protobuf bodies (decoded for these simple kinds).
+    // Generator commands send protobuf bodies (decoded for the kinds they create).
     k.ok(&["create", "namespace", "team1"]).await;
     k.ok(&[
         "-n",
@@ -134,6 +134,87 @@ async fn kubectl_smoke() {
         (sec["data"]["k"].as_str(), sec["type"].as_str()),
         (Some("dg=="), Some("Opaque"))
     );
+
+    // Workload and Service generators (protobuf too); each object read back as JSON.
+    k.ok(&[
+        "-n",
+        "team1",
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--port=8080",
+        "--replicas=0",
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "team1",
+        "create",
+        "job",
+        "once",
+        "--image=busybox",
+        "--",
+        "echo",
+        "hi",
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "team1",
+        "create",
+        "cronjob",
+        "tick",
+        "--image=busybox",
+        "--schedule=*/5 * * * *",
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "team1",
+        "create",
+        "service",
+        "nodeport",
+        "web",
+        "--tcp=80:8080",
+        "--node-port=30080",
+    ])
+    .await;
+    let get = |what: &'static str| {
+        let k = &k;
+        async move {
+            let out = k.ok(&["-n", "team1", "get", what, "-o", "json"]).await;
+            serde_json::from_str::<Value>(&out).unwrap()
+        }
+    };
+    let deploy = get("deployment/web").await;
+    assert_eq!(deploy["spec"]["replicas"], 0, "an explicit zero is kept");
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+        8080
+    );
+    assert_eq!(deploy["spec"]["selector"]["matchLabels"]["app"], "web");
+    let job = get("job/once").await;
+    let pod_spec = &job["spec"]["template"]["spec"];
+    assert_eq!(
+        (
+            &pod_spec["containers"][0]["command"],
+            &pod_spec["restartPolicy"]
+        ),
+        (
+            &serde_json::json!(["echo", "hi"]),
+            &serde_json::json!("Never")
+        )
+    );
+    let cron = get("cronjob/tick").await;
+    assert_eq!(cron["spec"]["schedule"], "*/5 * * * *");
+    let svc = get("service/web").await;
+    assert_eq!(
+        svc["spec"]["ports"][0],
+        serde_json::json!({"name": "80-8080", "protocol": "TCP", "port": 80,
+                           "targetPort": 8080, "nodePort": 30080})
+    );
+    assert_eq!(svc["spec"]["type"], "NodePort");
 
     let nodes = k.ok(&["get", "nodes"]).await;
     assert!(
