@@ -77,6 +77,7 @@ mod api;
 pub mod convert;
 pub mod discovery;
 pub mod error;
+pub mod eventually;
 pub mod faults;
 pub mod nodes;
 pub mod openapi;
@@ -92,5 +93,6 @@ pub mod table;
 mod watch;
 
 pub use error::{ApiError, EnvtestError};
+pub use eventually::eventually;
 pub use faults::Faults;
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};

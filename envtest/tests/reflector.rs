@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -48,18 +48,15 @@ async fn converge(api: &Api<ConfigMap>, lp: &ListParams, store: &Store<ConfigMap
             break state_of(list.items);
         }
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually("the reflector converges", Duration::from_secs(30), || {
         let got = reader_state(store);
-        if got == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "reflector did not converge:\n got {got:?}\nwant {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        std::future::ready(if got == want {
+            Ok(())
+        } else {
+            Err(format!("\n got {got:?}\nwant {want:?}"))
+        })
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,21 +20,13 @@ use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
+/// Polls `check` until it holds, for [`TIMEOUT`]; the panic carries its last error.
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), String>>,
 {
-    let start = std::time::Instant::now();
-    loop {
-        match check().await {
-            Ok(()) => return,
-            Err(e) if start.elapsed() > TIMEOUT => {
-                panic!("{what}: still not true after {TIMEOUT:?}: {e}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
+    kcr_envtest::eventually(what, TIMEOUT, check).await;
 }
 
 async fn converged(env: &Embedded) {

@@ -12,11 +12,11 @@
 //! - `standalone_crates.rs`: single crates without a kcr controller: kcr-queue driven by
 //!   kube-runtime's plain watcher, and kcr-source's `Kind` filtered by kcr-predicate.
 //!
-//! This library holds what those tests share: [`eventually`], which polls a condition on real
-//! time (these tests talk to a server over sockets, so tokio's paused clock does not apply). To
-//! assert that something did *not* happen, the tests never sleep and hope: they follow the
-//! change that must be filtered out with a change that must pass, on the same watch (events of
-//! one watch arrive in order), and wait for that one instead.
+//! This library holds what those tests share: [`eventually`] (kcr-envtest's), which polls a
+//! condition on real time (these tests talk to a server over sockets, so tokio's paused clock
+//! does not apply). To assert that something did *not* happen, the tests never sleep and hope:
+//! they follow the change that must be filtered out with a change that must pass, on the same
+//! watch (events of one watch arrive in order), and wait for that one instead.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,27 +33,4 @@
 //! # }
 //! ```
 
-use std::future::Future;
-use std::time::Duration;
-
-/// How often [`eventually`] looks again.
-pub const POLL: Duration = Duration::from_millis(20);
-
-/// Polls `check` every [`POLL`] until it holds; panics with `what` after `timeout`.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
-}
+pub use kcr_envtest::eventually;

@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,24 +46,7 @@ pub fn configmap(name: &str, value: &str) -> ConfigMap {
     cm
 }
 
-/// Polls `check` every 20 ms until it holds; panics after `timeout`.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use kcr_envtest::eventually;
 
 /// A minimal HTTP/1.1 GET: `(status, body)`, or `None` if the connection fails.
 pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
