@@ -234,6 +234,12 @@ impl Manager {
 
     /// A cache-backed reader of `K` (cached `get`/`list`), sharing the controllers' informers.
     /// Its sync is part of `/readyz`.
+    ///
+    /// A reconciler that reads the object it was triggered by should use the same options as
+    /// the controller's `for_kind` watch: then the reader and the watch are one informer, whose
+    /// store is updated before its events are handed out, so the reader never lags the
+    /// request. A reader with other options (another namespace or selector) is another watch
+    /// and may not have the object yet when the request arrives.
     pub fn reader<K>(&self, options: kcr_source::WatchOptions) -> Result<Reader<K>, ManagerError>
     where
         K: CacheObject,

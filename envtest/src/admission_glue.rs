@@ -56,6 +56,9 @@ pub(crate) async fn admit(
         (store.count(MUTATING) > 0, store.count(VALIDATING) > 0)
     };
     let mut object = object;
+    if op != Operation::Delete {
+        crate::api::decode_builtin(route, &mut object)?;
+    }
     if !mutating && !validating {
         if op != Operation::Delete {
             crate::api::validate(route, &mut object)?;

@@ -879,17 +879,49 @@ fn is_dns_subdomain(name: &str) -> bool {
             .is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
-/// The defaults the real server gives built-in kinds whatever the body's encoding: a Secret
-/// without a type is `Opaque`.
-fn builtin_defaults(route: &Route, obj: &mut Value) {
+/// What the real server does to a built-in kind's body when it decodes it, before admission,
+/// whatever the body's encoding: a Secret's `stringData` is merged into `data` (base64, a
+/// `stringData` key wins) and dropped, and a Secret without a type is `Opaque`. A
+/// `stringData` value that is not a string is a 400, as upstream.
+pub(crate) fn decode_builtin(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
+    use base64::Engine;
     let t = &route.t;
-    if t.custom.is_none()
-        && t.group.is_empty()
-        && t.kind == "Secret"
-        && obj["type"].as_str().is_none_or(str::is_empty)
-    {
-        obj["type"] = json!("Opaque");
+    if t.custom.is_some() || !t.group.is_empty() || t.kind != "Secret" {
+        return Ok(());
     }
+    let Some(map) = obj.as_object_mut() else {
+        return Ok(());
+    };
+    if let Some(Value::Object(string_data)) = map.remove("stringData") {
+        let data = map
+            .entry("data")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !data.is_object() {
+            *data = Value::Object(Default::default());
+        }
+        if let Value::Object(data) = data {
+            for (k, v) in string_data {
+                let Some(text) = v.as_str() else {
+                    return Err(ApiError::bad_request(format!(
+                        "Secret in version \"v1\" cannot be handled as a Secret: \
+                         stringData[{k}]: expected a string, got {v}"
+                    )));
+                };
+                data.insert(
+                    k,
+                    json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                );
+            }
+        }
+    }
+    if map
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        map.insert("type".into(), json!("Opaque"));
+    }
+    Ok(())
 }
 
 /// Validate an object before it is stored: metadata.name and, for custom resources, the
@@ -902,7 +934,6 @@ pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
         .to_string();
     let name = name.as_str();
     let mut causes = Vec::new();
-    builtin_defaults(route, obj);
     if !is_dns_subdomain(name) {
         causes.push((
             "metadata.name".to_string(),

@@ -301,6 +301,67 @@ async fn a_secret_without_a_type_is_opaque() {
 }
 
 #[tokio::test]
+async fn secret_string_data_is_merged_into_data() {
+    let server = TestApiServer::start().await.unwrap();
+    let secrets: Api<Secret> = Api::default_namespaced(server.client());
+    let text = |s: &Secret, k: &str| {
+        s.data
+            .as_ref()
+            .and_then(|d| d.get(k))
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+    };
+    let with_string_data: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "s"},
+        "data": {"a": "eA==", "keep": "aw=="},
+        "stringData": {"a": "from-string-data", "b": "y"}
+    }))
+    .unwrap();
+    let created = secrets
+        .create(&PostParams::default(), &with_string_data)
+        .await
+        .unwrap();
+    assert_eq!(created.string_data, None, "stringData is not stored");
+    assert_eq!(
+        (
+            text(&created, "a"),
+            text(&created, "b"),
+            text(&created, "keep")
+        ),
+        (
+            Some("from-string-data".into()),
+            Some("y".into()),
+            Some("k".into())
+        )
+    );
+    // A patch through stringData changes data too.
+    let patched = secrets
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"b": "z"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (text(&patched, "b"), patched.string_data),
+        (Some("z".into()), None)
+    );
+    // A value that is not a string: 400.
+    let err = api_err(
+        secrets
+            .patch(
+                "s",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"stringData": {"n": 5}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 400, "{}", err.message);
+    assert!(err.message.contains("stringData[n]"), "{}", err.message);
+}
+
+#[tokio::test]
 async fn generate_name_and_namespaces() {
     let server = TestApiServer::start().await.unwrap();
     let client = server.client();

@@ -10,7 +10,10 @@
 //! - `own_source.rs`: a controller fed both by a cached watch and by an event source of the
 //!   user's own (a channel of "external" events mapped onto objects);
 //! - `standalone_crates.rs`: single crates without a kcr controller: kcr-queue driven by
-//!   kube-runtime's plain watcher, and kcr-source's `Kind` filtered by kcr-predicate.
+//!   kube-runtime's plain watcher, and kcr-source's `Kind` filtered by kcr-predicate;
+//! - `any_cluster.rs`: one scenario (a Manager with leader election mirroring labelled
+//!   ConfigMaps into owned Secrets) run against envtest, and, `#[ignore]`d unless
+//!   `KCR_TEST_REAL_CLUSTER=1`, against the cluster of the current kubeconfig.
 //!
 //! This library holds what those tests share: [`eventually`] (kcr-envtest's), which polls a
 //! condition on real time (these tests talk to a server over sockets, so tokio's paused clock
