@@ -15,7 +15,7 @@
 //!   ConfigMaps into owned Secrets) run against envtest, and, `#[ignore]`d unless
 //!   `KCR_TEST_REAL_CLUSTER=1`, against the cluster of the current kubeconfig.
 //!
-//! This library holds what those tests share: [`eventually`] (kcr-envtest's), which polls a
+//! This library holds what those tests share: [`eventually()`] (kcr-envtest's), which polls a
 //! condition on real time (these tests talk to a server over sockets, so tokio's paused clock
 //! does not apply). To assert that something did *not* happen, the tests never sleep and hope:
 //! they follow the change that must be filtered out with a change that must pass, on the same
@@ -36,4 +36,4 @@
 //! # }
 //! ```
 
-pub use kcr_envtest::eventually;
+pub use kcr_envtest::eventually::eventually;
