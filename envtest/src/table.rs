@@ -1,6 +1,10 @@
 //! Server-side printing: `meta.k8s.io/v1` `Table` responses for `kubectl get`
-//! (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`). Columns are NAME, a few
-//! per-kind columns for built-ins or the CRD's `additionalPrinterColumns`, and AGE.
+//! (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`). Columns are NAME, the CRD's
+//! `additionalPrinterColumns` or, for the built-ins kubectl users look at most (pods,
+//! deployments, replicasets, services, nodes, namespaces, configmaps, secrets, leases,
+//! runtimeclasses), the upstream printer's columns (wide ones at priority 1), and AGE. Events
+//! get upstream's own layout (LAST SEEN, TYPE, REASON, OBJECT, MESSAGE; the rest wide). Other
+//! built-ins print NAME and AGE.
 
 use serde_json::{Value, json};
 
@@ -95,6 +99,197 @@ fn col(name: &str, cell: impl Fn(&Value) -> Value + 'static) -> Column {
     }
 }
 
+fn int_col(name: &str, cell: impl Fn(&Value) -> i64 + 'static) -> Column {
+    Column {
+        kind: "integer".into(),
+        ..col(name, move |o| json!(cell(o)))
+    }
+}
+
+fn int_at(o: &Value, pointer: &str) -> i64 {
+    o.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// `spec.replicas`, 1 when unset (the real server defaults it).
+fn desired_replicas(o: &Value) -> i64 {
+    o.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+/// `k=v,k2=v2` of a label map, `<none>` when empty (kubectl's `labels.FormatLabels`).
+fn format_labels(map: Option<&Value>) -> String {
+    let pairs: Vec<String> = map
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+/// The wide (`-o wide`) columns of a kind with a pod template: containers, images, selector.
+fn template_columns() -> Vec<Column> {
+    let containers = |o: &Value, field: &str| -> Value {
+        let names: Vec<&str> = o
+            .pointer("/spec/template/spec/containers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c[field].as_str())
+            .collect();
+        json!(names.join(","))
+    };
+    vec![
+        Column {
+            priority: 1,
+            ..col("Containers", move |o| containers(o, "name"))
+        },
+        Column {
+            priority: 1,
+            ..col("Images", move |o| containers(o, "image"))
+        },
+        Column {
+            priority: 1,
+            ..col("Selector", |o| {
+                json!(format_labels(o.pointer("/spec/selector/matchLabels")))
+            })
+        },
+    ]
+}
+
+/// A Service's EXTERNAL-IP cell, as kubectl prints it.
+fn service_external_ip(o: &Value) -> String {
+    let spec = &o["spec"];
+    let listed = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect()
+    };
+    let external = listed(&spec["externalIPs"]);
+    match spec["type"].as_str().unwrap_or("ClusterIP") {
+        "ExternalName" => spec["externalName"]
+            .as_str()
+            .unwrap_or("<none>")
+            .to_string(),
+        "LoadBalancer" => {
+            let mut ips: Vec<String> = o
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i["ip"].as_str().or(i["hostname"].as_str()))
+                .map(str::to_string)
+                .collect();
+            ips.extend(external);
+            if ips.is_empty() {
+                "<pending>".into()
+            } else {
+                ips.join(",")
+            }
+        }
+        _ if external.is_empty() => "<none>".into(),
+        _ => external.join(","),
+    }
+}
+
+/// The complete column set of Events (both APIs: core field names or events.k8s.io ones), as
+/// the real server prints them: no AGE, NAME only with `-o wide`.
+fn event_columns() -> Vec<Column> {
+    fn first<'a>(o: &'a Value, pointers: &[&str]) -> Option<&'a Value> {
+        pointers
+            .iter()
+            .filter_map(|p| o.pointer(p))
+            .find(|v| !v.is_null() && v.as_str() != Some(""))
+    }
+    fn since(ts: Option<&Value>) -> Value {
+        json!(
+            ts.and_then(Value::as_str)
+                .map_or("<unknown>".to_string(), human_age)
+        )
+    }
+    fn first_seen(o: &Value) -> Option<&Value> {
+        first(
+            o,
+            &["/firstTimestamp", "/deprecatedFirstTimestamp", "/eventTime"],
+        )
+    }
+    let wide = |name: &str, cell: Box<dyn Fn(&Value) -> Value>| Column {
+        priority: 1,
+        cell,
+        ..col(name, |_| Value::Null)
+    };
+    vec![
+        col("Last Seen", |o| {
+            since(
+                first(
+                    o,
+                    &[
+                        "/series/lastObservedTime",
+                        "/lastTimestamp",
+                        "/deprecatedLastTimestamp",
+                    ],
+                )
+                .or(first_seen(o)),
+            )
+        }),
+        col("Type", |o| cell_text(o.get("type"))),
+        col("Reason", |o| cell_text(o.get("reason"))),
+        col("Object", |o| {
+            let obj = first(o, &["/involvedObject", "/regarding"]).unwrap_or(&Value::Null);
+            json!(format!(
+                "{}/{}",
+                obj["kind"].as_str().unwrap_or_default().to_lowercase(),
+                obj["name"].as_str().unwrap_or_default()
+            ))
+        }),
+        wide(
+            "Subobject",
+            Box::new(|o| {
+                let obj = first(o, &["/involvedObject", "/regarding"]).unwrap_or(&Value::Null);
+                json!(obj["fieldPath"].as_str().unwrap_or_default())
+            }),
+        ),
+        wide(
+            "Source",
+            Box::new(|o| {
+                cell_text(first(
+                    o,
+                    &[
+                        "/source/component",
+                        "/reportingController",
+                        "/reportingComponent",
+                    ],
+                ))
+            }),
+        ),
+        col("Message", |o| {
+            json!(
+                first(o, &["/message", "/note"])
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            )
+        }),
+        wide("First Seen", Box::new(|o| since(first_seen(o)))),
+        wide(
+            "Count",
+            Box::new(|o| {
+                let count = first(o, &["/series/count", "/count", "/deprecatedCount"])
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                json!(count.to_string())
+            }),
+        ),
+        wide("Name", Box::new(|o| cell_text(o.pointer("/metadata/name")))),
+    ]
+}
+
 fn builtin_columns(t: &ResourceType) -> Vec<Column> {
     match t.key().as_str() {
         "namespaces" => vec![col("Status", |o| cell_text(o.pointer("/status/phase")))],
@@ -128,7 +323,94 @@ fn builtin_columns(t: &ResourceType) -> Vec<Column> {
                 cell_text(o.pointer("/status/nodeInfo/kubeletVersion"))
             }),
         ],
-        "pods" => vec![col("Status", |o| cell_text(o.pointer("/status/phase")))],
+        "pods" => vec![
+            col("Ready", |o| {
+                let statuses = o
+                    .pointer("/status/containerStatuses")
+                    .and_then(Value::as_array);
+                let ready = statuses
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["ready"] == true)
+                    .count();
+                let total = o
+                    .pointer("/spec/containers")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                json!(format!("{ready}/{total}"))
+            }),
+            // Upstream: the reason if any, else the phase (empty for a pod without status).
+            col("Status", |o| {
+                let status = o.pointer("/status/reason").or(o.pointer("/status/phase"));
+                json!(status.and_then(Value::as_str).unwrap_or_default())
+            }),
+            int_col("Restarts", |o| {
+                o.pointer("/status/containerStatuses")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["restartCount"].as_i64())
+                    .sum()
+            }),
+        ],
+        "apps/deployments" => {
+            let mut cols = vec![
+                col("Ready", |o| {
+                    json!(format!(
+                        "{}/{}",
+                        int_at(o, "/status/readyReplicas"),
+                        desired_replicas(o)
+                    ))
+                }),
+                int_col("Up-to-date", |o| int_at(o, "/status/updatedReplicas")),
+                int_col("Available", |o| int_at(o, "/status/availableReplicas")),
+            ];
+            cols.extend(template_columns());
+            cols
+        }
+        "apps/replicasets" => {
+            let mut cols = vec![
+                int_col("Desired", desired_replicas),
+                int_col("Current", |o| int_at(o, "/status/replicas")),
+                int_col("Ready", |o| int_at(o, "/status/readyReplicas")),
+            ];
+            cols.extend(template_columns());
+            cols
+        }
+        "services" => vec![
+            col("Type", |o| cell_text(o.pointer("/spec/type"))),
+            col("Cluster-IP", |o| {
+                let ip = o.pointer("/spec/clusterIP").and_then(Value::as_str);
+                cell_text(ip.filter(|ip| !ip.is_empty()).map(|ip| json!(ip)).as_ref())
+            }),
+            col("External-IP", |o| json!(service_external_ip(o))),
+            col("Port(s)", |o| {
+                let ports: Vec<String> = o
+                    .pointer("/spec/ports")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|p| {
+                        let proto = p["protocol"].as_str().unwrap_or("TCP");
+                        match p["nodePort"].as_i64().filter(|n| *n != 0) {
+                            Some(node) => format!("{}:{node}/{proto}", p["port"]),
+                            None => format!("{}/{proto}", p["port"]),
+                        }
+                    })
+                    .collect();
+                json!(if ports.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    ports.join(",")
+                })
+            }),
+            Column {
+                priority: 1,
+                ..col("Selector", |o| {
+                    json!(format_labels(o.pointer("/spec/selector")))
+                })
+            },
+        ],
         "configmaps" => vec![col("Data", |o| {
             json!(
                 o["data"].as_object().map_or(0, |m| m.len())
@@ -189,14 +471,19 @@ pub fn table(
     include_object: bool,
     rv: Option<u64>,
 ) -> Value {
-    let mut columns = vec![Column {
-        format: "name".into(),
-        description: "Name must be unique within a namespace.".into(),
-        ..col("Name", |o| cell_text(o.pointer("/metadata/name")))
-    }];
+    let events = t.custom.is_none() && t.kind == "Event";
+    let mut columns = if events {
+        event_columns()
+    } else {
+        vec![Column {
+            format: "name".into(),
+            description: "Name must be unique within a namespace.".into(),
+            ..col("Name", |o| cell_text(o.pointer("/metadata/name")))
+        }]
+    };
     columns.extend(builtin_columns(t));
     let custom = custom_columns(t, version);
-    let has_age = custom.iter().any(|c| c.name.eq_ignore_ascii_case("age"));
+    let has_age = events || custom.iter().any(|c| c.name.eq_ignore_ascii_case("age"));
     columns.extend(custom);
     if !has_age {
         columns.push(Column {
@@ -248,6 +535,193 @@ mod tests {
             Some(&json!("True"))
         );
         assert_eq!(json_path(&o, ".spec.missing"), None);
+    }
+
+    /// `(column name, priority)` of a table, and its first row's cells.
+    fn layout(t: &Value) -> (Vec<(String, i64)>, Vec<Value>) {
+        let columns = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_string(),
+                    c["priority"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        (columns, t["rows"][0]["cells"].as_array().unwrap().clone())
+    }
+
+    #[test]
+    fn deployment_columns_follow_kubectl() {
+        let reg = crate::resources::Registry::with_builtins();
+        let d = json!({"metadata": {"name": "web", "creationTimestamp": "2020-01-01T00:00:00Z"},
+                       "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                                "template": {"spec": {"containers": [
+                                    {"name": "app", "image": "nginx"},
+                                    {"name": "log", "image": "busybox"}]}}},
+                       "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}});
+        let (columns, cells) = layout(&table(
+            reg.get("apps/deployments").unwrap(),
+            "v1",
+            &[&d],
+            false,
+            None,
+        ));
+        let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Name",
+                "Ready",
+                "Up-to-date",
+                "Available",
+                "Containers",
+                "Images",
+                "Selector",
+                "Age"
+            ]
+        );
+        assert_eq!(columns[4].1, 1, "wide columns have priority 1");
+        assert_eq!(
+            cells[..7],
+            [
+                json!("web"),
+                json!("2/3"),
+                json!(3),
+                json!(2),
+                json!("app,log"),
+                json!("nginx,busybox"),
+                json!("app=web")
+            ]
+        );
+        // No replicas in the spec: the server's default, 1.
+        let bare = json!({"metadata": {"name": "b"}, "spec": {}});
+        let (_, cells) = layout(&table(
+            reg.get("apps/deployments").unwrap(),
+            "v1",
+            &[&bare],
+            false,
+            None,
+        ));
+        assert_eq!(cells[1], "0/1");
+    }
+
+    #[test]
+    fn service_columns_follow_kubectl() {
+        let reg = crate::resources::Registry::with_builtins();
+        let svc = |spec: Value, status: Value| {
+            let o = json!({"metadata": {"name": "s"}, "spec": spec, "status": status});
+            let (_, cells) = layout(&table(
+                reg.get("services").unwrap(),
+                "v1",
+                &[&o],
+                false,
+                None,
+            ));
+            cells[1..5].to_vec()
+        };
+        assert_eq!(
+            svc(
+                json!({"type": "NodePort", "clusterIP": "10.0.0.7",
+                       "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"},
+                                 {"port": 53, "protocol": "UDP"}]}),
+                json!({})
+            ),
+            [
+                json!("NodePort"),
+                json!("10.0.0.7"),
+                json!("<none>"),
+                json!("80:30080/TCP,53/UDP")
+            ]
+        );
+        assert_eq!(
+            svc(
+                json!({"type": "LoadBalancer", "ports": [{"port": 443}]}),
+                json!({})
+            )[..3],
+            [json!("LoadBalancer"), json!("<none>"), json!("<pending>")]
+        );
+        assert_eq!(
+            svc(
+                json!({"type": "LoadBalancer", "externalIPs": ["1.2.3.4"]}),
+                json!({"loadBalancer": {"ingress": [{"ip": "5.6.7.8"}]}})
+            )[2],
+            "5.6.7.8,1.2.3.4"
+        );
+        assert_eq!(
+            svc(
+                json!({"type": "ExternalName", "externalName": "example.com"}),
+                json!({})
+            )[2..],
+            [json!("example.com"), json!("<none>")]
+        );
+    }
+
+    #[test]
+    fn events_have_their_own_layout_in_both_apis() {
+        let reg = crate::resources::Registry::with_builtins();
+        let core = json!({"metadata": {"name": "web.1"}, "type": "Warning", "reason": "Failed",
+                          "involvedObject": {"kind": "NodePool", "name": "gpu", "fieldPath": "spec"},
+                          "source": {"component": "nodepool"}, "message": "patch failed",
+                          "firstTimestamp": "2020-01-01T00:00:00Z",
+                          "lastTimestamp": "2020-01-01T00:00:00Z", "count": 4});
+        let (columns, cells) = layout(&table(
+            reg.get("events").unwrap(),
+            "v1",
+            &[&core],
+            false,
+            None,
+        ));
+        let shown: Vec<&str> = columns
+            .iter()
+            .filter(|(_, p)| *p == 0)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(shown, ["Last Seen", "Type", "Reason", "Object", "Message"]);
+        assert_eq!(
+            cells[1..],
+            [
+                json!("Warning"),
+                json!("Failed"),
+                json!("nodepool/gpu"),
+                json!("spec"),
+                json!("nodepool"),
+                json!("patch failed"),
+                cells[7].clone(),
+                json!("4"),
+                json!("web.1")
+            ]
+        );
+        assert!(cells[0].as_str().unwrap().ends_with('y'), "{}", cells[0]);
+        // events.k8s.io/v1 field names; no count means 1.
+        let new_api = json!({"metadata": {"name": "e"}, "type": "Normal", "reason": "Synced",
+                             "regarding": {"kind": "Pod", "name": "p"}, "note": "ok",
+                             "reportingController": "kcr", "eventTime": "2020-01-01T00:00:00.000001Z"});
+        let (_, cells) = layout(&table(
+            reg.get("events.k8s.io/events").unwrap(),
+            "v1",
+            &[&new_api],
+            false,
+            None,
+        ));
+        assert_eq!(
+            cells[1..7],
+            [
+                json!("Normal"),
+                json!("Synced"),
+                json!("pod/p"),
+                json!(""),
+                json!("kcr"),
+                json!("ok")
+            ]
+        );
+        assert_eq!(cells[8], "1");
+        assert_ne!(
+            cells[0], "<unknown>",
+            "eventTime is used when nothing else is set"
+        );
     }
 
     #[test]
