@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{CacheObject, Informer};
-use crate::{Kind, SelectorError, SourceError, SyncError, SyncHandle};
+use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle};
 
 /// Default size of each subscriber's buffer.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
@@ -416,6 +416,41 @@ impl<K: CacheObject> Reader<K> {
     /// Whether the cache holds no object.
     pub fn is_empty(&self) -> bool {
         self.informer.store().is_empty()
+    }
+
+    /// Registers a secondary index `name` on this reader's informer (controller-runtime's
+    /// `IndexField`): every cached object is filed under the values `extract` returns for it,
+    /// and [`by_index`](Self::by_index) finds them by value without scanning the store.
+    /// Objects cached already are filed at once; later changes are filed under the same lock
+    /// as the store, before any subscriber hears of them, so a reconciler triggered by a change
+    /// finds the object under its new values. Every reader of the same type and options shares
+    /// the index; registering a name twice is [`IndexError::Duplicate`].
+    ///
+    /// ```
+    /// # use kcr_source::{Cache, WatchOptions};
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # fn example(cache: &Cache) -> Result<(), Box<dyn std::error::Error>> {
+    /// let pods = cache.reader::<Pod>(WatchOptions::all())?;
+    /// pods.add_index("spec.nodeName", |pod: &Pod| {
+    ///     pod.spec.iter().filter_map(|s| s.node_name.clone()).collect()
+    /// })?;
+    /// let on_node = pods.by_index("spec.nodeName", "worker-1")?;
+    /// # let _ = on_node;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add_index(
+        &self,
+        name: impl Into<String>,
+        extract: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    ) -> Result<(), IndexError> {
+        self.informer.add_index(name.into(), Arc::new(extract))
+    }
+
+    /// The cached objects filed under `value` in the index `name`, sorted by namespace and
+    /// name. An unknown index is [`IndexError::Unknown`] (it lists the registered ones).
+    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        self.informer.by_index(name, value)
     }
 
     /// The most recent error of the underlying watch, if any (see [`Kind::last_error`]).

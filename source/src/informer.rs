@@ -33,9 +33,10 @@ use futures::{Stream, StreamExt};
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
+use crate::index::{IndexError, IndexFn, Indexes};
 use crate::{Event, SourceError, SyncHandle, SyncSignal};
 
 /// The bounds an object type needs to be watched and cached.
@@ -92,6 +93,8 @@ pub(crate) struct Counters {
 pub(crate) struct Informer<K: CacheObject> {
     store: Store<K>,
     state: Mutex<State<K>>,
+    /// Secondary indexes, changed only with `state` locked (so in step with the store).
+    indexes: RwLock<Indexes<K>>,
     sync: SyncHandle,
     capacity: usize,
     dt: K::DynamicType,
@@ -153,6 +156,7 @@ impl<K: CacheObject> Informer<K> {
                 synced: false,
                 stopped: false,
             }),
+            indexes: RwLock::new(Indexes::default()),
             sync,
             capacity: capacity.max(1),
             dt,
@@ -176,6 +180,19 @@ impl<K: CacheObject> Informer<K> {
 
     pub(crate) fn subscriber_count(&self) -> usize {
         self.state.lock().subscribers.len()
+    }
+
+    /// Registers a secondary index, filing the objects cached so far.
+    pub(crate) fn add_index(&self, name: String, extract: IndexFn<K>) -> Result<(), IndexError> {
+        // The state lock keeps the store and the event path still while the index is built.
+        let _state = self.state.lock();
+        let current = self.store.state().into_iter().map(|o| (self.key(&o), o));
+        self.indexes.write().add(name, extract, current)
+    }
+
+    /// The objects filed under `value` in the index `name`.
+    pub(crate) fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        self.indexes.read().get(name, value)
     }
 
     fn key(&self, object: &K) -> ObjectRef<K> {
@@ -250,6 +267,8 @@ impl<K: CacheObject> Informer<K> {
                 (events, first)
             }
         };
+        // The indexes follow the store before any subscriber hears of the change.
+        self.indexes.write().apply(&events, |o| self.key(o));
         let mut wakers = Vec::new();
         let capacity = self.capacity;
         for sub in st.subscribers.values_mut() {
@@ -889,6 +908,153 @@ mod tests {
                     apply_checked(view, &item.expect("ok"));
                 }
                 assert_eq!(*view, expected, "seed {seed}");
+            }
+        }
+    }
+
+    /// Files a config map under `rv % 3` and, when it has one, under its `tier` value.
+    fn by_rv_and_tier(cm: &ConfigMap) -> Vec<String> {
+        let rv: u64 = cm
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut values = vec![format!("rv{}", rv % 3)];
+        values.extend(cm.data.iter().flat_map(|d| d.get("tier").cloned()));
+        values
+    }
+
+    fn names(objects: Vec<Arc<ConfigMap>>) -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn indexes_file_current_objects_and_follow_changes() {
+        let (informer, signal) = Informer::<ConfigMap>::new(16);
+        let mut tiered = cm("a", "3");
+        tiered.data = Some([("tier".to_string(), "rv0".to_string())].into());
+        list(&informer, &signal, &[tiered, cm("b", "4")]);
+        informer
+            .add_index("idx".into(), Arc::new(by_rv_and_tier))
+            .expect("a new index");
+        // "a" is filed once under rv0 even though both of its values are "rv0".
+        assert_eq!(names(informer.by_index("idx", "rv0").unwrap()), ["a"]);
+        assert_eq!(names(informer.by_index("idx", "rv1").unwrap()), ["b"]);
+        // An update moves an object between values; a delete removes it.
+        informer.process(watcher::Event::Apply(cm("b", "5")), &signal);
+        assert!(informer.by_index("idx", "rv1").unwrap().is_empty());
+        assert_eq!(names(informer.by_index("idx", "rv2").unwrap()), ["b"]);
+        informer.process(watcher::Event::Apply(cm("c", "6")), &signal);
+        assert_eq!(names(informer.by_index("idx", "rv0").unwrap()), ["a", "c"]);
+        informer.process(watcher::Event::Delete(cm("a", "7")), &signal);
+        assert_eq!(names(informer.by_index("idx", "rv0").unwrap()), ["c"]);
+        assert!(
+            informer
+                .by_index("idx", "no-such-value")
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn index_names_are_unique_and_unknown_ones_are_errors() {
+        let (informer, _signal) = Informer::<ConfigMap>::new(16);
+        informer
+            .add_index("b".into(), Arc::new(by_rv_and_tier))
+            .unwrap();
+        informer
+            .add_index("a".into(), Arc::new(by_rv_and_tier))
+            .unwrap();
+        assert_eq!(
+            informer.add_index("a".into(), Arc::new(by_rv_and_tier)),
+            Err(IndexError::Duplicate { index: "a".into() })
+        );
+        let err = informer.by_index("c", "x").unwrap_err();
+        assert_eq!(
+            err,
+            IndexError::Unknown {
+                index: "c".into(),
+                known: vec!["a".into(), "b".into()]
+            }
+        );
+        assert!(err.to_string().contains("Reader::add_index"), "{err}");
+    }
+
+    #[test]
+    fn randomised_histories_keep_indexes_equal_to_a_store_scan() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            let (informer, signal) = Informer::<ConfigMap>::new(4);
+            let mut server: HashMap<String, (u64, Option<String>)> = HashMap::new();
+            let mut rv = 0u64;
+            let mut indexed = false;
+            let mut disconnected = false;
+            let object = |name: &str, (rv, tier): &(u64, Option<String>)| {
+                let mut o = cm(name, &rv.to_string());
+                o.data = tier.clone().map(|t| [("tier".to_string(), t)].into());
+                o
+            };
+            list(&informer, &signal, &[]);
+            for step in 0..300 {
+                match rng.random_range(0..100) {
+                    // The index is registered part-way, over whatever is cached by then.
+                    0..4 if !indexed => {
+                        informer
+                            .add_index("idx".into(), Arc::new(by_rv_and_tier))
+                            .unwrap();
+                        indexed = true;
+                    }
+                    4..6 => disconnected = true,
+                    6..9 => {
+                        disconnected = false;
+                        let items: Vec<ConfigMap> =
+                            server.iter().map(|(n, v)| object(n, v)).collect();
+                        list(&informer, &signal, &items);
+                    }
+                    _ => {
+                        let name = format!("o{}", rng.random_range(0..8));
+                        rv += 1;
+                        if server.contains_key(&name) && rng.random_bool(0.3) {
+                            server.remove(&name);
+                            if !disconnected {
+                                let gone = cm(&name, &rv.to_string());
+                                informer.process(watcher::Event::Delete(gone), &signal);
+                            }
+                        } else {
+                            let tier = ["rv0", "rv1", "x"][rng.random_range(0..3)];
+                            let state = (rv, rng.random_bool(0.5).then(|| tier.to_string()));
+                            let o = object(&name, &state);
+                            server.insert(name, state);
+                            if !disconnected {
+                                informer.process(watcher::Event::Apply(o), &signal);
+                            }
+                        }
+                    }
+                }
+                if !indexed {
+                    continue;
+                }
+                // Whatever the history, the index answers what a scan of the store answers.
+                for value in ["rv0", "rv1", "rv2", "x"] {
+                    let mut scan: Vec<String> = informer
+                        .store()
+                        .state()
+                        .into_iter()
+                        .filter(|o| by_rv_and_tier(o).iter().any(|v| v == value))
+                        .map(|o| o.metadata.name.clone().unwrap_or_default())
+                        .collect();
+                    scan.sort();
+                    assert_eq!(
+                        names(informer.by_index("idx", value).unwrap()),
+                        scan,
+                        "seed {seed} step {step} value {value}"
+                    );
+                }
             }
         }
     }

@@ -45,7 +45,9 @@
 //!   ([`WatchOptions`]): namespace, label and field selectors; metadata-only watches through
 //!   [`Cache::metadata_kind`].
 //! * [`Cache`]: the shared informer map. Every `Kind` and every [`Reader`] (cached `get`/`list`
-//!   with label selectors) for the same type and options shares one watch and one store. Each
+//!   with label selectors, and secondary indexes: [`Reader::add_index`] / [`Reader::by_index`],
+//!   controller-runtime's field indexer) for the same type and options shares one watch and one
+//!   store. Each
 //!   subscriber has a bounded buffer; one that falls behind is resynced from the store (it gets
 //!   the net difference since what it last saw) instead of blocking the others or losing a change
 //!   (details in [`KindStream`]).
@@ -104,6 +106,7 @@ mod cache;
 mod channel;
 mod error;
 mod event;
+mod index;
 mod informer;
 mod kind;
 mod selector;
@@ -114,6 +117,7 @@ pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi,
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use event::{Event, EventKind};
+pub use index::{IndexError, IndexFn};
 pub use informer::{CacheObject, KindStream};
 pub use kind::{Kind, KindStats};
 pub use selector::{SelectorError, parse_label_selector};

@@ -452,3 +452,73 @@ async fn slow_subscriber_is_resynced_and_does_not_block_the_fast_one() {
     assert!(got.iter().any(|e| rv(e.object()) == rv(&last)));
     quiet(&mut slow.events).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reader_indexes_follow_the_watch_and_are_shared() {
+    let server = TestApiServer::start().await.expect("envtest");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(&PostParams::default(), &configmap_owned("early", "x"))
+        .await
+        .expect("create early");
+    let cache = Cache::new(server.client());
+    let options = WatchOptions::all().namespace("default");
+    let reader = cache.reader::<ConfigMap>(options.clone()).expect("reader");
+    reader.wait_for_sync(WAIT).await.expect("synced");
+    reader
+        .add_index("owner", |cm: &ConfigMap| {
+            cm.data
+                .iter()
+                .flat_map(|d| d.get("owner").cloned())
+                .collect()
+        })
+        .expect("a new index");
+    let owned_by = |reader: &kcr_source::Reader<ConfigMap>, owner: &str| -> Vec<String> {
+        reader
+            .by_index("owner", owner)
+            .expect("the index exists")
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect()
+    };
+    // Filed at registration: the object cached before the index existed.
+    assert_eq!(owned_by(&reader, "x"), ["early"]);
+
+    api.create(&PostParams::default(), &configmap_owned("late", "y"))
+        .await
+        .expect("create late");
+    api.patch(
+        "early",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"owner": "y"}})),
+    )
+    .await
+    .expect("move early to y");
+    kcr_envtest::eventually("both filed under y", WAIT, || async {
+        owned_by(&reader, "y") == ["early", "late"] && owned_by(&reader, "x").is_empty()
+    })
+    .await;
+
+    // Another reader of the same type and options shares the informer and its indexes.
+    let other = cache.reader::<ConfigMap>(options).expect("reader");
+    assert_eq!(owned_by(&other, "y"), ["early", "late"]);
+    assert_eq!(
+        other.add_index("owner", |_: &ConfigMap| Vec::new()),
+        Err(kcr_source::IndexError::Duplicate {
+            index: "owner".into()
+        })
+    );
+    api.delete("late", &DeleteParams::default())
+        .await
+        .expect("delete late");
+    kcr_envtest::eventually("late unfiled", WAIT, || async {
+        owned_by(&other, "y") == ["early"]
+    })
+    .await;
+}
+
+fn configmap_owned(name: &str, owner: &str) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.data = Some([("owner".to_string(), owner.to_string())].into());
+    cm
+}
