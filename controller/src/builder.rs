@@ -548,6 +548,11 @@ impl<'m> Builder<'m> {
 
     /// A child kind: a cached watch of `C` whose events enqueue the object's controller owner of
     /// the [`for_kind`](Self::for_kind) type (`EnqueueRequestForOwner`).
+    ///
+    /// A controller that only needs to hear that a child changed (not read it) can watch it
+    /// metadata-only, controller-runtime's `OnlyMetadata`: `owns::<PartialObjectMeta<Secret>>(..)`
+    /// (`kube::core::PartialObjectMeta`). The server then sends and the cache keeps metadata
+    /// alone, which for Secrets or ConfigMaps is most of their size saved.
     pub fn owns<C>(mut self, options: WatchOptions<C>) -> Self
     where
         C: CacheObject,

@@ -352,6 +352,11 @@ async fn options_are_validated_and_metadata_only_watches_work() {
         Event::Create { object, initial } => {
             assert!(initial);
             assert_eq!(object.metadata.name.as_deref(), Some("meta"));
+            // The server sent metadata only (PartialObjectMetadata), not whole ConfigMaps.
+            assert_eq!(
+                object.types.as_ref().map(|t| t.kind.as_str()),
+                Some("PartialObjectMetadata")
+            );
         }
         other => panic!("expected create, got {other:?}"),
     }
