@@ -15,7 +15,8 @@
 //!   ConfigMaps into owned Secrets) run against envtest, and, `#[ignore]`d unless
 //!   `KCR_TEST_REAL_CLUSTER=1`, against the cluster of the current kubeconfig.
 //!
-//! This library holds what those tests share: [`eventually()`] (kcr-envtest's), which polls a
+//! This library holds what those tests share: [`RunningManager`], a Manager on its own task that
+//! a test stops and checks for a clean shutdown, and [`eventually()`] (kcr-envtest's), which polls a
 //! condition on real time (these tests talk to a server over sockets, so tokio's paused clock
 //! does not apply). To assert that something did *not* happen, the tests never sleep and hope:
 //! they follow the change that must be filtered out with a change that must pass, on the same
@@ -36,4 +37,43 @@
 //! # }
 //! ```
 
+use std::time::Duration;
+
+use kcr_controller::{Manager, ManagerError};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
 pub use kcr_envtest::eventually::eventually;
+
+/// A [`Manager`] running on a task of its own, as an operator's `main` would run it.
+#[derive(Debug)]
+pub struct RunningManager {
+    stop: CancellationToken,
+    task: JoinHandle<Result<(), ManagerError>>,
+}
+
+impl RunningManager {
+    /// Spawns `manager.run` on the current runtime.
+    pub fn start(manager: Manager) -> Self {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move { manager.run(stop).await }
+        });
+        Self { stop, task }
+    }
+
+    /// Starts a graceful shutdown and waits for it.
+    ///
+    /// # Panics
+    /// When the manager does not stop within `within`, its task panicked, or `run` returned an
+    /// error: each is a failed test.
+    pub async fn stop(self, within: Duration) {
+        self.stop.cancel();
+        tokio::time::timeout(within, self.task)
+            .await
+            .expect("the manager stops within its graceful timeout")
+            .expect("the manager task did not panic")
+            .expect("a clean shutdown");
+    }
+}

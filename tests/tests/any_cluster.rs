@@ -25,13 +25,12 @@ use kcr_controller::{
 use kcr_envtest::TestApiServer;
 use kcr_handler::Request;
 use kcr_source::Reader;
-use kcr_tests::eventually;
+use kcr_tests::{RunningManager, eventually};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 /// Real clusters are slower than envtest (admission, etcd, other controllers).
 const WAIT: Duration = Duration::from_secs(60);
@@ -155,11 +154,7 @@ async fn scenario(client: Client) {
             reconciled: reconciled.clone(),
         })
         .expect("controller");
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move { mgr.run(stop).await }
-    });
+    let running = RunningManager::start(mgr);
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns_name);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns_name);
@@ -208,12 +203,7 @@ async fn scenario(client: Client) {
         Err("no secret plain-mirror".to_string())
     );
 
-    stop.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .expect("the manager stops within its graceful timeout")
-        .expect("the manager task")
-        .expect("a clean shutdown");
+    running.stop(WAIT).await;
     namespaces
         .delete(&ns_name, &DeleteParams::default())
         .await

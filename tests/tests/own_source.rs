@@ -10,11 +10,10 @@ use kcr_controller::{Action, Context, Manager, ManagerOptions, Reconciler, Watch
 use kcr_envtest::TestApiServer;
 use kcr_handler::{EnqueueRequestForObject, Request};
 use kcr_source::{Event, Source, SourceError, Started, SyncHandle};
-use kcr_tests::eventually;
+use kcr_tests::{RunningManager, eventually};
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -103,11 +102,7 @@ async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
         )
         .complete(seen.clone())
         .expect("controller");
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move { mgr.run(stop).await }
-    });
+    let running = RunningManager::start(mgr);
 
     // From the cluster, through the cached watch.
     let configmaps: Api<ConfigMap> = Api::namespaced(client, "default");
@@ -133,10 +128,5 @@ async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
     })
     .await;
 
-    stop.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .expect("the manager stops")
-        .expect("the manager task")
-        .expect("a clean shutdown");
+    running.stop(WAIT).await;
 }

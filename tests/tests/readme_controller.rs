@@ -14,12 +14,11 @@ use kcr_controller::{
 use kcr_envtest::TestApiServer;
 use kcr_handler::Request;
 use kcr_predicate::GenerationChanged;
-use kcr_tests::eventually;
+use kcr_tests::{RunningManager, eventually};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -75,11 +74,7 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
         .max_concurrent_reconciles(4)
         .complete(hello.clone())
         .expect("controller");
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move { mgr.run(stop).await }
-    });
+    let running = RunningManager::start(mgr);
 
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let web = deployments
@@ -162,10 +157,5 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
     .await;
     assert_eq!(hello.count("default/web-5d9c"), 0);
 
-    stop.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .expect("the manager stops within its graceful timeout")
-        .expect("the manager task")
-        .expect("a clean shutdown");
+    running.stop(WAIT).await;
 }
