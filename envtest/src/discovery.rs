@@ -112,6 +112,17 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    if t.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", t.plural),
+            "singularName": "",
+            "namespaced": t.namespaced,
+            "group": "autoscaling",
+            "version": "v1",
+            "kind": "Scale",
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
     if t.key() == "namespaces" {
         out.push(json!({
             "name": "namespaces/finalize",
@@ -164,6 +175,11 @@ fn aggregated_resource(t: &ResourceType, version: &str) -> Value {
     let mut subresources = Vec::new();
     if t.status_subresource {
         subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+    }
+    if t.scale.is_some() {
+        subresources.push(json!({"subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"]}));
     }
     let mut r = json!({
         "resource": t.plural,

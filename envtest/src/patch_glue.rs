@@ -24,7 +24,7 @@ pub(crate) fn strategy_for(t: &ResourceType) -> Option<MergeStrategy> {
     })
 }
 
-fn patch_error(t: &ResourceType, name: &str, e: PatchError) -> ApiError {
+pub(crate) fn patch_error(t: &ResourceType, name: &str, e: PatchError) -> ApiError {
     match e.status_code() {
         415 => ApiError::new(415, "UnsupportedMediaType", e.to_string()),
         422 => ApiError::invalid(

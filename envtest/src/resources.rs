@@ -29,8 +29,22 @@ pub struct ResourceType {
     pub status_subresource: bool,
     /// Whether strategic merge patch is accepted (built-in types only, as on the real server).
     pub strategic_merge: bool,
+    /// The `scale` subresource, when served (see [`crate::scale`]).
+    pub scale: Option<ScaleSubresource>,
     /// For custom resources: the CRD data that drives validation and printing.
     pub custom: Option<CustomInfo>,
+}
+
+/// Where a resource keeps what its `scale` subresource shows: `.a.b` paths, as in a CRD's
+/// `subresources.scale`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaleSubresource {
+    /// The desired replicas (`.spec.replicas`).
+    pub spec_replicas_path: String,
+    /// The observed replicas (`.status.replicas`).
+    pub status_replicas_path: String,
+    /// The label selector (a string, or a label selector object), if any.
+    pub label_selector_path: Option<String>,
 }
 
 /// CRD-specific data of a custom resource.
@@ -106,6 +120,7 @@ fn builtin(
         categories: Vec::new(),
         status_subresource: status,
         strategic_merge: true,
+        scale: None,
         custom: None,
     }
 }
@@ -126,6 +141,7 @@ pub fn builtins() -> Vec<ResourceType> {
         true,
     );
     deployments.categories = vec!["all".to_string()];
+    deployments.scale = Some(crate::scale::builtin());
     let mut replicasets = builtin(
         "apps",
         "v1",
@@ -136,6 +152,7 @@ pub fn builtins() -> Vec<ResourceType> {
         true,
     );
     replicasets.categories = vec!["all".to_string()];
+    replicasets.scale = Some(crate::scale::builtin());
     // The other workload kinds, served as stored objects (nothing runs them); their pod
     // templates merge as upstream (see `patch::strategy`).
     let workloads = [
@@ -148,6 +165,9 @@ pub fn builtins() -> Vec<ResourceType> {
         let short: &[&str] = if short.is_empty() { &[] } else { &[short] };
         let mut r = builtin(group, "v1", plural, kind, true, short, true);
         r.categories = vec!["all".to_string()];
+        if kind == "StatefulSet" {
+            r.scale = Some(crate::scale::builtin());
+        }
         r
     });
     let mut all = vec![
@@ -275,6 +295,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
     let mut schemas = BTreeMap::new();
     let mut printer_columns = BTreeMap::new();
     let mut status_subresource = false;
+    let mut scale = None;
     for v in spec["versions"].as_array().into_iter().flatten() {
         let vname = text(&v["name"]);
         if vname.is_empty() {
@@ -295,6 +316,14 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
         }
         if v["subresources"].get("status").is_some() {
             status_subresource = true;
+        }
+        if v["subresources"].get("scale").is_some() {
+            match crate::scale::from_crd_version(v) {
+                Some(s) => scale = scale.or(Some(s)),
+                None => causes.push(required(
+                    "spec.versions[].subresources.scale.specReplicasPath/statusReplicasPath",
+                )),
+            }
         }
     }
     if versions.is_empty() {
@@ -331,6 +360,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
         categories: list(&names["categories"]),
         status_subresource,
         strategic_merge: false,
+        scale,
         custom: Some(CustomInfo {
             crd_name: name,
             schemas,

@@ -189,6 +189,10 @@ async fn kubectl_smoke() {
     };
     let deploy = get("deployment/web").await;
     assert_eq!(deploy["spec"]["replicas"], 0, "an explicit zero is kept");
+    // kubectl scale goes through the scale subresource (found by discovery).
+    k.ok(&["-n", "team1", "scale", "deployment/web", "--replicas=3"])
+        .await;
+    assert_eq!(get("deployment/web").await["spec"]["replicas"], 3);
     assert_eq!(
         deploy["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
         8080
