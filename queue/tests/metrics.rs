@@ -168,3 +168,18 @@ async fn metrics_can_be_turned_off() {
     assert!(snapshot(&snapshotter, "quiet").is_empty());
     assert!(!q.refresh_unfinished_work());
 }
+
+#[tokio::test(start_paused = true)]
+async fn add_all_counts_like_single_adds() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let q = metrics::with_local_recorder(&recorder, || WorkQueue::<u32>::new("batch"));
+    q.add(1);
+    let in_flight = q.get().await.expect("key 1");
+    // 1 is in flight (dirty on re-add), 2 and 3 are new, the second 3 is a duplicate.
+    q.add_all([1, 2, 3, 3], 0);
+    let values = snapshot(&snapshotter, "batch");
+    assert_eq!(counter(&values, "workqueue_adds_total"), 1 + 3);
+    assert_eq!(gauge(&values, "workqueue_depth"), 2.0);
+    in_flight.done();
+}

@@ -651,3 +651,103 @@ fn works_without_a_runtime_for_adds() {
     assert_eq!(q.name(), "no-runtime");
     assert!(format!("{q:?}").contains("no-runtime"));
 }
+
+/// What `q` hands out next, up to `n` keys, marking each done (or keeping it in flight when
+/// `keep` says so, to make later adds of it dirty).
+async fn drain_some(
+    q: &WorkQueue<u32>,
+    n: usize,
+    keep: &mut Vec<kcr_queue::WorkItem<u32>>,
+    hold: bool,
+) -> Vec<u32> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let Some(item) = try_get(q).await else { break };
+        out.push(*item);
+        if hold {
+            keep.push(item);
+        } else {
+            item.done();
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_all_behaves_like_adds_one_by_one() {
+    use rand::{Rng, SeedableRng};
+    for seed in 0..50u64 {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let (batched, single) = (queue::<u32>(), queue::<u32>());
+        let (mut held_b, mut held_s) = (Vec::new(), Vec::new());
+        for step in 0..40 {
+            match rng.random_range(0..10) {
+                // A batch of keys (with duplicates) at one priority, to both queues.
+                0..6 => {
+                    let keys: Vec<u32> = (0..rng.random_range(0..12))
+                        .map(|_| rng.random_range(0..10))
+                        .collect();
+                    let prio = rng.random_range(-2..3);
+                    batched.add_all(keys.clone(), prio);
+                    for k in keys {
+                        single.add_with_priority(k, prio);
+                    }
+                }
+                // Take a few; hold some in flight so that re-adds make them dirty.
+                6..9 => {
+                    let n = rng.random_range(1..5);
+                    let hold = rng.random_bool(0.4);
+                    let b = drain_some(&batched, n, &mut held_b, hold).await;
+                    let s = drain_some(&single, n, &mut held_s, hold).await;
+                    assert_eq!(b, s, "seed {seed} step {step}: different keys handed out");
+                }
+                // Finish what is held (dirty keys are queued again).
+                _ => {
+                    held_b.drain(..).for_each(|i| i.done());
+                    held_s.drain(..).for_each(|i| i.done());
+                }
+            }
+            assert_eq!(batched.len(), single.len(), "seed {seed} step {step}");
+            assert_eq!(batched.num_in_flight(), single.num_in_flight());
+        }
+        held_b.drain(..).for_each(|i| i.done());
+        held_s.drain(..).for_each(|i| i.done());
+        let b = drain_some(&batched, 100, &mut held_b, false).await;
+        let s = drain_some(&single, 100, &mut held_s, false).await;
+        assert_eq!(b, s, "seed {seed}: final order");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_all_wakes_every_waiting_getter_it_has_keys_for() {
+    let q = queue::<u32>();
+    let getters: Vec<_> = (0..3)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let item = q.get().await.expect("a key");
+                let key = *item;
+                // Hold the key until the end so that each getter gets its own.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                key
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    q.add_all([7, 8, 9], 0);
+    let mut got = Vec::new();
+    for g in getters {
+        got.push(
+            timeout(Duration::from_secs(5), g)
+                .await
+                .expect("woken")
+                .expect("getter"),
+        );
+    }
+    got.sort();
+    assert_eq!(got, [7, 8, 9]);
+    // After shutdown a batch is refused like a single add.
+    q.shutdown();
+    q.add_all([1, 2], 0);
+    assert_eq!(q.len(), 0);
+}

@@ -2,6 +2,8 @@
 //! 1. every key is processed at least once after its last add;
 //! 2. a key is never processed by two workers at once;
 //! 3. after a drained shutdown nothing is in flight.
+//!
+//! Producers mix plain, prioritised, delayed and batched (`add_all`) adds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -91,6 +93,18 @@ async fn run(seed: u64, keys: usize, metrics: bool) {
                     match op {
                         1 => q.add_with_priority(key, LOW_PRIORITY),
                         2 => q.add_with_priority(key, rng.random_range(-5..5)),
+                        3 => {
+                            // A batch: this key and a few more (duplicates allowed), each
+                            // stamped before the one add_all call.
+                            let mut batch = vec![key];
+                            for _ in 0..rng.random_range(0..8) {
+                                let other = rng.random_range(0..keys);
+                                let stamp = t.clock.fetch_add(1, Ordering::SeqCst);
+                                t.last_add[other].fetch_max(stamp, Ordering::SeqCst);
+                                batch.push(other);
+                            }
+                            q.add_all(batch, rng.random_range(-5..5));
+                        }
                         _ => q.add(key),
                     }
                     if i % 64 == 0 {
