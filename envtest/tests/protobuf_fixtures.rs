@@ -65,3 +65,41 @@ fn a_truncated_body_is_an_error_not_a_partial_object() {
         );
     }
 }
+
+#[test]
+fn mangled_bodies_are_errors_or_objects_never_panics() {
+    // xorshift64: deterministic, no dependency.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/protobuf");
+    let mut outcomes = (0, 0);
+    for entry in std::fs::read_dir(&dir).expect("fixtures directory") {
+        let path = entry.expect("directory entry").path();
+        if path.extension().is_none_or(|e| e != "pb") {
+            continue;
+        }
+        let body = std::fs::read(&path).expect("fixture body");
+        for _ in 0..2_000 {
+            let mut mangled = body.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = 4 + (next() as usize) % (mangled.len() - 4);
+                match next() % 3 {
+                    0 => mangled[at] = next() as u8,
+                    1 => mangled.truncate(at.max(5)),
+                    _ => mangled.insert(at, next() as u8),
+                }
+            }
+            match decode(&mangled) {
+                Ok(_) => outcomes.0 += 1,
+                Err(_) => outcomes.1 += 1,
+            }
+        }
+    }
+    // Both outcomes occur: the mutations reach past the envelope into the objects.
+    assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
+}
