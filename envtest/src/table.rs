@@ -1,8 +1,9 @@
 //! Server-side printing: `meta.k8s.io/v1` `Table` responses for `kubectl get`
 //! (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`). Columns are NAME, the CRD's
 //! `additionalPrinterColumns` or, for the built-ins kubectl users look at most (pods,
-//! deployments, replicasets, services, nodes, namespaces, configmaps, secrets, leases,
-//! runtimeclasses), the upstream printer's columns (wide ones at priority 1), and AGE. Events
+//! deployments, replicasets, statefulsets, daemonsets, jobs, cronjobs, services, nodes,
+//! namespaces, configmaps, secrets, leases, runtimeclasses), the upstream printer's columns
+//! (wide ones at priority 1, after AGE), and AGE. Events
 //! get upstream's own layout (LAST SEEN, TYPE, REASON, OBJECT, MESSAGE; the rest wide). Other
 //! built-ins print NAME and AGE.
 
@@ -15,7 +16,12 @@ pub fn human_age(created: &str) -> String {
     let Ok(ts) = created.parse::<jiff::Timestamp>() else {
         return "<unknown>".into();
     };
-    let secs = (jiff::Timestamp::now().as_second() - ts.as_second()).max(0);
+    human_duration(jiff::Timestamp::now().as_second() - ts.as_second())
+}
+
+/// A number of seconds as kubectl prints durations (`45s`, `5m3s`, `3h`, `2d`).
+pub fn human_duration(secs: i64) -> String {
+    let secs = secs.max(0);
     let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
     if secs < 120 {
         format!("{secs}s")
@@ -132,11 +138,13 @@ fn format_labels(map: Option<&Value>) -> String {
     }
 }
 
-/// The wide (`-o wide`) columns of a kind with a pod template: containers, images, selector.
-fn template_columns() -> Vec<Column> {
-    let containers = |o: &Value, field: &str| -> Value {
+/// The wide (`-o wide`) columns of a kind with a pod template at `template` (a JSON pointer):
+/// containers, images and, when `selector` is given (a pointer to a label selector), the
+/// selector.
+fn template_columns(template: &'static str, selector: Option<&'static str>) -> Vec<Column> {
+    let containers = move |o: &Value, field: &str| -> Value {
         let names: Vec<&str> = o
-            .pointer("/spec/template/spec/containers")
+            .pointer(&format!("{template}/spec/containers"))
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -144,7 +152,7 @@ fn template_columns() -> Vec<Column> {
             .collect();
         json!(names.join(","))
     };
-    vec![
+    let mut cols = vec![
         Column {
             priority: 1,
             ..col("Containers", move |o| containers(o, "name"))
@@ -153,13 +161,41 @@ fn template_columns() -> Vec<Column> {
             priority: 1,
             ..col("Images", move |o| containers(o, "image"))
         },
-        Column {
+    ];
+    if let Some(selector) = selector {
+        cols.push(Column {
             priority: 1,
-            ..col("Selector", |o| {
-                json!(format_labels(o.pointer("/spec/selector/matchLabels")))
+            ..col("Selector", move |o| {
+                let s = crate::scale::selector_string(o.pointer(selector).unwrap_or(&Value::Null));
+                json!(if s.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    s
+                })
             })
-        },
-    ]
+        });
+    }
+    cols
+}
+
+/// Human readable duration between two RFC 3339 timestamps (`end` now when `None`), or `""`
+/// without a start.
+fn duration_between(start: Option<&str>, end: Option<&str>) -> String {
+    let parse = |s: &str| s.parse::<jiff::Timestamp>().ok();
+    let Some(start) = start.and_then(parse) else {
+        return String::new();
+    };
+    let end = end.and_then(parse).unwrap_or_else(jiff::Timestamp::now);
+    human_duration(end.as_second() - start.as_second())
+}
+
+/// The condition `kind` of `o` has status `True`.
+fn condition_true(o: &Value, kind: &str) -> bool {
+    o.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == "True")
 }
 
 /// A Service's EXTERNAL-IP cell, as kubectl prints it.
@@ -365,7 +401,7 @@ fn builtin_columns(t: &ResourceType) -> Vec<Column> {
                 int_col("Up-to-date", |o| int_at(o, "/status/updatedReplicas")),
                 int_col("Available", |o| int_at(o, "/status/availableReplicas")),
             ];
-            cols.extend(template_columns());
+            cols.extend(template_columns("/spec/template", Some("/spec/selector")));
             cols
         }
         "apps/replicasets" => {
@@ -374,7 +410,105 @@ fn builtin_columns(t: &ResourceType) -> Vec<Column> {
                 int_col("Current", |o| int_at(o, "/status/replicas")),
                 int_col("Ready", |o| int_at(o, "/status/readyReplicas")),
             ];
-            cols.extend(template_columns());
+            cols.extend(template_columns("/spec/template", Some("/spec/selector")));
+            cols
+        }
+        "apps/statefulsets" => {
+            let mut cols = vec![col("Ready", |o| {
+                json!(format!(
+                    "{}/{}",
+                    int_at(o, "/status/readyReplicas"),
+                    desired_replicas(o)
+                ))
+            })];
+            cols.extend(template_columns("/spec/template", None));
+            cols
+        }
+        "apps/daemonsets" => {
+            let mut cols = vec![
+                int_col("Desired", |o| int_at(o, "/status/desiredNumberScheduled")),
+                int_col("Current", |o| int_at(o, "/status/currentNumberScheduled")),
+                int_col("Ready", |o| int_at(o, "/status/numberReady")),
+                int_col("Up-to-date", |o| {
+                    int_at(o, "/status/updatedNumberScheduled")
+                }),
+                int_col("Available", |o| int_at(o, "/status/numberAvailable")),
+                col("Node Selector", |o| {
+                    json!(format_labels(o.pointer("/spec/template/spec/nodeSelector")))
+                }),
+            ];
+            cols.extend(template_columns("/spec/template", Some("/spec/selector")));
+            cols
+        }
+        "batch/jobs" => {
+            let mut cols = vec![
+                col("Status", |o| {
+                    let status = if condition_true(o, "Complete") {
+                        "Complete"
+                    } else if condition_true(o, "Failed") {
+                        "Failed"
+                    } else if o.pointer("/metadata/deletionTimestamp").is_some() {
+                        "Terminating"
+                    } else if condition_true(o, "Suspended") {
+                        "Suspended"
+                    } else if condition_true(o, "FailureTarget") {
+                        "FailureTarget"
+                    } else if condition_true(o, "SuccessCriteriaMet") {
+                        "SuccessCriteriaMet"
+                    } else {
+                        "Running"
+                    };
+                    json!(status)
+                }),
+                col("Completions", |o| {
+                    let succeeded = int_at(o, "/status/succeeded");
+                    let completions = o.pointer("/spec/completions").and_then(Value::as_i64);
+                    let parallelism = int_at(o, "/spec/parallelism");
+                    json!(match completions {
+                        Some(c) => format!("{succeeded}/{c}"),
+                        None if parallelism > 1 => format!("{succeeded}/1 of {parallelism}"),
+                        None => format!("{succeeded}/1"),
+                    })
+                }),
+                col("Duration", |o| {
+                    json!(duration_between(
+                        o.pointer("/status/startTime").and_then(Value::as_str),
+                        o.pointer("/status/completionTime").and_then(Value::as_str),
+                    ))
+                }),
+            ];
+            cols.extend(template_columns("/spec/template", Some("/spec/selector")));
+            cols
+        }
+        "batch/cronjobs" => {
+            let mut cols = vec![
+                col("Schedule", |o| cell_text(o.pointer("/spec/schedule"))),
+                col("Timezone", |o| cell_text(o.pointer("/spec/timeZone"))),
+                col("Suspend", |o| {
+                    let suspended = o.pointer("/spec/suspend").and_then(Value::as_bool);
+                    json!(if suspended == Some(true) {
+                        "True"
+                    } else {
+                        "False"
+                    })
+                }),
+                int_col("Active", |o| {
+                    o.pointer("/status/active")
+                        .and_then(Value::as_array)
+                        .map_or(0, |a| a.len() as i64)
+                }),
+                col("Last Schedule", |o| {
+                    json!(
+                        o.pointer("/status/lastScheduleTime")
+                            .and_then(Value::as_str)
+                            .map_or("<none>".to_string(), human_age)
+                    )
+                }),
+            ];
+            cols.extend(template_columns(
+                "/spec/jobTemplate/spec/template",
+                Some("/spec/jobTemplate/spec/selector"),
+            ));
             cols
         }
         "services" => vec![
@@ -486,7 +620,12 @@ pub fn table(
     let has_age = events || custom.iter().any(|c| c.name.eq_ignore_ascii_case("age"));
     columns.extend(custom);
     if !has_age {
-        columns.push(Column {
+        // As upstream: AGE comes after the columns shown by default, before the wide ones.
+        let at = columns
+            .iter()
+            .position(|c| c.priority > 0)
+            .unwrap_or(columns.len());
+        columns.insert(at, Column {
             description: "CreationTimestamp is a timestamp representing the server time when this object was created.".into(),
             ..col("Age", |o| json!(human_age(o["metadata"]["creationTimestamp"].as_str().unwrap_or_default())))
         });
@@ -577,15 +716,19 @@ mod tests {
                 "Ready",
                 "Up-to-date",
                 "Available",
+                "Age",
                 "Containers",
                 "Images",
-                "Selector",
-                "Age"
+                "Selector"
             ]
         );
-        assert_eq!(columns[4].1, 1, "wide columns have priority 1");
         assert_eq!(
-            cells[..7],
+            (columns[4].1, columns[5].1),
+            (0, 1),
+            "AGE before the wide columns, which have priority 1"
+        );
+        assert_eq!(
+            [&cells[..4], &cells[5..]].concat(),
             [
                 json!("web"),
                 json!("2/3"),
@@ -606,6 +749,86 @@ mod tests {
             None,
         ));
         assert_eq!(cells[1], "0/1");
+    }
+
+    #[test]
+    fn jobs_cronjobs_statefulsets_and_daemonsets_follow_kubectl() {
+        let reg = crate::resources::Registry::with_builtins();
+        let shown = |key: &str, o: &Value| -> Vec<(String, Value)> {
+            let (columns, cells) = layout(&table(reg.get(key).unwrap(), "v1", &[o], false, None));
+            columns
+                .into_iter()
+                .zip(cells)
+                .filter(|((name, prio), _)| *prio == 0 && name != "Age")
+                .map(|((name, _), cell)| (name, cell))
+                .collect()
+        };
+        let row = |pairs: &[(&str, Value)]| -> Vec<(String, Value)> {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.clone()))
+                .collect()
+        };
+        let job = json!({"metadata": {"name": "j"}, "spec": {"completions": 3},
+                         "status": {"succeeded": 3, "startTime": "2020-01-01T00:00:00Z",
+                                    "completionTime": "2020-01-01T00:02:05Z",
+                                    "conditions": [{"type": "Complete", "status": "True"}]}});
+        assert_eq!(
+            shown("batch/jobs", &job),
+            row(&[
+                ("Name", json!("j")),
+                ("Status", json!("Complete")),
+                ("Completions", json!("3/3")),
+                ("Duration", json!("2m5s"))
+            ])
+        );
+        let parallel = json!({"metadata": {"name": "p"}, "spec": {"parallelism": 4},
+                              "status": {"succeeded": 1}});
+        assert_eq!(
+            shown("batch/jobs", &parallel)[1..],
+            row(&[
+                ("Status", json!("Running")),
+                ("Completions", json!("1/1 of 4")),
+                ("Duration", json!(""))
+            ])[..]
+        );
+        let cron = json!({"metadata": {"name": "c"},
+                          "spec": {"schedule": "*/5 * * * *", "suspend": true,
+                                   "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}},
+                          "status": {"active": [{"name": "c-1"}]}});
+        assert_eq!(
+            shown("batch/cronjobs", &cron),
+            row(&[
+                ("Name", json!("c")),
+                ("Schedule", json!("*/5 * * * *")),
+                ("Timezone", json!("<none>")),
+                ("Suspend", json!("True")),
+                ("Active", json!(1)),
+                ("Last Schedule", json!("<none>"))
+            ])
+        );
+        let sts = json!({"metadata": {"name": "s"}, "spec": {"replicas": 3},
+                         "status": {"readyReplicas": 1}});
+        assert_eq!(
+            shown("apps/statefulsets", &sts),
+            row(&[("Name", json!("s")), ("Ready", json!("1/3"))])
+        );
+        let ds = json!({"metadata": {"name": "d"},
+                        "spec": {"template": {"spec": {"nodeSelector": {"disk": "ssd"}}}},
+                        "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+                                   "numberReady": 2, "updatedNumberScheduled": 3,
+                                   "numberAvailable": 2}});
+        assert_eq!(
+            shown("apps/daemonsets", &ds)[1..],
+            row(&[
+                ("Desired", json!(3)),
+                ("Current", json!(3)),
+                ("Ready", json!(2)),
+                ("Up-to-date", json!(3)),
+                ("Available", json!(2)),
+                ("Node Selector", json!("disk=ssd"))
+            ])[..]
+        );
     }
 
     #[test]
