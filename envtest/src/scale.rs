@@ -7,7 +7,8 @@
 //! optional `labelSelectorPath`). A read builds the `Scale` from the object; a write (PUT of a
 //! `Scale`, or a JSON / merge / strategic merge patch of it) changes only the object's spec
 //! replicas and is stored as an update of the object, with its admission, resourceVersion
-//! precondition and generation bump.
+//! precondition and generation bump. Not served: server-side apply of a `Scale` (400), and
+//! field ownership for `/scale` writes is recorded as an `Update` of the object itself.
 
 use serde_json::{Map, Value, json};
 
