@@ -66,7 +66,13 @@ impl Reconciler<Request> for Mirror {
             controller: Some(true),
             block_owner_deletion: Some(true),
         }]);
-        secret.string_data = cm.data.clone();
+        // `data`, not `stringData`: server-side apply of stringData has upstream quirks (the
+        // server folds it into data, and later applies can leave stale keys behind).
+        secret.data = cm.data.as_ref().map(|d| {
+            d.iter()
+                .map(|(k, v)| (k.clone(), k8s_openapi::ByteString(v.clone().into_bytes())))
+                .collect()
+        });
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), ns);
         let apply = PatchParams::apply("kcr-test-mirror").force();
         secrets
