@@ -105,6 +105,14 @@ fn col(name: &str, cell: impl Fn(&Value) -> Value + 'static) -> Column {
     }
 }
 
+/// A column shown only with `-o wide` (priority 1).
+fn wide(name: &str, cell: impl Fn(&Value) -> Value + 'static) -> Column {
+    Column {
+        priority: 1,
+        ..col(name, cell)
+    }
+}
+
 fn int_col(name: &str, cell: impl Fn(&Value) -> i64 + 'static) -> Column {
     Column {
         kind: "integer".into(),
@@ -153,27 +161,18 @@ fn template_columns(template: &'static str, selector: Option<&'static str>) -> V
         json!(names.join(","))
     };
     let mut cols = vec![
-        Column {
-            priority: 1,
-            ..col("Containers", move |o| containers(o, "name"))
-        },
-        Column {
-            priority: 1,
-            ..col("Images", move |o| containers(o, "image"))
-        },
+        wide("Containers", move |o| containers(o, "name")),
+        wide("Images", move |o| containers(o, "image")),
     ];
     if let Some(selector) = selector {
-        cols.push(Column {
-            priority: 1,
-            ..col("Selector", move |o| {
-                let s = crate::scale::selector_string(o.pointer(selector).unwrap_or(&Value::Null));
-                json!(if s.is_empty() {
-                    "<none>".to_string()
-                } else {
-                    s
-                })
+        cols.push(wide("Selector", move |o| {
+            let s = crate::scale::selector_string(o.pointer(selector).unwrap_or(&Value::Null));
+            json!(if s.is_empty() {
+                "<none>".to_string()
+            } else {
+                s
             })
-        });
+        }));
     }
     cols
 }
@@ -235,8 +234,8 @@ fn service_external_ip(o: &Value) -> String {
     }
 }
 
-/// The complete column set of Events (both APIs: core field names or events.k8s.io ones), as
-/// the real server prints them: no AGE, NAME only with `-o wide`.
+/// The complete column set of Events, as the real server prints them: no AGE, NAME only with
+/// `-o wide`. Rows are in core/v1 form ([`table`] converts events.k8s.io objects first).
 fn event_columns() -> Vec<Column> {
     fn first<'a>(o: &'a Value, pointers: &[&str]) -> Option<&'a Value> {
         pointers
@@ -251,78 +250,43 @@ fn event_columns() -> Vec<Column> {
         )
     }
     fn first_seen(o: &Value) -> Option<&Value> {
-        first(
-            o,
-            &["/firstTimestamp", "/deprecatedFirstTimestamp", "/eventTime"],
-        )
+        first(o, &["/firstTimestamp", "/eventTime"])
     }
-    let wide = |name: &str, cell: Box<dyn Fn(&Value) -> Value>| Column {
-        priority: 1,
-        cell,
-        ..col(name, |_| Value::Null)
-    };
     vec![
         col("Last Seen", |o| {
-            since(
-                first(
-                    o,
-                    &[
-                        "/series/lastObservedTime",
-                        "/lastTimestamp",
-                        "/deprecatedLastTimestamp",
-                    ],
-                )
-                .or(first_seen(o)),
-            )
+            since(first(o, &["/series/lastObservedTime", "/lastTimestamp"]).or(first_seen(o)))
         }),
         col("Type", |o| cell_text(o.get("type"))),
         col("Reason", |o| cell_text(o.get("reason"))),
         col("Object", |o| {
-            let obj = first(o, &["/involvedObject", "/regarding"]).unwrap_or(&Value::Null);
+            let obj = &o["involvedObject"];
             json!(format!(
                 "{}/{}",
                 obj["kind"].as_str().unwrap_or_default().to_lowercase(),
                 obj["name"].as_str().unwrap_or_default()
             ))
         }),
-        wide(
-            "Subobject",
-            Box::new(|o| {
-                let obj = first(o, &["/involvedObject", "/regarding"]).unwrap_or(&Value::Null);
-                json!(obj["fieldPath"].as_str().unwrap_or_default())
-            }),
-        ),
-        wide(
-            "Source",
-            Box::new(|o| {
-                cell_text(first(
-                    o,
-                    &[
-                        "/source/component",
-                        "/reportingController",
-                        "/reportingComponent",
-                    ],
-                ))
-            }),
-        ),
-        col("Message", |o| {
+        wide("Subobject", |o| {
             json!(
-                first(o, &["/message", "/note"])
-                    .and_then(Value::as_str)
+                o["involvedObject"]["fieldPath"]
+                    .as_str()
                     .unwrap_or_default()
             )
         }),
-        wide("First Seen", Box::new(|o| since(first_seen(o)))),
-        wide(
-            "Count",
-            Box::new(|o| {
-                let count = first(o, &["/series/count", "/count", "/deprecatedCount"])
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
-                json!(count.to_string())
-            }),
-        ),
-        wide("Name", Box::new(|o| cell_text(o.pointer("/metadata/name")))),
+        wide("Source", |o| {
+            cell_text(first(o, &["/source/component", "/reportingComponent"]))
+        }),
+        col("Message", |o| {
+            json!(o["message"].as_str().unwrap_or_default())
+        }),
+        wide("First Seen", |o| since(first_seen(o))),
+        wide("Count", |o| {
+            let count = first(o, &["/series/count", "/count"])
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            json!(count.to_string())
+        }),
+        wide("Name", |o| cell_text(o.pointer("/metadata/name"))),
     ]
 }
 
@@ -538,12 +502,9 @@ fn builtin_columns(t: &ResourceType) -> Vec<Column> {
                     ports.join(",")
                 })
             }),
-            Column {
-                priority: 1,
-                ..col("Selector", |o| {
-                    json!(format_labels(o.pointer("/spec/selector")))
-                })
-            },
+            wide("Selector", |o| {
+                json!(format_labels(o.pointer("/spec/selector")))
+            }),
         ],
         "configmaps" => vec![col("Data", |o| {
             json!(
@@ -637,7 +598,16 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(o)).collect();
+            // events.k8s.io Events print through their core/v1 form: one set of field names,
+            // converted by the same code that serves the two APIs.
+            let core;
+            let printed: &Value = if crate::convert::is_events_v1(t) {
+                core = crate::convert::to_storage(t, (*o).clone());
+                &core
+            } else {
+                o
+            };
+            let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(printed)).collect();
             let object = if include_object {
                 (*o).clone()
             } else {
