@@ -118,9 +118,6 @@ impl<K: CacheObject> Indexes<K> {
 
     /// Follows the store's changes (`key` gives an object's store key).
     pub(crate) fn apply(&mut self, events: &[Event<K>], key: impl Fn(&K) -> ObjectRef<K>) {
-        if self.by_name.is_empty() {
-            return;
-        }
         for event in events {
             match event {
                 Event::Create { object, .. } | Event::Update { new: object, .. } => {

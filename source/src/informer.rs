@@ -80,6 +80,8 @@ struct State<K: CacheObject> {
     next_id: u64,
     synced: bool,
     stopped: bool,
+    /// An index was registered: the event path must keep the indexes up to date.
+    indexed: bool,
 }
 
 /// Counters of one informer (for tests, benchmarks and metrics).
@@ -155,6 +157,7 @@ impl<K: CacheObject> Informer<K> {
                 next_id: 0,
                 synced: false,
                 stopped: false,
+                indexed: false,
             }),
             indexes: RwLock::new(Indexes::default()),
             sync,
@@ -185,9 +188,11 @@ impl<K: CacheObject> Informer<K> {
     /// Registers a secondary index, filing the objects cached so far.
     pub(crate) fn add_index(&self, name: String, extract: IndexFn<K>) -> Result<(), IndexError> {
         // The state lock keeps the store and the event path still while the index is built.
-        let _state = self.state.lock();
+        let mut state = self.state.lock();
         let current = self.store.state().into_iter().map(|o| (self.key(&o), o));
-        self.indexes.write().add(name, extract, current)
+        self.indexes.write().add(name, extract, current)?;
+        state.indexed = true;
+        Ok(())
     }
 
     /// The objects filed under `value` in the index `name`.
@@ -267,8 +272,11 @@ impl<K: CacheObject> Informer<K> {
                 (events, first)
             }
         };
-        // The indexes follow the store before any subscriber hears of the change.
-        self.indexes.write().apply(&events, |o| self.key(o));
+        // The indexes follow the store before any subscriber hears of the change (no index
+        // lock on this path until an index exists).
+        if st.indexed {
+            self.indexes.write().apply(&events, |o| self.key(o));
+        }
         let mut wakers = Vec::new();
         let capacity = self.capacity;
         for sub in st.subscribers.values_mut() {
