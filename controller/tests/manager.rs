@@ -181,7 +181,7 @@ async fn missing_crd_fails_startup_with_a_clear_error() {
     }
 
     // With the CRD installed, the same controller starts fine.
-    server.install_crd::<common::Widget>().unwrap();
+    server.install_crd::<common::Widget>().await.unwrap();
     let mgr = Manager::new(server.client(), manager_options())
         .await
         .unwrap();

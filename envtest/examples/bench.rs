@@ -97,7 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = server.client();
 
     // 1. List of 10,000 nodes (typed kube list: HTTP + JSON decoding into k8s-openapi Nodes).
-    server.add_nodes(NODES)?;
+    server.add_nodes(NODES).await?;
     let nodes: Api<Node> = Api::all(client.clone());
     let mut times = Vec::new();
     for _ in 0..7 {
@@ -115,7 +115,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 2. One watch delivering 100,000 events (1,000 configmaps, each written 100 times).
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let rv0 = server.resource_version().to_string();
+    let rv0 = server.resource_version().await?.to_string();
     let written = Instant::now();
     for round in 0..EVENTS / 1000 {
         for i in 0..1000 {
@@ -123,7 +123,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": format!("cm-{i}"), "namespace": "default", "labels": {"app": "bench"}},
                 "data": {"round": round.to_string()},
-            }))?;
+            })).await?;
         }
     }
     let write_rate = EVENTS as f64 / written.elapsed().as_secs_f64();

@@ -41,6 +41,60 @@ pub enum EnvtestError {
         /// The API error the server produced.
         error: Box<ApiError>,
     },
+    /// A request a helper made to the real API server failed.
+    #[error("{what}: {source}")]
+    Kube {
+        /// What the helper was doing.
+        what: String,
+        /// The client error.
+        source: Box<kube::Error>,
+    },
+    /// `KCR_ENVTEST_BACKEND` (or a backend name given elsewhere) names no backend.
+    #[error("unknown kcr-envtest backend {value:?}: expected \"in-process\" or \"real\"")]
+    UnknownBackend {
+        /// The value that was given.
+        value: String,
+    },
+    /// A helper or option that does not exist on the selected backend.
+    #[error("{helper} is not supported on the {backend} backend: {why}")]
+    Unsupported {
+        /// The helper or builder option.
+        helper: &'static str,
+        /// The backend in use.
+        backend: crate::Backend,
+        /// Why, and what to use instead.
+        why: &'static str,
+    },
+    /// The control-plane binaries for the `real` backend were not found.
+    #[error(
+        "no control-plane binaries (kube-apiserver, etcd) found; looked in: {searched}. \
+         Build them with `tools/control-plane/build.sh` (needs Go), or point KUBEBUILDER_ASSETS \
+         at a directory holding them (for example one made by setup-envtest)"
+    )]
+    BinariesNotFound {
+        /// The directories searched, comma-separated.
+        searched: String,
+    },
+    /// Preparing the `real` backend's files (certificates, keys, kubeconfigs) failed.
+    #[error("cannot prepare {what} for the real control plane: {reason}")]
+    Prepare {
+        /// What was being prepared.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// A control-plane process could not be started, or did not become ready.
+    #[error("{component} did not start: {reason}\n--- last lines of its log ({log}) ---\n{log_tail}")]
+    Startup {
+        /// `etcd`, `kube-apiserver` or `kube-controller-manager`.
+        component: &'static str,
+        /// What went wrong.
+        reason: String,
+        /// The path of the process's log.
+        log: String,
+        /// The last lines of that log.
+        log_tail: String,
+    },
 }
 
 /// A failed API request: rendered as a `metav1.Status` body with `code` as the HTTP status.

@@ -15,7 +15,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = TestApiServer::start().await?;
-//! server.add_nodes(2)?;
+//! server.add_nodes(2).await?;
 //! let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
 //! let mut cm = ConfigMap::default();
 //! cm.metadata.name = Some("demo".into());
@@ -73,6 +73,7 @@
 pub mod admission;
 mod admission_glue;
 mod api;
+pub mod backend;
 pub mod convert;
 pub mod discovery;
 pub mod error;
@@ -83,6 +84,7 @@ pub mod openapi;
 pub mod patch;
 mod patch_glue;
 pub mod protobuf;
+pub mod real;
 pub mod resources;
 pub mod scale;
 pub mod schema;
@@ -92,7 +94,9 @@ pub mod store;
 pub mod table;
 mod watch;
 
+pub use backend::{BACKEND_ENV, Backend};
 pub use error::{ApiError, EnvtestError};
+pub use real::binaries::{Binaries, kubectl_path};
 pub use eventually::eventually;
 pub use faults::Faults;
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};

@@ -17,8 +17,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::backend::Backend;
 use crate::error::{ApiError, EnvtestError};
 use crate::faults::Faults;
+use crate::real::ControlPlane;
 use crate::store::Store;
 
 /// HTTP body type of every response.
@@ -55,18 +57,20 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub struct TestApiServerBuilder {
     port: u16,
-    history_window: usize,
-    bookmark_interval: Duration,
+    history_window: Option<usize>,
+    bookmark_interval: Option<Duration>,
     nodes: usize,
+    backend: Option<Backend>,
 }
 
 impl Default for TestApiServerBuilder {
     fn default() -> Self {
         TestApiServerBuilder {
             port: 0,
-            history_window: 100_000,
-            bookmark_interval: Duration::from_secs(10),
+            history_window: None,
+            bookmark_interval: None,
             nodes: 0,
+            backend: None,
         }
     }
 }
@@ -79,15 +83,26 @@ impl TestApiServerBuilder {
     }
 
     /// Number of events kept for watch resumption and consistent pagination (default
-    /// 100,000). Resuming from an older resourceVersion gets 410 Expired.
+    /// 100,000). Resuming from an older resourceVersion gets 410 Expired. In-process backend
+    /// only: [`start`](Self::start) on the real backend fails with
+    /// [`EnvtestError::Unsupported`].
     pub fn history_window(mut self, events: usize) -> Self {
-        self.history_window = events;
+        self.history_window = Some(events);
         self
     }
 
     /// Interval of BOOKMARK events on watches that asked for them (default 10 s, tokio time).
+    /// In-process backend only (kube-apiserver's interval is fixed): [`start`](Self::start) on
+    /// the real backend fails with [`EnvtestError::Unsupported`].
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
-        self.bookmark_interval = interval;
+        self.bookmark_interval = Some(interval);
+        self
+    }
+
+    /// Run this backend whatever `KCR_ENVTEST_BACKEND` says (default: [`Backend::from_env`]).
+    /// For tests of one backend's own behaviour.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = Some(backend);
         self
     }
 
@@ -97,8 +112,58 @@ impl TestApiServerBuilder {
         self
     }
 
-    /// Bind and start serving.
+    /// Start the chosen backend and serve (see [`TestApiServer`]).
     pub async fn start(self) -> Result<TestApiServer, EnvtestError> {
+        let backend = match self.backend {
+            Some(b) => b,
+            None => Backend::from_env()?,
+        };
+        let server = match backend {
+            Backend::InProcess => self.start_in_process().await?,
+            Backend::Real => self.start_real().await?,
+        };
+        if self.nodes > 0 {
+            server.add_nodes(self.nodes).await?;
+        }
+        Ok(server)
+    }
+
+    async fn start_real(&self) -> Result<TestApiServer, EnvtestError> {
+        let unsupported = |helper, why| EnvtestError::Unsupported {
+            helper,
+            backend: Backend::Real,
+            why,
+        };
+        if self.history_window.is_some() {
+            return Err(unsupported(
+                "TestApiServerBuilder::history_window",
+                "kube-apiserver sizes its watch cache itself; use Faults::compact_history for 410s",
+            ));
+        }
+        if self.bookmark_interval.is_some() {
+            return Err(unsupported(
+                "TestApiServerBuilder::bookmark_interval",
+                "kube-apiserver's bookmark interval is fixed",
+            ));
+        }
+        let expiry = Arc::new(crate::real::proxy::Expiry::default());
+        let compact = {
+            let expiry = expiry.clone();
+            Arc::new(move || expiry.request())
+        };
+        let faults = Faults::new(compact);
+        let plane = crate::real::ControlPlane::start(self.port, faults.clone(), expiry).await?;
+        let addr = plane.proxy_addr();
+        Ok(TestApiServer {
+            client: client_for(addr)?,
+            running: Running::Real(Box::new(plane)),
+            faults,
+            addr,
+            node_counter: Mutex::new(0),
+        })
+    }
+
+    async fn start_in_process(&self) -> Result<TestApiServer, EnvtestError> {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         let listener = TcpListener::bind(addr)
             .await
@@ -110,7 +175,9 @@ impl TestApiServerBuilder {
             addr: addr.to_string(),
             source,
         })?;
-        let store = Arc::new(Mutex::new(Store::new(self.history_window)));
+        let store = Arc::new(Mutex::new(Store::new(
+            self.history_window.unwrap_or(DEFAULT_HISTORY_WINDOW),
+        )));
         let rv_tx = Arc::new(watch::channel(0u64).0);
         let compact = {
             let store = store.clone();
@@ -128,7 +195,9 @@ impl TestApiServerBuilder {
             store,
             rv_tx,
             faults: Faults::new(compact),
-            bookmark_interval: self.bookmark_interval,
+            bookmark_interval: self
+                .bookmark_interval
+                .unwrap_or(DEFAULT_BOOKMARK_INTERVAL),
             shutdown: watch::channel(false).0,
         });
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -151,29 +220,33 @@ impl TestApiServerBuilder {
                     error: Box::new(error),
                 })?;
         }
-        let url = format!("http://{addr}");
-        let config = kube::Config::new(
-            url.parse()
-                .map_err(|e| EnvtestError::Client(format!("bad url {url}: {e}")))?,
-        );
-        let mut config = config;
-        config.default_namespace = "default".to_string();
-        config.read_timeout = None;
-        let client =
-            kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))?;
+        let client = client_for(addr)?;
         let task = tokio::spawn(accept_loop(listener, shared.clone()));
-        let server = TestApiServer {
-            shared,
+        Ok(TestApiServer {
+            faults: shared.faults.clone(),
+            running: Running::InProcess { shared, task },
             addr,
             client,
-            task,
             node_counter: Mutex::new(0),
-        };
-        if self.nodes > 0 {
-            server.add_nodes(self.nodes)?;
-        }
-        Ok(server)
+        })
     }
+}
+
+/// The default of [`TestApiServerBuilder::history_window`].
+const DEFAULT_HISTORY_WINDOW: usize = 100_000;
+/// The default of [`TestApiServerBuilder::bookmark_interval`].
+const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A client for plain HTTP at `addr` (the in-process server or the real backend's proxy).
+fn client_for(addr: SocketAddr) -> Result<kube::Client, EnvtestError> {
+    let url = format!("http://{addr}");
+    let mut config = kube::Config::new(
+        url.parse()
+            .map_err(|e| EnvtestError::Client(format!("bad url {url}: {e}")))?,
+    );
+    config.default_namespace = "default".to_string();
+    config.read_timeout = None;
+    kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
@@ -203,35 +276,69 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     conns.shutdown().await;
 }
 
-/// A running in-process API server. Stops when dropped.
+/// The backend a [`TestApiServer`] runs.
+enum Running {
+    InProcess {
+        shared: Arc<Shared>,
+        task: tokio::task::JoinHandle<()>,
+    },
+    Real(Box<ControlPlane>),
+}
+
+/// A running test API server: the in-process server or a real control plane behind a proxy
+/// ([`Backend`]). Stops when dropped.
+///
+/// Clients connect over plain HTTP on loopback in both cases ([`TestApiServer::client`],
+/// [`TestApiServer::kubeconfig`]), and [`TestApiServer::faults`] works on both. Helpers that
+/// write (`add_nodes`, `upsert`, `install_crd`) are `async`: on the real backend they are API
+/// requests that bypass the fault proxy.
 pub struct TestApiServer {
-    shared: Arc<Shared>,
+    running: Running,
+    faults: Faults,
     addr: SocketAddr,
     client: kube::Client,
-    task: tokio::task::JoinHandle<()>,
     node_counter: Mutex<usize>,
 }
 
 impl std::fmt::Debug for TestApiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TestApiServer")
+            .field("backend", &self.backend())
             .field("addr", &self.addr)
             .finish_non_exhaustive()
     }
 }
 
+fn kube_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EnvtestError {
+    let what = what.into();
+    move |source| EnvtestError::Kube {
+        what,
+        source: Box::new(source),
+    }
+}
+
 impl TestApiServer {
-    /// Start a server on `127.0.0.1:<random port>` with default options.
+    /// Start a server with default options on the backend `KCR_ENVTEST_BACKEND` names
+    /// (default: in-process on `127.0.0.1:<random port>`).
     pub async fn start() -> Result<TestApiServer, EnvtestError> {
         TestApiServerBuilder::default().start().await
     }
 
-    /// Options (port, history window, bookmark interval, initial nodes).
+    /// Options (backend, port, history window, bookmark interval, initial nodes).
     pub fn builder() -> TestApiServerBuilder {
         TestApiServerBuilder::default()
     }
 
-    /// The base URL (`http://127.0.0.1:PORT`).
+    /// Which backend this server runs.
+    pub fn backend(&self) -> Backend {
+        match self.running {
+            Running::InProcess { .. } => Backend::InProcess,
+            Running::Real(_) => Backend::Real,
+        }
+    }
+
+    /// The base URL clients use (`http://127.0.0.1:PORT`: the in-process server, or the real
+    /// backend's fault proxy).
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -241,7 +348,8 @@ impl TestApiServer {
         self.addr
     }
 
-    /// A `kube::Client` for this server (default namespace `default`).
+    /// A `kube::Client` for this server (default namespace `default`; on the real backend it
+    /// acts as an admin, through the fault proxy).
     pub fn client(&self) -> kube::Client {
         self.client.clone()
     }
@@ -295,28 +403,68 @@ impl TestApiServer {
         })
     }
 
-    /// Fault injection and request counters.
-    pub fn faults(&self) -> &Faults {
-        &self.shared.faults
+    /// A kubeconfig straight to kube-apiserver (HTTPS with the generated CA, the admin client
+    /// certificate), past the fault proxy. Real backend only.
+    pub fn direct_kubeconfig(&self) -> Result<Kubeconfig, EnvtestError> {
+        match &self.running {
+            Running::Real(plane) => Ok(plane.direct_kubeconfig().clone()),
+            Running::InProcess { .. } => Err(EnvtestError::Unsupported {
+                helper: "TestApiServer::direct_kubeconfig",
+                backend: Backend::InProcess,
+                why: "the in-process server has no TLS endpoint; use kubeconfig()",
+            }),
+        }
     }
 
-    /// The current (latest) resourceVersion of the store.
-    pub fn resource_version(&self) -> u64 {
-        self.shared.store.lock().rv()
+    /// Whether this backend runs the garbage collector and the namespace controller as separate
+    /// controllers (the real backend with kube-controller-manager: deletions of owners and
+    /// namespaces finish asynchronously). The in-process server does both inside the delete
+    /// request.
+    pub fn has_asynchronous_garbage_collection(&self) -> bool {
+        match &self.running {
+            Running::Real(plane) => plane.has_controller_manager(),
+            Running::InProcess { .. } => false,
+        }
+    }
+
+    /// The temporary directory of the real backend (etcd data, certificates, logs under
+    /// `logs/`), for a test that wants to show a log on failure. `None` in process.
+    pub fn real_dir(&self) -> Option<&Path> {
+        match &self.running {
+            Running::Real(plane) => plane.dir(),
+            Running::InProcess { .. } => None,
+        }
+    }
+
+    /// Fault injection and request counters (on the real backend, applied by the proxy).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The current (latest) resourceVersion of the server: the store's counter in process, the
+    /// resourceVersion of a fresh list on the real backend.
+    pub async fn resource_version(&self) -> Result<u64, EnvtestError> {
+        match &self.running {
+            Running::InProcess { shared, .. } => Ok(shared.store.lock().rv()),
+            Running::Real(plane) => {
+                let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                    kube::Api::all(plane.direct_client());
+                let list = api
+                    .list_metadata(&kube::api::ListParams::default().limit(1))
+                    .await
+                    .map_err(kube_error("reading the current resourceVersion"))?;
+                let rv = list.metadata.resource_version.unwrap_or_default();
+                rv.parse().map_err(|_| EnvtestError::Client(format!(
+                    "kube-apiserver answered a non-numeric resourceVersion {rv:?}"
+                )))
+            }
+        }
     }
 
     /// Add `n` simulated Nodes named `envtest-node-<i>` (continuing the numbering), each with
     /// capacity and allocatable (4 CPU, 16Gi memory, 110 pods), a Ready condition, the
     /// `kubernetes.io/hostname` label and the usual os/arch labels. Returns their names.
-    pub fn add_nodes(&self, n: usize) -> Result<Vec<String>, EnvtestError> {
-        let t = self
-            .shared
-            .store
-            .lock()
-            .registry
-            .get("nodes")
-            .cloned()
-            .ok_or_else(|| EnvtestError::Client("nodes not registered".into()))?;
+    pub async fn add_nodes(&self, n: usize) -> Result<Vec<String>, EnvtestError> {
         let mut names = Vec::with_capacity(n);
         let start = {
             let mut counter = self.node_counter.lock();
@@ -328,100 +476,192 @@ impl TestApiServer {
         for i in start..start + n {
             let name = format!("envtest-node-{i}");
             let node = crate::nodes::simulated_node(&name, &now);
-            self.shared
-                .mutate(|s| s.upsert(&t, node))
-                .map_err(|error| EnvtestError::Api {
-                    what: format!("node {name}"),
-                    error: Box::new(error),
-                })?;
+            self.upsert(node).await?;
             names.push(name);
         }
         Ok(names)
     }
 
-    /// Create or replace an object directly in the store, bypassing HTTP, admission and
-    /// schema validation but keeping the metadata rules (uid, resourceVersion, generation,
-    /// watch events). The resource is found from `apiVersion` and `kind`. Handy to seed state
-    /// quickly; returns the stored object.
-    pub fn upsert(&self, mut obj: Value) -> Result<Value, EnvtestError> {
-        let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
-        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
-        let t = self
-            .shared
-            .store
-            .lock()
-            .registry
-            .lookup_kind(&api_version, &kind)
-            .ok_or_else(|| EnvtestError::Api {
-                what: format!("{api_version} {kind}"),
-                error: Box::new(ApiError::not_found("", &kind, "")),
-            })?;
-        if t.namespaced
-            && obj["metadata"]["namespace"]
-                .as_str()
-                .is_none_or(str::is_empty)
-        {
-            obj["metadata"]["namespace"] = json!("default");
+    /// Create or replace an object, status included, bypassing fault injection. In process it
+    /// is written straight into the store (no HTTP, admission or schema validation, but the
+    /// metadata rules: uid, resourceVersion, generation, watch events); on the real backend it
+    /// is a create (or a replace of the existing object) and, when the object carries a
+    /// status and the resource has a status subresource, a replace of the status. The resource
+    /// is found from `apiVersion` and `kind`. Returns the stored object.
+    pub async fn upsert(&self, obj: Value) -> Result<Value, EnvtestError> {
+        match &self.running {
+            Running::InProcess { shared, .. } => upsert_in_process(shared, obj),
+            Running::Real(plane) => upsert_real(&plane.direct_client(), obj).await,
         }
-        obj["apiVersion"] = json!(t.api_version(t.storage_version()));
-        let name = obj["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        self.shared
-            .mutate(|s| s.upsert(&t, obj))
-            .map(|stored| crate::convert::from_storage(&t, t.storage_version(), &stored.value))
-            .map_err(|error| EnvtestError::Api {
-                what: format!("{kind} {name}"),
-                error: Box::new(error),
-            })
     }
 
     /// Install (create or replace) the CustomResourceDefinition of a kube-derive
     /// `CustomResource` type; its resource is served as soon as this returns.
-    pub fn install_crd<K: kube::CustomResourceExt>(&self) -> Result<(), EnvtestError> {
+    pub async fn install_crd<K: kube::CustomResourceExt>(&self) -> Result<(), EnvtestError> {
         let crd = serde_json::to_value(K::crd()).map_err(|source| EnvtestError::Serialize {
             what: "CustomResourceDefinition".into(),
             source,
         })?;
-        self.install_crd_value(crd)
+        self.install_crd_value(crd).await
     }
 
-    /// Install (create or replace) a CustomResourceDefinition given as JSON.
-    pub fn install_crd_value(&self, mut crd: Value) -> Result<(), EnvtestError> {
-        let t = self
-            .shared
-            .store
-            .lock()
-            .registry
-            .get("apiextensions.k8s.io/customresourcedefinitions")
-            .cloned()
-            .ok_or_else(|| EnvtestError::Client("CRDs not registered".into()))?;
+    /// Install (create or replace) a CustomResourceDefinition given as JSON; its resources are
+    /// served (in discovery too) when this returns.
+    pub async fn install_crd_value(&self, mut crd: Value) -> Result<(), EnvtestError> {
         crd["apiVersion"] = json!("apiextensions.k8s.io/v1");
         crd["kind"] = json!("CustomResourceDefinition");
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        self.shared
-            .mutate(|s| s.upsert(&t, crd))
-            .map(|_| ())
-            .map_err(|error: ApiError| EnvtestError::Api {
-                what: format!("CustomResourceDefinition {name}"),
-                error: Box::new(error),
-            })
+        match &self.running {
+            Running::InProcess { shared, .. } => install_crd_in_process(shared, crd),
+            Running::Real(plane) => {
+                crate::real::crds::install(&plane.direct_client(), crd).await
+            }
+        }
     }
 
-    /// Stop serving (also done on drop): the listener closes, open connections and watches end.
+    /// Stop serving (also done on drop): the listener closes, open connections and watches
+    /// end; on the real backend the processes are killed.
     pub fn shutdown(&self) {
-        self.shared.shutdown.send_replace(true);
+        match &self.running {
+            Running::InProcess { shared, .. } => {
+                shared.shutdown.send_replace(true);
+            }
+            Running::Real(plane) => plane.stop(),
+        }
     }
+}
+
+fn upsert_in_process(shared: &Shared, mut obj: Value) -> Result<Value, EnvtestError> {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
+    let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+    let t = shared
+        .store
+        .lock()
+        .registry
+        .lookup_kind(&api_version, &kind)
+        .ok_or_else(|| EnvtestError::Api {
+            what: format!("{api_version} {kind}"),
+            error: Box::new(ApiError::not_found("", &kind, "")),
+        })?;
+    if t.namespaced
+        && obj["metadata"]["namespace"]
+            .as_str()
+            .is_none_or(str::is_empty)
+    {
+        obj["metadata"]["namespace"] = json!("default");
+    }
+    obj["apiVersion"] = json!(t.api_version(t.storage_version()));
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    shared
+        .mutate(|s| s.upsert(&t, obj))
+        .map(|stored| crate::convert::from_storage(&t, t.storage_version(), &stored.value))
+        .map_err(|error| EnvtestError::Api {
+            what: format!("{kind} {name}"),
+            error: Box::new(error),
+        })
+}
+
+fn install_crd_in_process(shared: &Shared, crd: Value) -> Result<(), EnvtestError> {
+    let t = shared
+        .store
+        .lock()
+        .registry
+        .get("apiextensions.k8s.io/customresourcedefinitions")
+        .cloned()
+        .ok_or_else(|| EnvtestError::Client("CRDs not registered".into()))?;
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    shared
+        .mutate(|s| s.upsert(&t, crd))
+        .map(|_| ())
+        .map_err(|error: ApiError| EnvtestError::Api {
+            what: format!("CustomResourceDefinition {name}"),
+            error: Box::new(error),
+        })
+}
+
+/// [`TestApiServer::upsert`] on the real backend.
+async fn upsert_real(client: &kube::Client, mut obj: Value) -> Result<Value, EnvtestError> {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::discovery::pinned_kind;
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
+    let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let what = format!("{api_version} {kind} {name}");
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), api_version.clone()),
+    };
+    let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
+    let (resource, caps) = pinned_kind(client, &gvk)
+        .await
+        .map_err(kube_error(format!("finding the resource of {what}")))?;
+    let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or("default")
+            .to_string();
+        obj["metadata"]["namespace"] = json!(ns);
+        Api::namespaced_with(client.clone(), &ns, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    let status = obj.get("status").cloned();
+    let typed: DynamicObject = serde_json::from_value(obj.clone()).map_err(|source| {
+        EnvtestError::Serialize {
+            what: what.clone(),
+            source,
+        }
+    })?;
+    let pp = PostParams::default();
+    let mut stored = match api.create(&pp, &typed).await {
+        Ok(o) => o,
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let current = api
+                .get(&name)
+                .await
+                .map_err(kube_error(format!("reading {what}")))?;
+            let mut replacement = typed.clone();
+            replacement.metadata.resource_version = current.metadata.resource_version;
+            api.replace(&name, &pp, &replacement)
+                .await
+                .map_err(kube_error(format!("replacing {what}")))?
+        }
+        Err(e) => return Err(kube_error(format!("creating {what}"))(e)),
+    };
+    let has_status_subresource = caps.subresources.iter().any(|(r, _)| r.plural == "status");
+    if let Some(status) = status
+        && has_status_subresource
+        && stored.data.get("status") != Some(&status)
+    {
+        let mut with_status = stored.clone();
+        with_status.data["status"] = status;
+        stored = api
+            .replace_status(&name, &pp, &with_status)
+            .await
+            .map_err(kube_error(format!("writing the status of {what}")))?;
+    }
+    serde_json::to_value(stored).map_err(|source| EnvtestError::Serialize { what, source })
 }
 
 impl Drop for TestApiServer {
     fn drop(&mut self) {
-        self.shared.shutdown.send_replace(true);
-        self.task.abort();
+        match &self.running {
+            Running::InProcess { shared, task } => {
+                shared.shutdown.send_replace(true);
+                task.abort();
+            }
+            // ControlPlane's own Drop kills the processes.
+            Running::Real(_) => {}
+        }
     }
 }
 

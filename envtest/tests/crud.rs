@@ -401,12 +401,12 @@ async fn generate_name_and_namespaces() {
 #[tokio::test]
 async fn nodes_helper_and_field_selectors() {
     let server = TestApiServer::start().await.unwrap();
-    let names = server.add_nodes(3).unwrap();
+    let names = server.add_nodes(3).await.unwrap();
     assert_eq!(
         names,
         ["envtest-node-0", "envtest-node-1", "envtest-node-2"]
     );
-    let more = server.add_nodes(1).unwrap();
+    let more = server.add_nodes(1).await.unwrap();
     assert_eq!(more, ["envtest-node-3"]);
     let nodes: Api<Node> = Api::all(server.client());
     let n = nodes.get("envtest-node-1").await.unwrap();

@@ -112,7 +112,7 @@ async fn crd_is_served_and_unserved() {
     let err = api_err(widgets.get("w1").await.unwrap_err());
     assert_eq!(err.code, 404);
     // Reinstalling starts empty.
-    server.install_crd::<Widget>().unwrap();
+    server.install_crd::<Widget>().await.unwrap();
     assert!(
         widgets
             .list(&ListParams::default())
@@ -126,7 +126,7 @@ async fn crd_is_served_and_unserved() {
 #[tokio::test]
 async fn status_subresource_and_generation() {
     let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().unwrap();
+    server.install_crd::<Widget>().await.unwrap();
     let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
     let mut w = widget("w", 1);
     w.status = Some(WidgetStatus { ready: true });
@@ -272,7 +272,7 @@ async fn generation_without_status_subresource_counts_status() {
 #[tokio::test]
 async fn schema_validation_gives_422_with_field_paths() {
     let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().unwrap();
+    server.install_crd::<Widget>().await.unwrap();
     let api: Api<DynamicObject> = Api::namespaced_with(
         server.client(),
         "default",
@@ -368,7 +368,7 @@ async fn schema_validation_gives_422_with_field_paths() {
 #[tokio::test]
 async fn cluster_scoped_crd() {
     let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Gadget>().unwrap();
+    server.install_crd::<Gadget>().await.unwrap();
     let gadgets: Api<Gadget> = Api::all(server.client());
     gadgets
         .create(
@@ -385,8 +385,8 @@ async fn cluster_scoped_crd() {
 #[tokio::test]
 async fn patch_types() {
     let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().unwrap();
-    server.add_nodes(1).unwrap();
+    server.install_crd::<Widget>().await.unwrap();
+    server.add_nodes(1).await.unwrap();
     let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
     widgets
         .create(&PostParams::default(), &widget("p", 1))
@@ -543,7 +543,7 @@ async fn patch_types() {
 #[tokio::test]
 async fn aggregated_discovery() {
     let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().unwrap();
+    server.install_crd::<Widget>().await.unwrap();
     let discovery = Discovery::new(server.client())
         .run_aggregated()
         .await
@@ -577,6 +577,7 @@ async fn multiple_served_versions_share_objects() {
                 ],
             },
         }))
+        .await
         .unwrap();
     let ar = |v: &str| {
         ApiResource::from_gvk_with_plural(

@@ -207,7 +207,7 @@ async fn core_watch_sees_events_k8s_io_writes_converted() {
     // Unrelated writes to other resources do not show up.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
 
-    let rv = server.resource_version().to_string();
+    let rv = server.resource_version().await.unwrap().to_string();
     let mut core_watch = core_api
         .watch(&WatchParams::default(), &rv)
         .await

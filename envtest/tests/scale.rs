@@ -153,6 +153,7 @@ async fn custom_resources_scale_through_their_crd_paths() {
                 }]
             }
         }))
+        .await
         .unwrap();
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", "v1", "Worker"),

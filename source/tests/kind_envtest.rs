@@ -227,7 +227,7 @@ async fn relist_after_410_yields_updates_and_unknown_deletes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_consumers_share_one_watch_and_one_store() {
     let server = TestApiServer::start().await.expect("envtest starts");
-    server.add_nodes(2).expect("nodes");
+    server.add_nodes(2).await.expect("nodes");
     let faults = server.faults();
     faults.reset_counts();
 
@@ -251,7 +251,7 @@ async fn two_consumers_share_one_watch_and_one_store() {
     assert_eq!(cache.informer_count(), 1);
     assert_eq!(controller_a.subscribers(), 2);
 
-    server.add_nodes(1).expect("node");
+    server.add_nodes(1).await.expect("node");
     for events in [&mut a.events, &mut b.events] {
         match next(events).await {
             Event::Create { object, initial } => {

@@ -1,0 +1,99 @@
+//! Installing a CustomResourceDefinition on the real backend and waiting until it is served.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+
+use crate::error::EnvtestError;
+
+/// How long a CRD may take to be established and served.
+const SERVED_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn kube_error(what: String) -> impl FnOnce(kube::Error) -> EnvtestError {
+    move |source| EnvtestError::Kube {
+        what,
+        source: Box::new(source),
+    }
+}
+
+/// Create or replace `crd`, then wait until it is `Established` and every served version lists
+/// the resource in discovery.
+pub(crate) async fn install(client: &kube::Client, crd: Value) -> Result<(), EnvtestError> {
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let what = format!("CustomResourceDefinition {name}");
+    let typed: CustomResourceDefinition =
+        serde_json::from_value(crd).map_err(|source| EnvtestError::Serialize {
+            what: what.clone(),
+            source,
+        })?;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PostParams::default();
+    match api.create(&pp, &typed).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let current = api
+                .get(&name)
+                .await
+                .map_err(kube_error(format!("reading {what}")))?;
+            let mut replacement = typed.clone();
+            replacement.metadata.resource_version = current.metadata.resource_version;
+            api.replace(&name, &pp, &replacement)
+                .await
+                .map_err(kube_error(format!("replacing {what}")))?;
+        }
+        Err(e) => return Err(kube_error(format!("creating {what}"))(e)),
+    }
+    let deadline = Instant::now() + SERVED_TIMEOUT;
+    let mut last;
+    loop {
+        last = match served(client, &api, &typed).await {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        if Instant::now() > deadline {
+            return Err(EnvtestError::Client(format!(
+                "{what} not served after {} s: {last}",
+                SERVED_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `Ok` when the CRD is established and discovery lists its plural in every served version.
+async fn served(
+    client: &kube::Client,
+    api: &Api<CustomResourceDefinition>,
+    crd: &CustomResourceDefinition,
+) -> Result<(), String> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let current = api.get(&name).await.map_err(|e| e.to_string())?;
+    let established = current
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+    if !established {
+        return Err("not Established yet".into());
+    }
+    let group = &crd.spec.group;
+    let plural = &crd.spec.names.plural;
+    for version in crd.spec.versions.iter().filter(|v| v.served) {
+        let list = client
+            .list_api_group_resources(&format!("{group}/{}", version.name))
+            .await
+            .map_err(|e| e.to_string())?;
+        if !list.resources.iter().any(|r| &r.name == plural) {
+            return Err(format!("{group}/{} does not list {plural} yet", version.name));
+        }
+    }
+    Ok(())
+}

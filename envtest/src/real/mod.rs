@@ -1,0 +1,352 @@
+//! The `real` backend: kube-apiserver, etcd and kube-controller-manager as child processes,
+//! behind the fault-injecting [`proxy`].
+//!
+//! [`ControlPlane::start`]:
+//! 1. finds the binaries ([`Binaries::find`]: `KUBEBUILDER_ASSETS` or the build of
+//!    `tools/control-plane/build.sh`);
+//! 2. generates a CA, a serving certificate, an admin client certificate (group
+//!    `system:masters`) and the service-account signing key ([`pki`]);
+//! 3. starts etcd on free loopback ports with a temporary data directory;
+//! 4. starts kube-apiserver with that PKI, RBAC authorization, and the ServiceAccount
+//!    admission plugin off (as controller-runtime's envtest: no pod needs a token), and waits
+//!    for `/readyz`;
+//! 5. starts kube-controller-manager with only the controllers API objects rely on without a
+//!    kubelet: the garbage collector, the namespace controller, and the service-account and
+//!    token controllers (skipped when the binary directory has none, as setup-envtest's);
+//! 6. starts the proxy in front.
+//!
+//! Dropping the handle (also while a test panics) kills the processes and removes the
+//! temporary directory with its data, certificates, kubeconfigs and logs. Set
+//! `KCR_ENVTEST_KEEP_LOGS=1` to keep the directory (its path is logged).
+
+pub mod binaries;
+pub(crate) mod crds;
+pub(crate) mod pki;
+mod process;
+pub(crate) mod proxy;
+pub(crate) mod request_info;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::config::{
+    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
+    NamedContext,
+};
+use parking_lot::Mutex;
+
+pub use binaries::{Binaries, kubectl_path};
+use pki::Pki;
+use process::{Process, free_port};
+use proxy::{Expiry, Proxy};
+
+use crate::error::EnvtestError;
+use crate::faults::Faults;
+
+/// How long the API server may take to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The controllers kube-controller-manager runs.
+const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller";
+
+/// The processes, in the order they are stopped.
+struct Processes {
+    controller_manager: Option<Process>,
+    apiserver: Process,
+    etcd: Process,
+}
+
+impl Processes {
+    fn stop(&mut self) {
+        if let Some(p) = &mut self.controller_manager {
+            p.kill();
+        }
+        self.apiserver.kill();
+        self.etcd.kill();
+    }
+}
+
+/// A running real control plane with its proxy.
+pub(crate) struct ControlPlane {
+    // Field order is drop order: the proxy, then the processes, then their files.
+    proxy: Proxy,
+    processes: Mutex<Processes>,
+    direct: kube::Client,
+    direct_kubeconfig: Kubeconfig,
+    dir: Option<tempfile::TempDir>,
+}
+
+fn b64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+fn kubeconfig(server: &str, pki: &Pki) -> Kubeconfig {
+    Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: "envtest".into(),
+            cluster: Some(Cluster {
+                server: Some(server.to_string()),
+                certificate_authority_data: Some(b64(&pki.ca_cert)),
+                ..Cluster::default()
+            }),
+            ..NamedCluster::default()
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: "envtest".into(),
+            auth_info: Some(AuthInfo {
+                client_certificate_data: Some(b64(&pki.admin_cert)),
+                client_key_data: Some(b64(&pki.admin_key).into()),
+                ..AuthInfo::default()
+            }),
+            ..NamedAuthInfo::default()
+        }],
+        contexts: vec![NamedContext {
+            name: "envtest".into(),
+            context: Some(Context {
+                cluster: "envtest".into(),
+                user: Some("envtest".into()),
+                namespace: Some("default".into()),
+                ..Context::default()
+            }),
+            ..NamedContext::default()
+        }],
+        current_context: Some("envtest".into()),
+        api_version: Some("v1".into()),
+        kind: Some("Config".into()),
+        ..Kubeconfig::default()
+    }
+}
+
+fn prepare(what: &str, reason: impl ToString) -> EnvtestError {
+    EnvtestError::Prepare {
+        what: what.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn tls_config(pki: &Pki) -> Result<rustls::ClientConfig, EnvtestError> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(pki.ca_cert_der.clone()))
+        .map_err(|e| prepare("the proxy's trust store", e))?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.admin_key_der.clone()));
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| prepare("the proxy's TLS settings", e))?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(vec![CertificateDer::from(pki.admin_cert_der.clone())], key)
+        .map_err(|e| prepare("the proxy's client certificate", e))
+}
+
+impl ControlPlane {
+    /// Start a control plane and a proxy on `127.0.0.1:proxy_port` (0 for any) that applies
+    /// `faults`.
+    pub async fn start(
+        proxy_port: u16,
+        faults: Faults,
+        expiry: Arc<Expiry>,
+    ) -> Result<ControlPlane, EnvtestError> {
+        let started = Instant::now();
+        let binaries = Binaries::find()?;
+        let dir = tempfile::Builder::new()
+            .prefix("kcr-envtest-real-")
+            .tempdir()
+            .map_err(|e| prepare("a temporary directory", e))?;
+        let path = |name: &str| dir.path().join(name);
+        for d in ["pki", "etcd", "logs"] {
+            std::fs::create_dir_all(path(d)).map_err(|e| prepare(d, e))?;
+        }
+        let pki = Pki::generate()?;
+        let files = pki.write(&path("pki"))?;
+
+        let (etcd_client, etcd_peer, secure) = (free_port()?, free_port()?, free_port()?);
+        let etcd_url = format!("http://127.0.0.1:{etcd_client}");
+        let peer_url = format!("http://127.0.0.1:{etcd_peer}");
+        let etcd = Process::spawn(
+            "etcd",
+            &binaries.etcd,
+            &[
+                "--name=envtest".into(),
+                format!("--data-dir={}", path("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=envtest={peer_url}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ],
+            path("logs/etcd.log"),
+        )?;
+        let p = |f: &PathBuf| f.display().to_string();
+        let apiserver = Process::spawn(
+            "kube-apiserver",
+            &binaries.kube_apiserver,
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={secure}"),
+                format!("--tls-cert-file={}", p(&files.serving_cert)),
+                format!("--tls-private-key-file={}", p(&files.serving_key)),
+                format!("--client-ca-file={}", p(&files.ca_cert)),
+                format!(
+                    "--service-account-key-file={}",
+                    p(&files.service_account_public_key)
+                ),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    p(&files.service_account_key)
+                ),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--authorization-mode=RBAC".into(),
+                "--allow-privileged=true".into(),
+                "--disable-admission-plugins=ServiceAccount".into(),
+                format!("--cert-dir={}", path("pki").display()),
+                "--v=1".into(),
+            ],
+            path("logs/kube-apiserver.log"),
+        )?;
+        let mut processes = Processes {
+            controller_manager: None,
+            apiserver,
+            etcd,
+        };
+
+        let direct_kubeconfig = kubeconfig(&format!("https://127.0.0.1:{secure}"), &pki);
+        let config =
+            kube::Config::from_custom_kubeconfig(direct_kubeconfig.clone(), &KubeConfigOptions::default())
+                .await
+                .map_err(|e| EnvtestError::Client(e.to_string()))?;
+        let direct =
+            kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))?;
+        wait_ready(&direct, &mut processes).await?;
+
+        let kcm_kubeconfig = path("pki/controller-manager.kubeconfig");
+        if let Some(kcm) = &binaries.kube_controller_manager {
+            let yaml = serde_yaml::to_string(&direct_kubeconfig)
+                .map_err(|e| prepare("the controller manager's kubeconfig", e))?;
+            std::fs::write(&kcm_kubeconfig, yaml)
+                .map_err(|e| prepare("the controller manager's kubeconfig", e))?;
+            processes.controller_manager = Some(Process::spawn(
+                "kube-controller-manager",
+                kcm,
+                &[
+                    format!("--kubeconfig={}", kcm_kubeconfig.display()),
+                    format!("--controllers={CONTROLLERS}"),
+                    "--leader-elect=false".into(),
+                    format!(
+                        "--service-account-private-key-file={}",
+                        p(&files.service_account_key)
+                    ),
+                    format!("--root-ca-file={}", p(&files.ca_cert)),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={}", free_port()?),
+                    format!("--cert-dir={}", path("pki").display()),
+                    "--v=1".into(),
+                ],
+                path("logs/kube-controller-manager.log"),
+            )?);
+        }
+
+        let proxy = Proxy::start(
+            proxy_port,
+            format!("https://127.0.0.1:{secure}"),
+            tls_config(&pki)?,
+            faults,
+            expiry,
+        )
+        .await?;
+        tracing::info!(
+            dir = %dir.path().display(),
+            apiserver = %format!("https://127.0.0.1:{secure}"),
+            proxy = %proxy.addr(),
+            ms = started.elapsed().as_millis() as u64,
+            "real control plane started"
+        );
+        let dir = if std::env::var_os("KCR_ENVTEST_KEEP_LOGS").is_some_and(|v| v == "1") {
+            let kept = dir.keep();
+            eprintln!("kcr-envtest: keeping {}", kept.display());
+            None
+        } else {
+            Some(dir)
+        };
+        Ok(ControlPlane {
+            proxy,
+            processes: Mutex::new(processes),
+            direct,
+            direct_kubeconfig,
+            dir,
+        })
+    }
+
+    /// The proxy's address, where clients connect.
+    pub fn proxy_addr(&self) -> std::net::SocketAddr {
+        self.proxy.addr()
+    }
+
+    /// A client straight to kube-apiserver (TLS, admin certificate), past the proxy: the
+    /// helpers' requests are neither counted nor failed.
+    pub fn direct_client(&self) -> kube::Client {
+        self.direct.clone()
+    }
+
+    /// A kubeconfig straight to kube-apiserver (TLS, admin certificate).
+    pub fn direct_kubeconfig(&self) -> &Kubeconfig {
+        &self.direct_kubeconfig
+    }
+
+    /// Whether garbage collection and namespace deletion run (kube-controller-manager does).
+    pub fn has_controller_manager(&self) -> bool {
+        self.processes.lock().controller_manager.is_some()
+    }
+
+    /// Stop the proxy and kill the processes (also done on drop).
+    pub fn stop(&self) {
+        self.proxy.stop();
+        self.processes.lock().stop();
+    }
+
+    /// The temporary directory (logs under `logs/`), unless it was kept.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_ref().map(|d| d.path())
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Wait until kube-apiserver answers `/readyz` with 200, failing early when a process exits.
+async fn wait_ready(client: &kube::Client, processes: &mut Processes) -> Result<(), EnvtestError> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let mut last;
+    loop {
+        if let Some(status) = processes.etcd.exited() {
+            return Err(processes.etcd.startup_error(format!("exited: {status}")));
+        }
+        if let Some(status) = processes.apiserver.exited() {
+            return Err(processes.apiserver.startup_error(format!("exited: {status}")));
+        }
+        let req = http::Request::get("/readyz")
+            .body(Vec::new())
+            .map_err(|e| EnvtestError::Client(e.to_string()))?;
+        match client.request_text(req).await {
+            Ok(text) if text.trim() == "ok" => return Ok(()),
+            Ok(text) => last = text,
+            Err(e) => last = e.to_string(),
+        }
+        if Instant::now() > deadline {
+            return Err(processes.apiserver.startup_error(format!(
+                "/readyz not ok after {} s; last answer: {last}",
+                READY_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

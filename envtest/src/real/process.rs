@@ -1,0 +1,165 @@
+//! One control-plane process: started with its output in a log file, killed (and waited for)
+//! when dropped, so a test that panics takes its processes with it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::error::EnvtestError;
+
+/// A running child process of the control plane.
+pub(crate) struct Process {
+    component: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Start `binary` with `args`; stdout and stderr go to `log`.
+    pub fn spawn(
+        component: &'static str,
+        binary: &Path,
+        args: &[String],
+        log: PathBuf,
+    ) -> Result<Process, EnvtestError> {
+        let startup = |reason: String| EnvtestError::Startup {
+            component,
+            reason,
+            log: log.display().to_string(),
+            log_tail: String::new(),
+        };
+        let out = std::fs::File::create(&log)
+            .map_err(|e| startup(format!("cannot create its log file: {e}")))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| startup(format!("cannot share its log file: {e}")))?;
+        let child = Command::new(binary)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| startup(format!("cannot run {}: {e}", binary.display())))?;
+        Ok(Process {
+            component,
+            child,
+            log,
+        })
+    }
+
+    /// The process id.
+    #[cfg(test)]
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Some(description)` when the process has exited.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(format!("cannot be waited for: {e}")),
+        }
+    }
+
+    /// A startup error for this process with the last lines of its log.
+    pub fn startup_error(&self, reason: impl Into<String>) -> EnvtestError {
+        EnvtestError::Startup {
+            component: self.component,
+            reason: reason.into(),
+            log: self.log.display().to_string(),
+            log_tail: log_tail(&self.log, 30),
+        }
+    }
+
+    /// Kill the process and wait for it (idempotent).
+    pub fn kill(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The last `n` lines of a file (empty when it cannot be read).
+pub(crate) fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read and released: another process could take it
+/// before the control plane does; a start that then fails to bind reports it).
+pub(crate) fn free_port() -> Result<u16, EnvtestError> {
+    let listener =
+        std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|source| EnvtestError::Bind {
+            addr: "127.0.0.1:0".into(),
+            source,
+        })?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|source| EnvtestError::Bind {
+            addr: "127.0.0.1:0".into(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_killed_on_drop_and_its_log_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("sleep.log");
+        let mut p = Process::spawn(
+            "etcd",
+            Path::new("/bin/sh"),
+            &["-c".into(), "echo started; exec sleep 600".into()],
+            log.clone(),
+        )
+        .unwrap();
+        let pid = p.id();
+        // Wait (bounded) for the child to have written its first line.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while log_tail(&log, 5) != "started" {
+            assert!(std::time::Instant::now() < deadline, "the child never wrote its log");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(p.exited(), None);
+        drop(p);
+        // The pid is gone (or reused by an unrelated process, which /proc/<pid>/cmdline shows).
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(!cmdline.contains("sleep"), "process {pid} still runs: {cmdline}");
+        assert_eq!(log_tail(&log, 5), "started");
+    }
+
+    #[test]
+    fn a_missing_binary_is_a_startup_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = match Process::spawn(
+            "kube-apiserver",
+            Path::new("/nonexistent/kube-apiserver"),
+            &[],
+            dir.path().join("x.log"),
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("spawned a missing binary"),
+        };
+        assert!(err.contains("kube-apiserver did not start"), "{err}");
+        assert!(err.contains("/nonexistent/kube-apiserver"), "{err}");
+    }
+
+    #[test]
+    fn free_ports_are_bindable() {
+        let port = free_port().unwrap();
+        assert_ne!(port, 0);
+        std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    }
+}
