@@ -36,7 +36,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             };
             // Started means serving: one request through the client every test uses.
-            Api::<Namespace>::all(server.client()).get("default").await?;
+            Api::<Namespace>::all(server.client())
+                .get("default")
+                .await?;
             times.push(started.elapsed().as_secs_f64() * 1e3);
             drop(server);
         }

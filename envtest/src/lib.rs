@@ -96,7 +96,7 @@ mod watch;
 
 pub use backend::{BACKEND_ENV, Backend};
 pub use error::{ApiError, EnvtestError};
-pub use real::binaries::{Binaries, kubectl_path};
 pub use eventually::eventually;
 pub use faults::Faults;
+pub use real::binaries::{Binaries, kubectl_for_tests, kubectl_path};
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};

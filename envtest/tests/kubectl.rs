@@ -1,6 +1,8 @@
 //! kubectl smoke test against the in-process server: apply -f, get -o json, label,
 //! patch --type=merge, delete, get -w bounded by a timeout; also a CRD with printer columns.
-//! Skipped (with a printed reason) when kubectl is not on PATH.
+//! Uses the kubectl of `tools/control-plane/build.sh`, else the one on PATH; skipped (with a
+//! printed reason) without either, unless `KCR_REQUIRE_BINARIES=1` (as in CI) makes that a
+//! failure.
 
 use std::process::Output;
 
@@ -8,10 +10,13 @@ use kcr_envtest::TestApiServer;
 use serde_json::Value;
 
 fn kubectl_available() -> bool {
-    std::process::Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
+    kcr_envtest::kubectl_for_tests()
+        .expect("KCR_REQUIRE_BINARIES=1 and no kubectl")
+        .is_some()
+}
+
+fn kubectl_bin() -> std::path::PathBuf {
+    kcr_envtest::kubectl_path().expect("kubectl was found before the test started")
 }
 
 struct Kubectl {
@@ -20,7 +25,7 @@ struct Kubectl {
 
 impl Kubectl {
     async fn run(&self, args: &[&str]) -> Output {
-        tokio::process::Command::new("kubectl")
+        tokio::process::Command::new(kubectl_bin())
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)
@@ -87,7 +92,7 @@ spec: {size: 42}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_smoke() {
     if !kubectl_available() {
-        println!("SKIPPED kubectl_smoke: kubectl is not on PATH");
+        println!("SKIPPED kubectl_smoke: no kubectl (build one with tools/control-plane/build.sh)");
         return;
     }
     let server = TestApiServer::builder().nodes(2).start().await.unwrap();
@@ -271,7 +276,7 @@ async fn kubectl_smoke() {
     let watch = tokio::spawn({
         let kubeconfig = k.kubeconfig.clone();
         async move {
-            tokio::process::Command::new("kubectl")
+            tokio::process::Command::new(kubectl_bin())
                 .arg("--kubeconfig")
                 .arg(&kubeconfig)
                 .args([

@@ -43,6 +43,9 @@ pub enum EmbeddedError {
         /// The error.
         source: kube::Error,
     },
+    /// The NodePool CRD was created but is not served.
+    #[error("the NodePool CRD is not served: {0}")]
+    CrdNotServed(String),
     /// Certificates.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -137,6 +140,9 @@ impl RunningOperator {
     }
 }
 
+/// How long [`Embedded::start`] waits for the NodePool CRD to be served.
+const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Embedded {
     /// Starts an API server with `nodes` simulated nodes, installs the CRD through the API and
     /// generates the webhook certificate.
@@ -147,6 +153,24 @@ impl Embedded {
         crds.create(&PostParams::default(), &NodePool::crd())
             .await
             .map_err(api_err("creating the NodePool CRD"))?;
+        // A real API server serves a new CRD only once it is Established (kcr-envtest at once),
+        // as `kubectl wait --for condition=established` waits for.
+        let name = NodePool::crd_name();
+        let established = kube::runtime::wait::await_condition(
+            crds.clone(),
+            name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        match tokio::time::timeout(CRD_ESTABLISHED_TIMEOUT, established).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(EmbeddedError::CrdNotServed(e.to_string())),
+            Err(_) => {
+                return Err(EmbeddedError::CrdNotServed(format!(
+                    "not Established after {} s",
+                    CRD_ESTABLISHED_TIMEOUT.as_secs()
+                )));
+            }
+        }
         let cert_dir = tempfile::tempdir()?;
         let pair = SelfSigned::generate(&["127.0.0.1", "localhost"])?;
         pair.write_to_dir(cert_dir.path())?;

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kcr_controller::{
     Action, Context, LeaderElectionConfig, Manager, ManagerOptions, Reconciler, WatchOptions,
 };
@@ -49,9 +50,17 @@ fn deployment(name: &str, replicas: i32) -> Deployment {
     let spec = d.spec.get_or_insert_with(Default::default);
     spec.replicas = Some(replicas);
     spec.selector.match_labels = Some([("app".to_string(), name.to_string())].into());
-    let template = spec.template.metadata.get_or_insert_with(Default::default);
-    template.labels = Some([("app".to_string(), name.to_string())].into());
+    spec.template = pod_template(name);
     d
+}
+
+/// A template a real API server accepts: labels matching the selector, one container.
+fn pod_template(app: &str) -> PodTemplateSpec {
+    serde_json::from_value(json!({
+        "metadata": {"labels": {"app": app}},
+        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
+    }))
+    .expect("a pod template")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,6 +147,14 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
     // A ReplicaSet controlled by web reconciles web (owns), not itself.
     let mut rs = ReplicaSet::default();
     rs.metadata.name = Some("web-5d9c".into());
+    rs.spec = Some(ReplicaSetSpec {
+        selector: LabelSelector {
+            match_labels: Some([("app".to_string(), "web".to_string())].into()),
+            ..LabelSelector::default()
+        },
+        template: Some(pod_template("web")),
+        ..ReplicaSetSpec::default()
+    });
     rs.metadata.owner_references = Some(vec![OwnerReference {
         api_version: Deployment::api_version(&()).into_owned(),
         kind: Deployment::kind(&()).into_owned(),

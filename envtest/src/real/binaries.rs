@@ -9,6 +9,10 @@ use crate::error::EnvtestError;
 /// controller-runtime's envtest and setup-envtest use it.
 pub const ASSETS_ENV: &str = "KUBEBUILDER_ASSETS";
 
+/// Set to `1` (CI does), a test that needs a binary the machine lacks (kubectl) fails instead
+/// of skipping: see [`kubectl_for_tests`].
+pub const REQUIRE_BINARIES_ENV: &str = "KCR_REQUIRE_BINARIES";
+
 /// Where the binaries of one control plane are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Binaries {
@@ -101,7 +105,9 @@ pub fn target_dirs() -> Vec<PathBuf> {
             }
         }
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("target");
     dirs.push(workspace.canonicalize().unwrap_or(workspace));
     dirs.dedup();
     dirs
@@ -117,6 +123,19 @@ pub fn kubectl_path() -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join("kubectl"))
         .find(|p| p.is_file())
+}
+
+/// kubectl for a test that needs it: `Ok(Some(path))` when [`kubectl_path`] finds one,
+/// `Ok(None)` when it does not (the test skips, saying so), and an error naming where to get
+/// one when `KCR_REQUIRE_BINARIES=1` asks for every binary to be there.
+pub fn kubectl_for_tests() -> Result<Option<PathBuf>, EnvtestError> {
+    if let Some(path) = kubectl_path() {
+        return Ok(Some(path));
+    }
+    if std::env::var_os(REQUIRE_BINARIES_ENV).is_some_and(|v| v == "1") {
+        return Err(EnvtestError::KubectlNotFound);
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -153,7 +172,11 @@ mod tests {
         touch(&tmp.path().join("1.35.0-linux-amd64"), &["etcd"]); // incomplete
         touch(&tmp.path().join("notes"), &all); // not a version
         let found = newest_build(tmp.path()).unwrap();
-        assert!(found.dir.ends_with("1.34.10-linux-amd64"), "{:?}", found.dir);
+        assert!(
+            found.dir.ends_with("1.34.10-linux-amd64"),
+            "{:?}",
+            found.dir
+        );
         assert!(newest_build(&tmp.path().join("missing")).is_none());
     }
 }

@@ -92,7 +92,10 @@ async fn served(
             .await
             .map_err(|e| e.to_string())?;
         if !list.resources.iter().any(|r| &r.name == plural) {
-            return Err(format!("{group}/{} does not list {plural} yet", version.name));
+            return Err(format!(
+                "{group}/{} does not list {plural} yet",
+                version.name
+            ));
         }
     }
     Ok(())

@@ -36,7 +36,7 @@ use kube::config::{
 };
 use parking_lot::Mutex;
 
-pub use binaries::{Binaries, kubectl_path};
+pub use binaries::{Binaries, kubectl_for_tests, kubectl_path};
 use pki::Pki;
 use process::{Process, free_port};
 use proxy::{Expiry, Proxy};
@@ -217,10 +217,12 @@ impl ControlPlane {
         };
 
         let direct_kubeconfig = kubeconfig(&format!("https://127.0.0.1:{secure}"), &pki);
-        let config =
-            kube::Config::from_custom_kubeconfig(direct_kubeconfig.clone(), &KubeConfigOptions::default())
-                .await
-                .map_err(|e| EnvtestError::Client(e.to_string()))?;
+        let config = kube::Config::from_custom_kubeconfig(
+            direct_kubeconfig.clone(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| EnvtestError::Client(e.to_string()))?;
         let direct =
             kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))?;
         wait_ready(&direct, &mut processes).await?;
@@ -331,7 +333,9 @@ async fn wait_ready(client: &kube::Client, processes: &mut Processes) -> Result<
             return Err(processes.etcd.startup_error(format!("exited: {status}")));
         }
         if let Some(status) = processes.apiserver.exited() {
-            return Err(processes.apiserver.startup_error(format!("exited: {status}")));
+            return Err(processes
+                .apiserver
+                .startup_error(format!("exited: {status}")));
         }
         let req = http::Request::get("/readyz")
             .body(Vec::new())

@@ -85,7 +85,9 @@ impl Pki {
         let admin_key = KeyPair::generate().map_err(prepare("the admin key"))?;
         let mut admin = CertificateParams::new(Vec::<String>::new())
             .map_err(prepare("the admin certificate"))?;
-        admin.distinguished_name.push(DnType::CommonName, ADMIN_USER);
+        admin
+            .distinguished_name
+            .push(DnType::CommonName, ADMIN_USER);
         admin
             .distinguished_name
             .push(DnType::OrganizationName, "system:masters");

@@ -129,14 +129,20 @@ mod tests {
         // Wait (bounded) for the child to have written its first line.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while log_tail(&log, 5) != "started" {
-            assert!(std::time::Instant::now() < deadline, "the child never wrote its log");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never wrote its log"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(p.exited(), None);
         drop(p);
         // The pid is gone (or reused by an unrelated process, which /proc/<pid>/cmdline shows).
         let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        assert!(!cmdline.contains("sleep"), "process {pid} still runs: {cmdline}");
+        assert!(
+            !cmdline.contains("sleep"),
+            "process {pid} still runs: {cmdline}"
+        );
         assert_eq!(log_tail(&log, 5), "started");
     }
 

@@ -245,6 +245,10 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<ProxyBody> {
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().map(str::to_string);
     let info = RequestInfo::of(&parts.method, &path, query.as_deref());
+    // A watch is open from the moment it is asked for: `close_watches` while it is on its way
+    // to kube-apiserver ends it as soon as its response starts.
+    let mut closed = state.faults.close_watches_receiver();
+    closed.borrow_and_update();
     state.faults.wait_unpaused().await;
     let (fault, latency) = state.faults.on_request(&info.verb, &info.resource);
     if !latency.is_zero() {
@@ -303,7 +307,7 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<ProxyBody> {
     };
     let (resp_parts, resp_body) = resp.into_parts();
     let body: ProxyBody = if watch {
-        watch_body(state, resp_body)
+        watch_body(state, resp_body, closed)
     } else {
         resp_body.map_err(|e| Box::new(e) as BoxError).boxed()
     };
@@ -328,16 +332,18 @@ fn expired(watch: bool, rv: u64, boundary: u64) -> Response<ProxyBody> {
     }
 }
 
-/// A watch body streamed through: held while paused, ended by `close_watches` or shutdown.
-fn watch_body(state: &State, body: Incoming) -> ProxyBody {
+/// A watch body streamed through: held while paused, ended by `close_watches` (counted from
+/// `closed`'s last seen value) or shutdown.
+fn watch_body(state: &State, body: Incoming, closed: watch::Receiver<u64>) -> ProxyBody {
     let faults = state.faults.clone();
-    let mut closed = faults.close_watches_receiver();
-    closed.mark_unchanged();
-    let mut shutdown = state.shutdown.clone();
+    let shutdown = state.shutdown.clone();
     let frames = BodyStream::new(body);
     let stream = futures::stream::unfold(
-        (frames, faults, closed, shutdown.clone()),
+        (frames, faults, closed, shutdown),
         |(mut frames, faults, mut closed, mut shutdown)| async move {
+            if closed.has_changed().unwrap_or(true) {
+                return None;
+            }
             let next = tokio::select! {
                 _ = closed.changed() => None,
                 _ = shutdown.wait_for(|s| *s) => None,
@@ -349,7 +355,6 @@ fn watch_body(state: &State, body: Incoming) -> ProxyBody {
             Some((frame, (frames, faults, closed, shutdown)))
         },
     );
-    let _ = shutdown.borrow_and_update();
     BodyExt::boxed(StreamBody::new(stream))
 }
 
@@ -357,7 +362,9 @@ impl State {
     /// Write the compaction Lease and return its new resourceVersion.
     async fn mark_compaction(&self) -> Result<u64, ApiError> {
         let path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
-        let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",

@@ -95,7 +95,12 @@ mod tests {
     fn classifies_like_the_api_server() {
         let cases = [
             (Method::GET, "/api/v1/namespaces", "list", "namespaces"),
-            (Method::GET, "/api/v1/namespaces/default", "get", "namespaces"),
+            (
+                Method::GET,
+                "/api/v1/namespaces/default",
+                "get",
+                "namespaces",
+            ),
             (
                 Method::PUT,
                 "/api/v1/namespaces/default/finalize",
@@ -108,7 +113,12 @@ mod tests {
                 "patch",
                 "namespaces/status",
             ),
-            (Method::GET, "/api/v1/namespaces/default/pods", "list", "pods"),
+            (
+                Method::GET,
+                "/api/v1/namespaces/default/pods",
+                "list",
+                "pods",
+            ),
             (
                 Method::GET,
                 "/api/v1/namespaces/default/pods?watch=true&resourceVersion=5",
@@ -117,8 +127,18 @@ mod tests {
             ),
             (Method::GET, "/api/v1/pods?watch=1", "watch", "pods"),
             (Method::GET, "/api/v1/nodes/n1", "get", "nodes"),
-            (Method::PATCH, "/api/v1/nodes/n1/status", "patch", "nodes/status"),
-            (Method::POST, "/api/v1/namespaces/a/configmaps", "create", "configmaps"),
+            (
+                Method::PATCH,
+                "/api/v1/nodes/n1/status",
+                "patch",
+                "nodes/status",
+            ),
+            (
+                Method::POST,
+                "/api/v1/namespaces/a/configmaps",
+                "create",
+                "configmaps",
+            ),
             (
                 Method::DELETE,
                 "/api/v1/namespaces/a/configmaps",
@@ -163,7 +183,14 @@ mod tests {
 
     #[test]
     fn discovery_and_health_are_not_resources() {
-        for path in ["/api", "/apis", "/api/v1", "/apis/apps/v1", "/readyz", "/version"] {
+        for path in [
+            "/api",
+            "/apis",
+            "/api/v1",
+            "/apis/apps/v1",
+            "/readyz",
+            "/version",
+        ] {
             let i = RequestInfo::of(&Method::GET, path, None);
             assert!(!i.is_resource, "{path}");
             assert_eq!((i.verb.as_str(), i.resource.as_str()), ("get", path));
