@@ -195,9 +195,7 @@ impl TestApiServerBuilder {
             store,
             rv_tx,
             faults: Faults::new(compact),
-            bookmark_interval: self
-                .bookmark_interval
-                .unwrap_or(DEFAULT_BOOKMARK_INTERVAL),
+            bookmark_interval: self.bookmark_interval.unwrap_or(DEFAULT_BOOKMARK_INTERVAL),
             shutdown: watch::channel(false).0,
         });
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -454,9 +452,11 @@ impl TestApiServer {
                     .await
                     .map_err(kube_error("reading the current resourceVersion"))?;
                 let rv = list.metadata.resource_version.unwrap_or_default();
-                rv.parse().map_err(|_| EnvtestError::Client(format!(
-                    "kube-apiserver answered a non-numeric resourceVersion {rv:?}"
-                )))
+                rv.parse().map_err(|_| {
+                    EnvtestError::Client(format!(
+                        "kube-apiserver answered a non-numeric resourceVersion {rv:?}"
+                    ))
+                })
             }
         }
     }
@@ -512,9 +512,7 @@ impl TestApiServer {
         crd["kind"] = json!("CustomResourceDefinition");
         match &self.running {
             Running::InProcess { shared, .. } => install_crd_in_process(shared, crd),
-            Running::Real(plane) => {
-                crate::real::crds::install(&plane.direct_client(), crd).await
-            }
+            Running::Real(plane) => crate::real::crds::install(&plane.direct_client(), crd).await,
         }
     }
 
@@ -615,12 +613,11 @@ async fn upsert_real(client: &kube::Client, mut obj: Value) -> Result<Value, Env
         Api::all_with(client.clone(), &resource)
     };
     let status = obj.get("status").cloned();
-    let typed: DynamicObject = serde_json::from_value(obj.clone()).map_err(|source| {
-        EnvtestError::Serialize {
+    let typed: DynamicObject =
+        serde_json::from_value(obj.clone()).map_err(|source| EnvtestError::Serialize {
             what: what.clone(),
             source,
-        }
-    })?;
+        })?;
     let pp = PostParams::default();
     let mut stored = match api.create(&pp, &typed).await {
         Ok(o) => o,
