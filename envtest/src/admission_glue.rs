@@ -64,6 +64,7 @@ pub(crate) async fn admit(
     };
     let mut object = object;
     if op != Operation::Delete {
+        crate::defaults::apply(&route.t, old, &mut object);
         crate::api::decode_builtin(route, &mut object)?;
     }
     if !mutating && !validating {

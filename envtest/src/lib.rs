@@ -75,6 +75,7 @@ mod admission_glue;
 mod api;
 pub mod backend;
 pub mod convert;
+mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod eventually;

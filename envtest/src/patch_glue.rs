@@ -109,7 +109,27 @@ pub(crate) fn apply_patch(
     } else {
         None
     };
-    patch_object(patch_type, current, body, strategy.as_ref()).map_err(|e| patch_error(t, name, e))
+    patch_object(patch_type, current, body, strategy.as_ref()).map_err(|e| match (patch_type, e) {
+        (PatchType::Json, PatchError::Unprocessable(detail)) => {
+            tracing::debug!(%detail, resource = %t.plural, name, "json patch does not apply");
+            json_patch_refused()
+        }
+        (_, e) => patch_error(t, name, e),
+    })
+}
+
+/// How kube-apiserver answers a JSON patch whose operations do not apply to the object (a
+/// failed `test`, a path that does not exist, an index out of range): 422 `Invalid` with a
+/// fixed message and empty details. The patch handler wraps the JSON patch library's error in
+/// `errors.NewGenericServerResponse(422, ..., isUnexpectedResponse=false)`, which drops it, so a
+/// client cannot tell a failed `test` from any other operation that does not apply.
+pub(crate) fn json_patch_refused() -> ApiError {
+    ApiError::new(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    )
+    .with_details(json!({}))
 }
 
 /// Record `Update` field ownership for an ordinary write (not apply).

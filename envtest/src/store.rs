@@ -494,9 +494,7 @@ impl Store {
             meta.remove("deletionTimestamp");
             meta.remove("deletionGracePeriodSeconds");
         }
-        if t.key() == "namespaces" {
-            obj["status"] = json!({"phase": "Active"});
-        }
+        crate::defaults::apply(t, None, &mut obj);
         if t.key() == "apiextensions.k8s.io/customresourcedefinitions" {
             self.serve_crd(&mut obj)?;
         }
@@ -571,6 +569,7 @@ impl Store {
             ));
         }
         let old = &current.value;
+        crate::defaults::apply(t, Some(old), &mut obj);
         let deleting = !old["metadata"]["deletionTimestamp"].is_null();
         if deleting {
             let old_f: HashSet<String> = finalizers(old).into_iter().collect();

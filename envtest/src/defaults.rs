@@ -1,0 +1,253 @@
+//! What the real API server writes into built-in objects besides what the client sent.
+//!
+//! kube-apiserver decodes every write into its Go types, runs the defaulting functions
+//! (`pkg/apis/core/v1/defaults.go`) and the resource's create/update strategy, and encodes the
+//! result. A struct field of a Go type (not a pointer) is always encoded, even when empty, so
+//! some objects always carry fields a client never sent; clients see the difference: a JSON
+//! patch `add /spec/taints` fails on a Node stored without `spec`, a merge patch of
+//! `status.nodeInfo` finds the other fields there, a selector on `kubernetes.io/metadata.name`
+//! matches every Namespace.
+//!
+//! [`apply`] runs on every object the store writes (create, update, patch, server-side apply and
+//! [`TestApiServer::upsert`](crate::TestApiServer::upsert)) and, before admission, on the
+//! object mutating webhooks see. It does only what the real server is known to do:
+//!
+//! | Kind | When | Written |
+//! |---|---|---|
+//! | Node | every write | `spec: {}` when absent (`NodeSpec` is a struct); `status: {}` when absent, `status.daemonEndpoints.kubeletEndpoint.Port: 0` and the ten string fields of `status.nodeInfo` (`machineID` … `architecture`) as `""` when absent (structs and fields without `omitempty`); `status.allocatable` copied from `status.capacity` when only capacity is given (`SetDefaults_NodeStatus`) |
+//! | Namespace | every write | label `kubernetes.io/metadata.name: <name>` (`SetDefaults_Namespace`, overriding any other value) |
+//! | Namespace | create | `spec.finalizers` gains `kubernetes`; `status` is `{phase: Active}` whatever was sent (the namespace strategy's `PrepareForCreate`) |
+//! | Namespace | update | `spec.finalizers` keeps its stored value (only the `finalize` subresource changes it upstream; `PrepareForUpdate`) |
+//! | Namespace | every write | `status.phase: Active` when absent (`SetDefaults_NamespaceStatus`) |
+//!
+//! `kcr-envtest/tests/builtin_writes.rs` pins these through the API, on either backend.
+//!
+//! Not done (the real server does more): the `TaintNodesByCondition` admission plugin's
+//! `node.kubernetes.io/not-ready:NoSchedule` taint on a new Node (on a cluster the node
+//! lifecycle controller removes it once the kubelet reports Ready; here there is neither),
+//! Pod, Service and workload defaults (`restartPolicy`,
+//! `dnsPolicy`, `terminationMessagePath`, `clusterIP` allocation, `strategy`, ...), dropping
+//! empty `omitempty` lists and maps (a Node stored with `spec.taints: []` keeps it here; the real
+//! server stores no `taints`), and `spec.finalizers` driving namespace deletion (contents are
+//! removed at once, as before).
+
+use serde_json::{Map, Value, json};
+
+use crate::resources::ResourceType;
+
+/// The label every Namespace carries with its own name.
+pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The finalizer a Namespace's `spec.finalizers` gains on create.
+pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+/// `status.nodeInfo` fields that are always encoded (no `omitempty` upstream).
+const NODE_INFO_FIELDS: [&str; 10] = [
+    "machineID",
+    "systemUUID",
+    "bootID",
+    "kernelVersion",
+    "osImage",
+    "containerRuntimeVersion",
+    "kubeletVersion",
+    "kubeProxyVersion",
+    "operatingSystem",
+    "architecture",
+];
+
+/// Writes into `obj` what the real API server would (see the [module docs](self)). `old` is
+/// the stored object an update replaces (`None`: a create). Objects of other kinds, custom
+/// resources and bodies that are not JSON objects are left as they are.
+pub(crate) fn apply(t: &ResourceType, old: Option<&Value>, obj: &mut Value) {
+    if t.custom.is_some() || !t.group.is_empty() || !obj.is_object() {
+        return;
+    }
+    match t.kind.as_str() {
+        "Node" => node(obj),
+        "Namespace" => namespace(old, obj),
+        _ => {}
+    }
+}
+
+/// `obj[field]` as an object, replacing an absent or non-object value (`null`) with `{}`.
+fn object_field<'a>(obj: &'a mut Value, field: &str) -> Option<&'a mut Map<String, Value>> {
+    let map = obj.as_object_mut()?;
+    let slot = map
+        .entry(field.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut()
+}
+
+fn node(obj: &mut Value) {
+    object_field(obj, "spec");
+    let Some(status) = object_field(obj, "status") else {
+        return;
+    };
+    let endpoints = status.entry("daemonEndpoints").or_insert_with(|| json!({}));
+    if !endpoints.is_object() {
+        *endpoints = json!({});
+    }
+    if let Some(kubelet) = object_field(endpoints, "kubeletEndpoint") {
+        kubelet.entry("Port").or_insert_with(|| json!(0));
+    }
+    let info = status.entry("nodeInfo").or_insert_with(|| json!({}));
+    if !info.is_object() {
+        *info = json!({});
+    }
+    if let Some(info) = info.as_object_mut() {
+        for field in NODE_INFO_FIELDS {
+            info.entry(field).or_insert_with(|| json!(""));
+        }
+    }
+    let has_allocatable = status.get("allocatable").is_some_and(|a| !a.is_null());
+    if !has_allocatable && let Some(capacity) = status.get("capacity").filter(|c| c.is_object()) {
+        let capacity = capacity.clone();
+        status.insert("allocatable".into(), capacity);
+    }
+}
+
+fn namespace(old: Option<&Value>, obj: &mut Value) {
+    if let Some(name) = obj["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        && let Some(meta) = object_field(obj, "metadata")
+        && let Some(labels) = object_field_of(meta, "labels")
+    {
+        labels.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name));
+    }
+    match old {
+        None => {
+            let spec = object_field(obj, "spec");
+            if let Some(spec) = spec {
+                let finalizers = spec.entry("finalizers").or_insert_with(|| json!([]));
+                if !finalizers.is_array() {
+                    *finalizers = json!([]);
+                }
+                if let Some(list) = finalizers.as_array_mut()
+                    && !list.iter().any(|f| f == NAMESPACE_FINALIZER)
+                {
+                    list.push(json!(NAMESPACE_FINALIZER));
+                }
+            }
+            if let Some(map) = obj.as_object_mut() {
+                map.insert("status".into(), json!({"phase": "Active"}));
+            }
+        }
+        Some(old) => {
+            let kept = old["spec"].get("finalizers").cloned();
+            if let Some(spec) = object_field(obj, "spec") {
+                match kept {
+                    Some(f) => {
+                        spec.insert("finalizers".into(), f);
+                    }
+                    None => {
+                        spec.remove("finalizers");
+                    }
+                }
+            }
+            if let Some(status) = object_field(obj, "status") {
+                status.entry("phase").or_insert_with(|| json!("Active"));
+            }
+        }
+    }
+}
+
+/// Like [`object_field`], on a map.
+fn object_field_of<'a>(
+    map: &'a mut Map<String, Value>,
+    field: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let slot = map
+        .entry(field.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::builtins;
+
+    fn t(plural: &str) -> ResourceType {
+        builtins()
+            .into_iter()
+            .find(|t| t.group.is_empty() && t.plural == plural)
+            .unwrap_or_else(|| panic!("no built-in {plural}"))
+    }
+
+    #[test]
+    fn node_without_spec_or_status_gets_the_always_encoded_structs() {
+        let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}});
+        apply(&t("nodes"), None, &mut n);
+        assert_eq!(n["spec"], json!({}));
+        assert_eq!(
+            n["status"]["daemonEndpoints"],
+            json!({"kubeletEndpoint": {"Port": 0}})
+        );
+        for f in NODE_INFO_FIELDS {
+            assert_eq!(n["status"]["nodeInfo"][f], json!(""), "{f}");
+        }
+        assert!(n["status"].get("allocatable").is_none());
+    }
+
+    #[test]
+    fn node_values_given_are_kept_and_allocatable_defaults_to_capacity() {
+        let mut n = json!({"metadata": {"name": "n"}, "spec": {"taints": [], "unschedulable": true},
+            "status": {"capacity": {"cpu": "4"}, "nodeInfo": {"kubeletVersion": "v1.34.0"},
+                       "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}});
+        apply(&t("nodes"), None, &mut n);
+        assert_eq!(n["spec"], json!({"taints": [], "unschedulable": true}));
+        assert_eq!(n["status"]["nodeInfo"]["kubeletVersion"], "v1.34.0");
+        assert_eq!(n["status"]["nodeInfo"]["bootID"], "");
+        assert_eq!(
+            n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],
+            10250
+        );
+        assert_eq!(n["status"]["allocatable"], json!({"cpu": "4"}));
+        let mut given = json!({"metadata": {"name": "n"},
+            "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "3"}}});
+        apply(&t("nodes"), None, &mut given);
+        assert_eq!(given["status"]["allocatable"], json!({"cpu": "3"}));
+        // null is absent
+        let mut nulls = json!({"metadata": {"name": "n"}, "spec": null, "status": null});
+        apply(&t("nodes"), None, &mut nulls);
+        assert_eq!(nulls["spec"], json!({}));
+        assert!(nulls["status"].is_object());
+    }
+
+    #[test]
+    fn namespace_create_and_update() {
+        let ns = t("namespaces");
+        let mut created = json!({"metadata": {"name": "a", "labels": {NAMESPACE_NAME_LABEL: "b"}},
+            "spec": {"finalizers": ["example.com/x"]}, "status": {"phase": "Terminating"}});
+        apply(&ns, None, &mut created);
+        assert_eq!(created["metadata"]["labels"][NAMESPACE_NAME_LABEL], "a");
+        assert_eq!(
+            created["spec"]["finalizers"],
+            json!(["example.com/x", NAMESPACE_FINALIZER])
+        );
+        assert_eq!(created["status"], json!({"phase": "Active"}));
+        let mut updated = json!({"metadata": {"name": "a"}, "spec": {"finalizers": []}});
+        apply(&ns, Some(&created), &mut updated);
+        assert_eq!(
+            updated["spec"]["finalizers"],
+            json!(["example.com/x", NAMESPACE_FINALIZER])
+        );
+        assert_eq!(updated["metadata"]["labels"][NAMESPACE_NAME_LABEL], "a");
+        assert_eq!(updated["status"]["phase"], "Active");
+    }
+
+    #[test]
+    fn other_kinds_and_custom_resources_are_untouched() {
+        let mut cm = json!({"metadata": {"name": "c"}});
+        apply(&t("configmaps"), None, &mut cm);
+        assert_eq!(cm, json!({"metadata": {"name": "c"}}));
+    }
+}
