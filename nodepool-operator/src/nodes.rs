@@ -33,13 +33,21 @@
 //! - `test` on the old value before replacing or removing a label or the record annotation;
 //! - single label keys are added with `add /metadata/labels/<key>`, so labels other writers add
 //!   meanwhile are kept;
-//! - only when a map or list does not exist yet (no labels, no annotations, no taints) is there
-//!   nothing precise to test, and the patch tests `metadata.resourceVersion` instead.
+//! - only when a map or list does not exist yet (no labels, no annotations, no taints, no
+//!   `spec` at all) is there nothing precise to test, and the patch tests
+//!   `metadata.resourceVersion` instead; the missing map or list is then added whole
+//!   (`add /metadata/labels {...}`, `add /spec/taints [...]`, or `add /spec {"taints": [...]}`
+//!   on a node stored without `spec`).
+//!
+//! The patch applies to a node of any shape: without `spec`, labels, annotations or taints, or
+//! with an empty taint list (a real API server always stores `spec`, kcr-envtest does too, but
+//! the plan does not depend on it).
 //!
 //! The patch never touches `status` and never carries the resourceVersion otherwise, so a
 //! kubelet's status heartbeats do not make it fail. When a `test` does fail (the API server
-//! answers 422, or 409), the reconciler re-reads that node from the API server and plans again;
-//! see `reconciler`.
+//! answers 422, without saying which operation failed), the reconciler re-reads that node from
+//! the API server, finds out whether a `test` or another operation is what fails on it
+//! ([`first_failing_operation`]), and plans again only in the first case; see `reconciler`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -246,6 +254,7 @@ pub struct NodePlan {
     old_labels: Option<BTreeMap<String, String>>,
     label_sets: BTreeMap<String, String>,
     label_removals: BTreeMap<String, String>,
+    spec_exists: bool,
     old_taints: Option<Vec<Taint>>,
     new_taints: Option<Vec<Taint>>,
     annotations_exist: bool,
@@ -325,7 +334,12 @@ impl NodePlan {
                     ops.push(test(&["spec", "taints"], taints_json(old)));
                     ops.push(replace(&["spec", "taints"], new_value));
                 }
-                None => ops.push(add(&["spec", "taints"], new_value)),
+                None if self.spec_exists => ops.push(add(&["spec", "taints"], new_value)),
+                None => {
+                    let mut spec = serde_json::Map::new();
+                    spec.insert("taints".to_owned(), new_value);
+                    ops.push(add(&["spec"], Value::Object(spec)));
+                }
             }
         }
         // The record.
@@ -580,6 +594,7 @@ pub fn plan_node(pool: &str, desired: Option<&Applied>, node: &Node) -> NodePlan
         old_labels,
         label_sets,
         label_removals,
+        spec_exists: node.spec.is_some(),
         old_taints,
         new_taints: taints_changed.then_some(taints),
         annotations_exist: annotations.is_some(),
@@ -587,6 +602,65 @@ pub fn plan_node(pool: &str, desired: Option<&Applied>, node: &Node) -> NodePlan
         new_record: new_record_raw,
         resource_version: node.metadata.resource_version.clone(),
     }
+}
+
+/// The first operation of a JSON patch that fails on a node (see [`first_failing_operation`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailingOperation {
+    /// Its position in the patch (from 0).
+    pub index: usize,
+    /// Whether it is a `test`: a precondition that no longer holds (the node changed), as
+    /// opposed to an operation that cannot apply to the node as it is.
+    pub is_test: bool,
+    /// The operation and its path, as `add /spec/taints`.
+    pub operation: String,
+    /// Why it fails (the JSON patch library's message).
+    pub error: String,
+}
+
+impl std::fmt::Display for FailingOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "operation {} ({}) fails: {}",
+            self.index, self.operation, self.error
+        )
+    }
+}
+
+fn describe_operation(op: &PatchOperation) -> String {
+    let (name, path) = match op {
+        PatchOperation::Add(o) => ("add", &o.path),
+        PatchOperation::Remove(o) => ("remove", &o.path),
+        PatchOperation::Replace(o) => ("replace", &o.path),
+        PatchOperation::Move(o) => ("move", &o.path),
+        PatchOperation::Copy(o) => ("copy", &o.path),
+        PatchOperation::Test(o) => ("test", &o.path),
+    };
+    format!("{name} {path}")
+}
+
+/// The first operation of `patch` that fails when the patch is applied to `node` as it is
+/// (`None`: the whole patch applies). The API server refuses a JSON patch that does not apply
+/// with a 422 that does not say which operation failed; replaying the patch on the node as it
+/// is now tells a failed `test` (the node changed since it was read) from an operation that
+/// cannot apply to it (the patch does not fit the node).
+pub fn first_failing_operation(
+    patch: &Patch,
+    node: &Node,
+) -> Result<Option<FailingOperation>, serde_json::Error> {
+    let mut doc = serde_json::to_value(node)?;
+    for (index, op) in patch.0.iter().enumerate() {
+        if let Err(e) = json_patch::patch(&mut doc, std::slice::from_ref(op)) {
+            return Ok(Some(FailingOperation {
+                index,
+                is_test: matches!(op, PatchOperation::Test(_)),
+                operation: describe_operation(op),
+                error: e.kind.to_string(),
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// The nodes `pool` has to look at: its members and every node still carrying its record.
@@ -1153,6 +1227,153 @@ mod tests {
         assert_eq!(labels_of(&after)["node-pool.lailin.xyz/w"], "1");
         assert_eq!(taints_of(&after), vec![t("k", "", "NoExecute")]);
         assert_eq!(record_of(&after, "worker"), Some(spec));
+    }
+
+    /// Issue 18: the planned patch, applied to the node as the API server could hold it
+    /// (raw JSON, so an absent `spec` really is absent), gives the intended node, for every
+    /// shape a node can have; and cleaning up afterwards leaves exactly what was there.
+    #[test]
+    fn patches_apply_to_nodes_of_every_shape() {
+        let role = json!({"node-role.kubernetes.io/worker": ""});
+        let mine = json!({"node-role.kubernetes.io/worker": "", "team": "a"});
+        let foreign = json!([{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]);
+        let meta = |labels: Option<&Value>, annotations: bool| {
+            let mut m = json!({"name": "n1", "resourceVersion": "7"});
+            if let Some(l) = labels {
+                m["labels"] = l.clone();
+            }
+            if annotations {
+                m["annotations"] = json!({"note": "kept"});
+            }
+            m
+        };
+        let shapes: Vec<(&str, Value)> = vec![
+            ("no spec", json!({"metadata": meta(Some(&role), false)})),
+            (
+                "null spec",
+                json!({"metadata": meta(Some(&role), false), "spec": null}),
+            ),
+            (
+                "no labels (cleanup only)",
+                json!({"metadata": meta(None, false), "spec": {}}),
+            ),
+            (
+                "no labels, no annotations, no spec",
+                json!({"metadata": meta(None, false)}),
+            ),
+            (
+                "no annotations",
+                json!({"metadata": meta(Some(&mine), false), "spec": {}}),
+            ),
+            (
+                "annotations",
+                json!({"metadata": meta(Some(&mine), true), "spec": {}}),
+            ),
+            (
+                "no taints",
+                json!({"metadata": meta(Some(&role), true), "spec": {"unschedulable": true}}),
+            ),
+            (
+                "empty taint list",
+                json!({"metadata": meta(Some(&role), false), "spec": {"taints": []}}),
+            ),
+            (
+                "foreign taint",
+                json!({"metadata": meta(Some(&mine), true), "spec": {"taints": foreign}}),
+            ),
+        ];
+        let wants = [
+            desired(
+                &[("node-pool.lailin.xyz/w", "1")],
+                &[("node-pool.lailin.xyz", "w", "NoSchedule")],
+            ),
+            desired(&[("node-pool.lailin.xyz/w", "1")], &[]),
+            desired(&[], &[("node-pool.lailin.xyz", "w", "NoExecute")]),
+        ];
+        let labels_in = |v: &Value| -> BTreeMap<String, String> {
+            serde_json::from_value(v["metadata"]["labels"].clone()).unwrap_or_default()
+        };
+        let taints_in = |v: &Value| -> Vec<Value> {
+            v["spec"]["taints"].as_array().cloned().unwrap_or_default()
+        };
+        for (shape, raw) in &shapes {
+            for want in &wants {
+                let name = format!("{shape}, {want:?}");
+                let n: Node = serde_json::from_value(raw.clone()).unwrap();
+                let plan = plan_node("worker", Some(want), &n);
+                let mut after = raw.clone();
+                json_patch::patch(&mut after, &plan.json_patch())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                // Exactly the wanted labels and taints added, everything else as it was.
+                let mut expect_labels = labels_in(raw);
+                expect_labels.extend(want.labels.clone());
+                assert_eq!(labels_in(&after), expect_labels, "{name}: labels");
+                let mut expect_taints = taints_in(raw);
+                expect_taints.extend(
+                    want.taints
+                        .iter()
+                        .map(|t| serde_json::to_value(t.to_taint()).unwrap()),
+                );
+                assert_eq!(taints_in(&after), expect_taints, "{name}: taints");
+                if raw["spec"]["unschedulable"] == json!(true) {
+                    assert_eq!(after["spec"]["unschedulable"], json!(true), "{name}");
+                }
+                if raw["metadata"]["annotations"]["note"] == json!("kept") {
+                    assert_eq!(after["metadata"]["annotations"]["note"], "kept", "{name}");
+                }
+                let patched: Node = serde_json::from_value(after.clone()).unwrap();
+                assert_eq!(record_of(&patched, "worker").as_ref(), Some(want), "{name}");
+                assert!(
+                    plan_node("worker", Some(want), &patched).is_noop(),
+                    "{name}: converged"
+                );
+                // Leaving the pool removes exactly what was added.
+                let cleanup = plan_node("worker", None, &patched);
+                let mut cleaned = after.clone();
+                json_patch::patch(&mut cleaned, &cleanup.json_patch())
+                    .unwrap_or_else(|e| panic!("{name}: cleanup: {e}"));
+                assert_eq!(
+                    labels_in(&cleaned),
+                    labels_in(raw),
+                    "{name}: cleaned labels"
+                );
+                assert_eq!(
+                    taints_in(&cleaned),
+                    taints_in(raw),
+                    "{name}: cleaned taints"
+                );
+                let cleaned: Node = serde_json::from_value(cleaned).unwrap();
+                assert_eq!(record_of(&cleaned, "worker"), None, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_without_spec_gets_one_guarded_by_the_resource_version() {
+        let n: Node =
+            serde_json::from_value(json!({"metadata": {"name": "n1", "resourceVersion": "7",
+            "labels": {"node-role.kubernetes.io/worker": ""}, "annotations": {}}}))
+            .unwrap();
+        let spec = desired(&[], &[("k", "v", "NoSchedule")]);
+        let ops = serde_json::to_value(plan_node("worker", Some(&spec), &n).json_patch()).unwrap();
+        assert_eq!(
+            ops[0],
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"})
+        );
+        assert_eq!(
+            ops[1],
+            json!({"op": "add", "path": "/spec", "value": {"taints": [{"effect": "NoSchedule", "key": "k", "value": "v"}]}})
+        );
+        // Should a spec have appeared meanwhile, the resourceVersion moved: nothing is replaced.
+        let mut raced = serde_json::to_value(&n).unwrap();
+        raced["spec"] = json!({"podCIDR": "10.0.0.0/24"});
+        raced["metadata"]["resourceVersion"] = json!("8");
+        let plan = plan_node("worker", Some(&spec), &n);
+        let failing =
+            first_failing_operation(&plan.json_patch(), &serde_json::from_value(raced).unwrap())
+                .unwrap()
+                .unwrap();
+        assert!(failing.is_test, "{failing}");
     }
 
     #[test]

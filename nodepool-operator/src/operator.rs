@@ -10,6 +10,9 @@
 //!   deletes count too), behind [`node_predicate`], which drops updates that change none of
 //!   labels, taints or allocatable (kubelet heartbeats).
 //!
+//! Failed reconciles are retried with the controller's default backoff capped at
+//! [`MAX_RETRY_DELAY`] ([`retry_rate_limiter`]).
+//!
 //! All three watches come from the manager's shared [`Cache`], whose stores the reconciler reads
 //! through the manager's readers (part of `/readyz`). The
 //! webhook server runs on every replica (it needs no leadership); the controller only on the
@@ -27,6 +30,7 @@ use kcr_controller::{
 };
 use kcr_handler::{EnqueueRequestsFromMapFunc, Request};
 use kcr_predicate::Funcs;
+use kcr_queue::{DefaultControllerRateLimiter, WithMaxWait};
 use kcr_source::{Cache, CacheError, WatchOptions};
 
 use tokio_util::sync::CancellationToken;
@@ -41,6 +45,25 @@ use crate::webhook::{self, WebhookError};
 pub const CONTROLLER_NAME: &str = "nodepool";
 /// The leader election Lease name (the seed's `LeaderElectionID`).
 pub const LEADER_ELECTION_ID: &str = "97acaccf.lailin.xyz";
+
+/// The longest a pool waits for the retry of a failed reconcile.
+///
+/// The retry delay is controller-runtime's default (per pool: 5 ms doubling with every
+/// consecutive failure; overall: a 10 qps token bucket with a burst of 100; plus up to 10 %
+/// jitter) capped at this value. Uncapped, a pool that failed a few dozen times in a row during
+/// a burst of genuine conflicts (nodes changing under every guarded patch) would wait up to
+/// 1000 s, and if its last failure came after the last change, no event would wake it earlier:
+/// it would stay unconverged that long. Capped, every pool is retried within 2 s once the churn
+/// stops, well inside the 10 s in which it must have converged. Events still requeue a pool at
+/// once (an immediate add cancels a pending delayed one), and the queue's one-reconcile-per-key
+/// rule keeps a failing pool from being reconciled more than once at a time.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
+
+/// The rate limiter of the NodePool controller's queue: the default, capped at
+/// [`MAX_RETRY_DELAY`].
+pub fn retry_rate_limiter() -> WithMaxWait<DefaultControllerRateLimiter<Request>> {
+    WithMaxWait::new(DefaultControllerRateLimiter::new(), MAX_RETRY_DELAY)
+}
 
 /// Errors setting the operator up or running it.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +156,7 @@ pub fn register_controller(
             CtrlWatchOptions::<Node>::new().predicate(node_predicate()),
         )
         .max_concurrent_reconciles(max_concurrent_reconciles.max(1))
+        .rate_limiter(retry_rate_limiter())
         .complete(reconciler)?;
     Ok(())
 }
@@ -290,6 +314,22 @@ impl Operator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kcr_queue::RateLimiter;
+
+    #[test]
+    fn retries_back_off_but_never_beyond_the_maximum_delay() {
+        let limiter = retry_rate_limiter();
+        let pool = Request::cluster("p");
+        let delays: Vec<Duration> = (0..40).map(|_| limiter.when(&pool)).collect();
+        assert!(delays[0] < Duration::from_millis(10), "{:?}", delays[0]);
+        assert!(delays[5] > delays[0], "backs off: {delays:?}");
+        assert!(delays.iter().all(|d| *d <= MAX_RETRY_DELAY), "{delays:?}");
+        assert_eq!(delays[39], MAX_RETRY_DELAY);
+        // Another pool is not delayed by this one's failures; a success resets.
+        assert!(limiter.when(&Request::cluster("q")) < Duration::from_millis(10));
+        limiter.forget(&pool);
+        assert!(limiter.when(&pool) < Duration::from_millis(10));
+    }
     use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

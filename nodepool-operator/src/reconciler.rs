@@ -2,18 +2,36 @@
 //! with its spec (see the spec's "Reconcile(pool)").
 //!
 //! Reads come from the shared cache (pools, nodes, RuntimeClasses); writes are patches:
-//! - nodes: the guarded JSON patch of [`crate::nodes`]; a `test` that fails (422, or 409) means
-//!   the node changed under us: the node is re-read from the API server (not the cache, which
-//!   may lag) and re-planned, up to [`NODE_PATCH_ATTEMPTS`] times, then the reconcile fails and
-//!   the queue retries with backoff;
+//! - nodes: the guarded JSON patch of [`crate::nodes`]. A refused patch is classified
+//!   ([`classify_refusal`]) before anything is retried:
+//!   - a 409, or a 422 whose patch, replayed on the node re-read from the API server (not the
+//!     cache, which may lag), fails at a `test`: the node changed under us, a **conflict**. The
+//!     node is planned again from the fresh copy and patched, up to [`NODE_PATCH_ATTEMPTS`]
+//!     times, then the reconcile fails with `NodeConflict` and the queue retries with backoff;
+//!   - a 422 whose patch fails on the fresh node at an operation other than `test`: the patch
+//!     does not fit the node. Not a conflict and not retried in this reconcile: it fails with
+//!     `NodePatchInvalid`, naming the operation and carrying the API server's answer;
+//!   - a 422 whose patch applies to the fresh node (the node changed back, or the refusal had
+//!     another reason): planned again, like a conflict, but reported as `NodePatchRejected`
+//!     when attempts run out;
+//!   - in every case re-planning stops as soon as the new plan is the patch that was just
+//!     refused (it would be refused again): `NodePatchRejected` with the API server's answer;
+//!   - anything else (another code, or a 422 with field causes: the patched node is invalid)
+//!     fails with `NodePatchFailed` and the API server's answer.
+//!
+//!   The real API server answers every JSON patch that does not apply with the same 422
+//!   ("the server rejected our request due to an error in our request", no causes), a failed
+//!   `test` and a missing path alike, hence the replay on the fresh node;
 //! - the finalizer: JSON patch guarded by `test` (the finalizer at its index, or the
 //!   resourceVersion when the list does not exist yet);
 //! - the RuntimeClass: create, replace (with its resourceVersion) when it drifted, delete and
 //!   create when the immutable handler changed;
 //! - status: merge patch on the status subresource, only when it changed.
 //!
-//! A failure writes `Ready=False` with a CamelCase reason and the API error's code (best effort),
-//! records a Warning event and returns the error (retried with backoff). Nodes and RuntimeClass
+//! A failure writes `Ready=False` with a CamelCase reason ([`ReconcileFailure::reason`]), a
+//! message with the API server's answer and the API error's code (best effort), records a
+//! Warning event with the same reason and message and returns the error (retried with backoff,
+//! bounded by [`crate::operator::MAX_RETRY_DELAY`]). Nodes and RuntimeClass
 //! changes are recorded as Normal events. There is no periodic requeue: [`Action::done`] always.
 
 use std::collections::BTreeSet;
@@ -32,13 +50,17 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::crd::{FINALIZER, NodePool, NodePoolStatus, runtime_class_name};
-use crate::nodes::{Applied, Change, Conflict, NodePlan, is_member, plan_node, relevant_nodes};
+use crate::nodes::{
+    Applied, Change, Conflict, FailingOperation, NodePlan, first_failing_operation, is_member,
+    plan_node, relevant_nodes,
+};
 use crate::runtimeclass::{Drift, RuntimeClassError, desired_runtime_class, drift};
 use crate::status::{
     AllocatableError, allocatable_sum, failure_status, merge_patch, needs_write, success_status,
 };
 
-/// How many times one node's guarded patch is re-planned after a conflict within one reconcile.
+/// How many times one node's guarded patch is sent within one reconcile (the first plan and
+/// the re-plans after conflicts).
 pub const NODE_PATCH_ATTEMPTS: usize = 5;
 /// How many node patches one reconcile sends concurrently.
 pub const NODE_PATCH_CONCURRENCY: usize = 16;
@@ -48,15 +70,16 @@ pub const FIELD_MANAGER: &str = "nodepool-operator";
 /// Why a reconcile failed. Every variant is retryable.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileFailure {
-    /// A node patch failed.
-    #[error("patching node {node}: {source}")]
+    /// A node patch failed for a reason other than the patch's content (a 5xx, a 403, a 422
+    /// with field causes, a transport error), or re-reading the node after a refusal failed.
+    #[error("patching node {node}: {}", describe(.source))]
     NodePatch {
         /// The node.
         node: String,
         /// The API error.
         source: kube::Error,
     },
-    /// A node kept changing under the guarded patch.
+    /// A node kept changing under the guarded patch: a `test` failed (or 409) on every attempt.
     #[error("node {node} changed during every one of {attempts} guarded patch attempts")]
     NodeConflict {
         /// The node.
@@ -64,11 +87,31 @@ pub enum ReconcileFailure {
         /// Attempts made.
         attempts: usize,
     },
+    /// The patch does not fit the node: an operation other than `test` fails on the node as
+    /// the API server has it.
+    #[error("patching node {node}: the patch does not apply to the node as it is ({operation}); the API server answered {}", describe(.source))]
+    NodePatchInvalid {
+        /// The node.
+        node: String,
+        /// The failing operation.
+        operation: FailingOperation,
+        /// The API server's refusal.
+        source: kube::Error,
+    },
+    /// The API server refused the patch and planning again from the node as it is now gives
+    /// the same patch (or the attempts ran out without a failing `test` to explain it).
+    #[error("patching node {node}: the API server refused the patch planned from the node as it is now: {}", describe(.source))]
+    NodePatchRejected {
+        /// The node.
+        node: String,
+        /// The API server's refusal.
+        source: kube::Error,
+    },
     /// Adding or removing the finalizer failed.
-    #[error("updating the finalizer: {0}")]
+    #[error("updating the finalizer: {}", describe(.0))]
     Finalizer(#[source] kube::Error),
     /// Creating, repairing or deleting the RuntimeClass failed.
-    #[error("RuntimeClass {name}: {source}")]
+    #[error("RuntimeClass {name}: {}", describe(.source))]
     RuntimeClass {
         /// The RuntimeClass.
         name: String,
@@ -82,7 +125,7 @@ pub enum ReconcileFailure {
     #[error(transparent)]
     Allocatable(#[from] AllocatableError),
     /// Writing the status failed.
-    #[error("writing status: {0}")]
+    #[error("writing status: {}", describe(.0))]
     Status(#[source] kube::Error),
 }
 
@@ -92,6 +135,8 @@ impl ReconcileFailure {
         match self {
             ReconcileFailure::NodePatch { .. } => "NodePatchFailed",
             ReconcileFailure::NodeConflict { .. } => "NodeConflict",
+            ReconcileFailure::NodePatchInvalid { .. } => "NodePatchInvalid",
+            ReconcileFailure::NodePatchRejected { .. } => "NodePatchRejected",
             ReconcileFailure::Finalizer(_) => "FinalizerUpdateFailed",
             ReconcileFailure::RuntimeClass { .. } => "RuntimeClassFailed",
             ReconcileFailure::Owner(_) => "PoolNotPersisted",
@@ -108,6 +153,8 @@ impl ReconcileFailure {
         };
         match self {
             ReconcileFailure::NodePatch { source, .. }
+            | ReconcileFailure::NodePatchInvalid { source, .. }
+            | ReconcileFailure::NodePatchRejected { source, .. }
             | ReconcileFailure::RuntimeClass { source, .. } => api(source),
             ReconcileFailure::Finalizer(e) | ReconcileFailure::Status(e) => api(e),
             ReconcileFailure::NodeConflict { .. } => 409,
@@ -140,9 +187,80 @@ pub struct NodePoolReconciler {
     recorder: Option<Recorder>,
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
-    // A failed JSON patch `test` is 422 on the real API server; 409 is a plain conflict.
-    matches!(e, kube::Error::Api(s) if s.code == 409 || s.code == 422)
+/// An API error as the API server put it: `<code> <reason>: <message>`, then the field causes;
+/// other errors as they display.
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => {
+            let mut out = format!("{} {}: {}", s.code, s.reason, s.message);
+            for c in s.details.iter().flat_map(|d| &d.causes) {
+                out.push_str("; ");
+                if !c.field.is_empty() {
+                    out.push_str(&c.field);
+                    out.push_str(": ");
+                }
+                out.push_str(&c.message);
+            }
+            out
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A 409: the object changed since it was read (stale resourceVersion, failed precondition).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The API server's refusal of a JSON patch whose operations do not apply: 422 without field
+/// causes. Upstream answers a failed `test`, a missing path and any other operation that does
+/// not apply alike ("the server rejected our request due to an error in our request"), so
+/// this alone does not say that the node changed; a 422 with causes is the validation of the
+/// patched object instead.
+pub fn is_json_patch_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s)
+        if s.code == 422 && s.details.as_ref().is_none_or(|d| d.causes.is_empty()))
+}
+
+/// What a refused node patch means (see the [module docs](self)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The node changed since it was read: a 409, or a `test` of the patch fails on the node
+    /// as it is now. Plan again from the fresh node.
+    Conflict(Option<FailingOperation>),
+    /// An operation other than `test` fails on the node as it is now: the patch does not fit
+    /// the node. Report it; planning again from the same node would give the same patch.
+    Inapplicable(FailingOperation),
+    /// A JSON-patch refusal, but the patch applies to the node as it is now: it changed back,
+    /// or the refusal had another reason. Plan again, and report it if that gives the same
+    /// patch.
+    Unexplained,
+    /// Not a refusal of the patch's content (another code, or a 422 with field causes):
+    /// report the API server's answer as it is.
+    Other,
+}
+
+impl Refusal {
+    /// Whether the node should be re-read to classify `e` ([`classify_refusal`]).
+    pub fn needs_fresh_node(e: &kube::Error) -> bool {
+        is_conflict(e) || is_json_patch_refusal(e)
+    }
+}
+
+/// Classifies the API server's refusal `e` of `patch`, replaying the patch on `fresh`, the node
+/// as the API server has it now (re-read after the refusal).
+pub fn classify_refusal(e: &kube::Error, patch: &json_patch::Patch, fresh: &Node) -> Refusal {
+    if !Refusal::needs_fresh_node(e) {
+        return Refusal::Other;
+    }
+    // A node that cannot be serialised cannot be replayed on: only a 409 is then a conflict.
+    let failing = first_failing_operation(patch, fresh).ok().flatten();
+    match failing {
+        Some(op) if !op.is_test => Refusal::Inapplicable(op),
+        Some(op) => Refusal::Conflict(Some(op)),
+        None if is_conflict(e) => Refusal::Conflict(None),
+        None => Refusal::Unexplained,
+    }
 }
 
 fn is_not_found(e: &kube::Error) -> bool {
@@ -204,7 +322,8 @@ impl NodePoolReconciler {
         }
     }
 
-    /// Applies `plan` to its node, re-reading and re-planning after conflicts.
+    /// Applies `plan` to its node; after a refusal, re-reads the node, classifies the refusal
+    /// ([`classify_refusal`]) and plans again only when that can help.
     async fn apply_plan(
         &self,
         pool: &str,
@@ -218,8 +337,11 @@ impl NodePoolReconciler {
                 return Ok((!plan.conflicts.is_empty())
                     .then(|| (plan.node.clone(), Vec::new(), plan.conflicts.clone())));
             }
-            let patch: Patch<()> = Patch::Json(plan.json_patch());
-            match api.patch(&plan.node, &params, &patch).await {
+            let sent = plan.json_patch();
+            let e = match api
+                .patch(&plan.node, &params, &Patch::<()>::Json(sent.clone()))
+                .await
+            {
                 Ok(_) => {
                     return Ok(Some((
                         plan.node.clone(),
@@ -228,39 +350,70 @@ impl NodePoolReconciler {
                     )));
                 }
                 Err(e) if is_not_found(&e) => return Ok(None),
-                Err(e) if is_conflict(&e) && attempt < NODE_PATCH_ATTEMPTS => {
-                    tracing::debug!(node = %plan.node, attempt, error = %e, "guarded node patch refused; re-reading the node");
-                    let fresh = match api.get(&plan.node).await {
-                        Ok(n) => n,
-                        Err(e) if is_not_found(&e) => return Ok(None),
-                        Err(e) => {
-                            return Err(ReconcileFailure::NodePatch {
-                                node: plan.node.clone(),
-                                source: e,
-                            });
-                        }
-                    };
-                    let still_member = desired.is_some() && is_member(&fresh, pool);
-                    plan = plan_node(pool, if still_member { desired } else { None }, &fresh);
-                }
-                Err(e) if is_conflict(&e) => {
-                    return Err(ReconcileFailure::NodeConflict {
-                        node: plan.node.clone(),
-                        attempts: attempt,
-                    });
-                }
+                Err(e) if Refusal::needs_fresh_node(&e) => e,
                 Err(e) => {
                     return Err(ReconcileFailure::NodePatch {
                         node: plan.node.clone(),
                         source: e,
                     });
                 }
+            };
+            let fresh = match api.get(&plan.node).await {
+                Ok(n) => n,
+                Err(ge) if is_not_found(&ge) => return Ok(None),
+                Err(ge) => {
+                    return Err(ReconcileFailure::NodePatch {
+                        node: plan.node.clone(),
+                        source: ge,
+                    });
+                }
+            };
+            let refusal = classify_refusal(&e, &sent, &fresh);
+            tracing::debug!(node = %plan.node, attempt, error = %describe(&e), ?refusal, "node patch refused");
+            let conflict = match refusal {
+                Refusal::Conflict(_) => true,
+                Refusal::Unexplained => false,
+                Refusal::Inapplicable(operation) => {
+                    return Err(ReconcileFailure::NodePatchInvalid {
+                        node: plan.node.clone(),
+                        operation,
+                        source: e,
+                    });
+                }
+                Refusal::Other => {
+                    return Err(ReconcileFailure::NodePatch {
+                        node: plan.node.clone(),
+                        source: e,
+                    });
+                }
+            };
+            let still_member = desired.is_some() && is_member(&fresh, pool);
+            let next = plan_node(pool, if still_member { desired } else { None }, &fresh);
+            if !next.is_noop() && next.json_patch() == sent {
+                // It would be refused again: not a conflict, whatever the server said.
+                return Err(ReconcileFailure::NodePatchRejected {
+                    node: plan.node.clone(),
+                    source: e,
+                });
             }
+            if attempt == NODE_PATCH_ATTEMPTS && !next.is_noop() {
+                return Err(if conflict {
+                    ReconcileFailure::NodeConflict {
+                        node: plan.node.clone(),
+                        attempts: attempt,
+                    }
+                } else {
+                    ReconcileFailure::NodePatchRejected {
+                        node: plan.node.clone(),
+                        source: e,
+                    }
+                });
+            }
+            plan = next;
         }
-        Err(ReconcileFailure::NodeConflict {
-            node: plan.node,
-            attempts: NODE_PATCH_ATTEMPTS,
-        })
+        // The last refusal's re-plan was a no-op: the node already is as wanted.
+        Ok((!plan.conflicts.is_empty())
+            .then(|| (plan.node.clone(), Vec::new(), plan.conflicts.clone())))
     }
 
     /// Plans and applies `pool`'s changes on every relevant node (`desired = None`: clean all).
@@ -321,7 +474,7 @@ impl NodePoolReconciler {
         };
         match self.patch_pool(pool, first).await {
             // The cached pool was stale: decide again on a fresh read.
-            Err(ReconcileFailure::Finalizer(e)) if is_conflict(&e) => {
+            Err(ReconcileFailure::Finalizer(e)) if Refusal::needs_fresh_node(&e) => {
                 let api: Api<NodePool> = Api::all(self.client.clone());
                 let fresh = api
                     .get(&pool.name_any())
@@ -699,8 +852,170 @@ mod tests {
             assert!(!e.is_terminal());
         }
         assert!(is_conflict(&api_error(409)));
-        assert!(is_conflict(&api_error(422)));
+        assert!(!is_conflict(&api_error(422)));
         assert!(!is_conflict(&api_error(500)));
         assert!(is_not_found(&api_error(404)));
+    }
+
+    /// The API server's answer to a JSON patch that does not apply (any operation).
+    fn json_patch_refused() -> kube::Error {
+        let mut s = kube::core::Status::failure(
+            "the server rejected our request due to an error in our request",
+            "Invalid",
+        )
+        .with_code(422);
+        s.details = Some(serde_json::from_value(json!({})).unwrap());
+        kube::Error::Api(s.boxed())
+    }
+
+    /// A 422 from validating the patched node: with field causes.
+    fn invalid_node() -> kube::Error {
+        let mut s = kube::core::Status::failure(
+            "Node \"n1\" is invalid: spec.taints[0].effect: Unsupported value: \"Never\"",
+            "Invalid",
+        )
+        .with_code(422);
+        s.details = Some(
+            serde_json::from_value(json!({"name": "n1", "kind": "nodes", "causes": [{
+                "reason": "FieldValueNotSupported",
+                "message": "Unsupported value: \"Never\"",
+                "field": "spec.taints[0].effect"
+            }]}))
+            .unwrap(),
+        );
+        kube::Error::Api(s.boxed())
+    }
+
+    fn node(v: Value) -> Node {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn worker_spec() -> Applied {
+        Applied {
+            labels: [("node-pool.lailin.xyz/w".to_owned(), "1".to_owned())].into(),
+            taints: vec![crate::nodes::PoolTaint {
+                key: "node-pool.lailin.xyz".into(),
+                value: "w".into(),
+                effect: "NoSchedule".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn only_a_failed_test_or_a_409_is_a_conflict() {
+        let member = node(json!({"metadata": {"name": "n1", "resourceVersion": "7",
+            "labels": {"node-role.kubernetes.io/worker": ""}, "annotations": {}},
+            "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}));
+        let plan = plan_node("worker", Some(&worker_spec()), &member);
+        let sent = plan.json_patch();
+
+        // Someone changed the taints since: the patch's `test /spec/taints` fails on the
+        // fresh node. A conflict, whichever of 409 or 422 the server answered.
+        let mut changed = member.clone();
+        changed.spec.as_mut().unwrap().taints = Some(vec![]);
+        changed.metadata.resource_version = Some("8".into());
+        for e in [json_patch_refused(), api_error(409)] {
+            match classify_refusal(&e, &sent, &changed) {
+                Refusal::Conflict(Some(op)) => {
+                    assert!(op.is_test);
+                    assert_eq!(op.operation, "test /spec/taints");
+                }
+                other => panic!("{}: {other:?}", describe(&e)),
+            }
+        }
+        // The node is as it was: the patch applies. A 409 is still a conflict (the
+        // resourceVersion moved), a JSON-patch refusal is unexplained.
+        assert_eq!(
+            classify_refusal(&api_error(409), &sent, &member),
+            Refusal::Conflict(None)
+        );
+        assert_eq!(
+            classify_refusal(&json_patch_refused(), &sent, &member),
+            Refusal::Unexplained
+        );
+        // Validation of the patched node, server errors, forbidden: reported as they are.
+        for e in [
+            invalid_node(),
+            api_error(500),
+            api_error(403),
+            api_error(400),
+        ] {
+            assert_eq!(
+                classify_refusal(&e, &sent, &changed),
+                Refusal::Other,
+                "{}",
+                describe(&e)
+            );
+            assert!(!Refusal::needs_fresh_node(&e));
+        }
+    }
+
+    #[test]
+    fn a_patch_that_does_not_fit_the_node_is_not_a_conflict() {
+        // Issue 18: the patch adds /spec/taints, the node has no spec. Replayed on the fresh
+        // node, an `add` fails, not a `test`.
+        let no_spec = node(json!({"metadata": {"name": "n1", "resourceVersion": "7",
+            "labels": {"node-role.kubernetes.io/worker": ""}}}));
+        let old_style: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+            {"op": "add", "path": "/spec/taints", "value": [{"key": "k", "effect": "NoSchedule"}]}
+        ]))
+        .unwrap();
+        match classify_refusal(&json_patch_refused(), &old_style, &no_spec) {
+            Refusal::Inapplicable(op) => {
+                assert_eq!((op.index, op.is_test), (1, false));
+                assert_eq!(op.operation, "add /spec/taints");
+                assert!(!op.error.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Today's plan for the same node fits it.
+        let plan = plan_node("worker", Some(&worker_spec()), &no_spec);
+        assert_eq!(
+            first_failing_operation(&plan.json_patch(), &no_spec).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn failures_name_the_api_servers_answer() {
+        let e = ReconcileFailure::NodePatch {
+            node: "n1".into(),
+            source: invalid_node(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "patching node n1: 422 Invalid: Node \"n1\" is invalid: spec.taints[0].effect: \
+             Unsupported value: \"Never\"; spec.taints[0].effect: Unsupported value: \"Never\""
+        );
+        let e = ReconcileFailure::NodePatchRejected {
+            node: "n1".into(),
+            source: json_patch_refused(),
+        };
+        assert_eq!(e.reason(), "NodePatchRejected");
+        assert_eq!(e.code(), 422);
+        assert!(
+            e.to_string().ends_with(
+                "422 Invalid: the server rejected our request due to an error in our request"
+            ),
+            "{e}"
+        );
+        let e = ReconcileFailure::NodePatchInvalid {
+            node: "n1".into(),
+            operation: FailingOperation {
+                index: 1,
+                is_test: false,
+                operation: "add /spec/taints".into(),
+                error: "path is invalid".into(),
+            },
+            source: json_patch_refused(),
+        };
+        assert_eq!(e.reason(), "NodePatchInvalid");
+        assert_eq!(e.code(), 422);
+        assert!(
+            e.to_string()
+                .contains("operation 1 (add /spec/taints) fails: path is invalid"),
+            "{e}"
+        );
     }
 }
