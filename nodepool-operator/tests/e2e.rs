@@ -860,3 +860,153 @@ async fn two_member_pools_wanting_one_label_do_not_fight() {
     );
     op.stop().await.unwrap();
 }
+
+/// The pool's `Ready` condition, once it is `False` with `reason`.
+async fn ready_false_with(pools: &Api<NodePool>, pool: &str, reason: &str) -> (String, i32) {
+    let found = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = found.clone();
+    eventually(&format!("Ready=False {reason}"), || {
+        let (pools, seen) = (pools.clone(), seen.clone());
+        async move {
+            let s = pools
+                .get(pool)
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .unwrap_or_default();
+            match s.ready_condition() {
+                Some(c) if c.status == "False" && c.reason == reason => {
+                    *seen.lock().unwrap() = Some((c.message.clone(), s.status));
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let got = found.lock().unwrap().take();
+    got.unwrap()
+}
+
+/// A Warning event of `reason` about the pool, once there is one; returns its note.
+async fn warning_event(env: &Embedded, reason: &str) -> String {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(env.client.clone(), "default");
+    let found = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = found.clone();
+    eventually(&format!("a Warning event {reason}"), || {
+        let (events, seen) = (events.clone(), seen.clone());
+        async move {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            match list.items.into_iter().find(|e| {
+                e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some(reason)
+            }) {
+                Some(e) => {
+                    *seen.lock().unwrap() = e.note;
+                    Ok(())
+                }
+                None => Err("none yet".to_owned()),
+            }
+        }
+    })
+    .await;
+    let note = found.lock().unwrap().take();
+    note.unwrap_or_default()
+}
+
+/// Issue 18: a node patch refused for a reason other than a conflict is reported as what it
+/// is, with the API server's message, in `Ready` and in a Warning event, and is not re-planned
+/// as if the node kept changing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_node_patch_is_reported_as_what_it_is() {
+    let (env, op) = start(2).await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let pools: Api<NodePool> = Api::all(env.client.clone());
+    let node = "envtest-node-0";
+    join(&nodes, node, "w").await;
+    let faults = env.server.faults();
+
+    // 1. The patched node does not validate: 422 with a field cause. Reported at once as
+    //    NodePatchFailed with the server's message; the node is not even re-read.
+    let invalid = kcr_envtest::ApiError::invalid(
+        "",
+        "Node",
+        node,
+        vec![(
+            "spec.taints[0].effect".into(),
+            "FieldValueNotSupported".into(),
+            "Unsupported value: \"Sometimes\"".into(),
+        )],
+    );
+    faults.reset_counts();
+    faults.fail_next_with("patch", "nodes", 1_000_000, invalid);
+    pools
+        .create(&PostParams::default(), &sample("w"))
+        .await
+        .unwrap();
+    let (message, code) = ready_false_with(&pools, "w", "NodePatchFailed").await;
+    assert_eq!(code, 422);
+    for part in [
+        node,
+        "422 Invalid",
+        "spec.taints[0].effect: Unsupported value: \"Sometimes\"",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message:?}");
+    }
+    let note = warning_event(&env, "NodePatchFailed").await;
+    assert!(note.contains("Unsupported value"), "{note}");
+    assert!(faults.request_count("patch", "nodes") >= 1);
+    assert_eq!(faults.request_count("get", "nodes"), 0, "no re-read");
+
+    // 2. The JSON-patch refusal the real server gives for any operation that does not apply
+    //    (422, no causes), while the patch does apply to the node as it is: each refusal is
+    //    followed by one re-read, the re-plan is the same patch, and re-planning stops there.
+    faults.clear();
+    faults.reset_counts();
+    let refused = kcr_envtest::ApiError::new(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    )
+    .with_details(json!({}));
+    faults.fail_next_with("patch", "nodes", 1_000_000, refused);
+    let (message, code) = ready_false_with(&pools, "w", "NodePatchRejected").await;
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("the server rejected our request due to an error in our request"),
+        "{message}"
+    );
+    let note = warning_event(&env, "NodePatchRejected").await;
+    assert!(note.contains("rejected our request"), "{note}");
+    // Over several reconciles: one re-read per refused patch (at most one still in flight),
+    // where re-planning the same patch until the attempts run out would send 5 per 4 reads.
+    eventually("ten refused patches", || async {
+        match faults.request_count("patch", "nodes") {
+            n if n >= 10 => Ok(()),
+            n => Err(format!("{n} so far")),
+        }
+    })
+    .await;
+    let (patches, gets) = (
+        faults.request_count("patch", "nodes"),
+        faults.request_count("get", "nodes"),
+    );
+    assert!(
+        gets <= patches && gets + 1 >= patches,
+        "{patches} patches, {gets} re-reads"
+    );
+    let pool = pools.get("w").await.unwrap();
+    let ready = pool.status.unwrap();
+    assert_ne!(
+        ready.ready_condition().map(|c| c.reason.as_str()),
+        Some("NodeConflict")
+    );
+
+    // 3. Once the API server accepts the patch, the pool converges.
+    faults.clear();
+    converged(&env).await;
+    op.stop().await.unwrap();
+}
