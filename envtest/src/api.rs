@@ -1128,6 +1128,7 @@ async fn prepare_update(
         dry_run(q),
     )
     .await?;
+    crate::immutable::check(&route.t, current_view, &candidate)?;
     if dry_run(q) {
         return Ok(Prepared::DryRun(dry_run_response(
             StatusCode::OK,

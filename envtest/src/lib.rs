@@ -80,6 +80,7 @@ pub mod discovery;
 pub mod error;
 pub mod eventually;
 pub mod faults;
+mod immutable;
 pub mod nodes;
 pub mod openapi;
 pub mod patch;

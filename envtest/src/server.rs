@@ -463,7 +463,14 @@ impl TestApiServer {
 
     /// Add `n` simulated Nodes named `envtest-node-<i>` (continuing the numbering), each with
     /// capacity and allocatable (4 CPU, 16Gi memory, 110 pods), a Ready condition, the
-    /// `kubernetes.io/hostname` label and the usual os/arch labels. Returns their names.
+    /// `kubernetes.io/hostname` label and the usual os/arch labels, and no taints. Returns their
+    /// names.
+    ///
+    /// They look like nodes a cluster has finished registering: the real API server taints every
+    /// new Node `node.kubernetes.io/not-ready:NoSchedule` (its TaintNodesByCondition admission)
+    /// and the node lifecycle controller removes the taint once the node is Ready; no such
+    /// controller runs here, so on the real backend this helper removes it. A Node created
+    /// through the API keeps the taint on both backends.
     pub async fn add_nodes(&self, n: usize) -> Result<Vec<String>, EnvtestError> {
         let mut names = Vec::with_capacity(n);
         let start = {
@@ -477,6 +484,9 @@ impl TestApiServer {
             let name = format!("envtest-node-{i}");
             let node = crate::nodes::simulated_node(&name, &now);
             self.upsert(node).await?;
+            if let Running::Real(plane) = &self.running {
+                mark_registered(&plane.direct_client(), &name).await?;
+            }
             names.push(name);
         }
         Ok(names)
@@ -580,6 +590,39 @@ fn install_crd_in_process(shared: &Shared, crd: Value) -> Result<(), EnvtestErro
             what: format!("CustomResourceDefinition {name}"),
             error: Box::new(error),
         })
+}
+
+/// The taint a real API server gives every new Node until it is Ready.
+const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
+/// What the node lifecycle controller does for a Ready node: remove the not-ready taint
+/// (guarded by a `test` of the taint list, so nothing else is lost).
+async fn mark_registered(client: &kube::Client, name: &str) -> Result<(), EnvtestError> {
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node = api
+        .get(name)
+        .await
+        .map_err(kube_error(format!("reading node {name}")))?;
+    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    if !taints.iter().any(|t| t.key == NOT_READY_TAINT) {
+        return Ok(());
+    }
+    let kept: Vec<_> = taints.iter().filter(|t| t.key != NOT_READY_TAINT).collect();
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/taints", "value": taints},
+        {"op": "replace", "path": "/spec/taints", "value": kept},
+    ]))
+    .map_err(|source| EnvtestError::Serialize {
+        what: format!("the taint patch of node {name}"),
+        source,
+    })?;
+    api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .map_err(kube_error(format!(
+            "removing the not-ready taint of node {name}"
+        )))?;
+    Ok(())
 }
 
 /// [`TestApiServer::upsert`] on the real backend.

@@ -243,12 +243,31 @@ async fn pool_lifecycle_create_change_repair_delete() {
             .unwrap()
             .contains_key("hacked")
     );
-    // Handler edited by hand (immutable in Kubernetes): re-created with the spec's handler.
+    // The handler is immutable (the API server refuses to change it), so a wrong handler comes
+    // from someone deleting and re-creating the RuntimeClass: it is re-created with the spec's.
     let mut rc = rcs.get("node-pool-worker").await.unwrap();
     rc.handler = "other".into();
-    rcs.replace("node-pool-worker", &PostParams::default(), &rc)
+    let err = rcs
+        .replace("node-pool-worker", &PostParams::default(), &rc)
         .await
-        .unwrap();
+        .unwrap_err();
+    assert!(err.to_string().contains("field is immutable"), "{err}");
+    rc.metadata.resource_version = None;
+    rc.metadata.uid = None;
+    // The operator re-creates a deleted RuntimeClass at once, so our create may lose that race
+    // (409): then delete and try again, a bounded number of times.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        rcs.delete("node-pool-worker", &DeleteParams::default())
+            .await
+            .unwrap();
+        match rcs.create(&PostParams::default(), &rc).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 && attempts < 20 => continue,
+            Err(e) => panic!("creating the RuntimeClass with the wrong handler: {e}"),
+        }
+    }
     converged(&env).await;
     assert_eq!(rcs.get("node-pool-worker").await.unwrap().handler, "runc");
 
