@@ -212,14 +212,16 @@ pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// The API server's refusal of a JSON patch whose operations do not apply: 422 without field
-/// causes. Upstream answers a failed `test`, a missing path and any other operation that does
-/// not apply alike ("the server rejected our request due to an error in our request"), so
-/// this alone does not say that the node changed; a 422 with causes is the validation of the
-/// patched object instead.
+/// The API server's refusal of a JSON patch whose operations do not apply: a 422 none of whose
+/// causes names a field. Upstream answers a failed `test`, a missing path and any other
+/// operation that does not apply alike ("the server rejected our request due to an error in
+/// our request", no causes; a server that says more puts it in a cause without a field), so
+/// this alone does not say that the node changed. A 422 with a field cause is the validation
+/// of the patched object instead.
 pub fn is_json_patch_refusal(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s)
-        if s.code == 422 && s.details.as_ref().is_none_or(|d| d.causes.is_empty()))
+        if s.code == 422
+            && s.details.as_ref().is_none_or(|d| d.causes.iter().all(|c| c.field.is_empty())))
 }
 
 /// What a refused node patch means (see the [module docs](self)).
@@ -933,6 +935,19 @@ mod tests {
             classify_refusal(&json_patch_refused(), &sent, &member),
             Refusal::Unexplained
         );
+        // A server that names the failing operation in a cause without a field: the same.
+        let mut detailed =
+            kube::core::Status::failure("Node \"n1\" is invalid", "Invalid").with_code(422);
+        detailed.details = Some(
+            serde_json::from_value(json!({"causes": [{"reason": "FieldValueInvalid",
+                "message": "json patch failed: testing value /spec/taints failed"}]}))
+            .unwrap(),
+        );
+        let detailed = kube::Error::Api(detailed.boxed());
+        assert!(matches!(
+            classify_refusal(&detailed, &sent, &changed),
+            Refusal::Conflict(Some(_))
+        ));
         // Validation of the patched node, server errors, forbidden: reported as they are.
         for e in [
             invalid_node(),
