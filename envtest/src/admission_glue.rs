@@ -69,7 +69,7 @@ pub(crate) async fn admit(
     }
     if !mutating && !validating {
         if op != Operation::Delete {
-            crate::api::validate(route, &mut object)?;
+            crate::api::validate(route, operation, old, &mut object)?;
         }
         return Ok(object);
     }
@@ -142,7 +142,7 @@ pub(crate) async fn admit(
         object
     };
     object["apiVersion"] = json!(t.api_version(t.storage_version()));
-    crate::api::validate(route, &mut object)?;
+    crate::api::validate(route, operation, old, &mut object)?;
     if validating {
         let admitted = run_validating(
             &configurations(shared, VALIDATING),

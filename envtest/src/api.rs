@@ -220,10 +220,15 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
     if !body.is_empty() && media.contains("protobuf") {
         match crate::protobuf::decode(&body) {
             Ok(v) => body = Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
-            Err(e) => {
+            Err(crate::protobuf::DecodeError::Unsupported(e)) => {
                 let mut err = ApiError::unsupported_media_type(&content_type);
                 err.message = format!("{}: {e}", err.message);
                 return error_response(&err);
+            }
+            Err(crate::protobuf::DecodeError::Malformed(e)) => {
+                return error_response(&ApiError::bad_request(format!(
+                    "the object provided is unrecognized: {e}"
+                )));
             }
         }
     } else if !body.is_empty() && media.contains("cbor") {
@@ -241,6 +246,15 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
             );
             Ok(resp)
         }
+        Target::PageNotFound => Ok(Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .body(
+                Full::new(Bytes::from_static(b"404 page not found\n"))
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+            .unwrap_or_default()),
         Target::Text(t) => Ok(Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/plain")
@@ -300,6 +314,9 @@ pub(crate) enum Target {
     Fixed(Value),
     Aggregated(Value),
     Text(String),
+    /// kube-apiserver's plain-text `404 page not found` (no Status body), for paths outside
+    /// every served API group.
+    PageNotFound,
     Resource(Route),
 }
 
@@ -328,9 +345,13 @@ fn route(
             )));
         }
         ["apis", g] => {
-            return crate::discovery::group(reg, g)
+            return Ok(crate::discovery::group(reg, g)
                 .map(Target::Fixed)
-                .ok_or_else(|| ApiError::no_route(path));
+                .unwrap_or(Target::PageNotFound));
+        }
+        // A group nothing serves: no API handler at all.
+        ["apis", g, ..] if crate::discovery::group(reg, g).is_none() => {
+            return Ok(Target::PageNotFound);
         }
         ["apis", g, v] => {
             if !reg.serves_group_version(g, v) {
@@ -346,7 +367,8 @@ fn route(
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g, v, rest @ ..] => (g, v, rest),
-        _ => return Err(ApiError::no_route(path)),
+        ["api", ..] => return Err(ApiError::no_route(path)),
+        _ => return Ok(Target::PageNotFound),
     };
     let _ = method;
     // namespaces/{ns}/{resource}/... for namespaced resources.
@@ -907,8 +929,8 @@ pub(crate) fn decode_builtin(route: &Route, obj: &mut Value) -> Result<(), ApiEr
             for (k, v) in string_data {
                 let Some(text) = v.as_str() else {
                     return Err(ApiError::bad_request(format!(
-                        "Secret in version \"v1\" cannot be handled as a Secret: \
-                         stringData[{k}]: expected a string, got {v}"
+                        "Secret in version \"v1\" cannot be handled as a Secret: {}",
+                        not_a_string_data_value(&v)
                     )));
                 };
                 data.insert(
@@ -928,9 +950,235 @@ pub(crate) fn decode_builtin(route: &Route, obj: &mut Value) -> Result<(), ApiEr
     Ok(())
 }
 
-/// Validate an object before it is stored: metadata.name and, for custom resources, the
-/// CRD schema (after pruning unknown fields and applying defaults, as the real server does).
-pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
+/// Go's JSON decoding error for a `stringData` value that is not a string.
+fn not_a_string_data_value(v: &Value) -> String {
+    let json_type = match v {
+        Value::Null | Value::String(_) => "string",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    format!(
+        "json: cannot unmarshal {json_type} into Go struct field Secret.stringData of type string"
+    )
+}
+
+/// The real server decodes a patched object into its Go type: a patched Secret whose
+/// `stringData` holds a value that is not a string fails that decoding, which it reports as
+/// 422 Invalid on the field `patch` (a create with such a body is a 400, see
+/// [`decode_builtin`]).
+pub(crate) fn check_patched_builtin(t: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    if t.custom.is_some() || !t.group.is_empty() || t.kind != "Secret" {
+        return Ok(());
+    }
+    let Some(Value::Object(string_data)) = obj.get("stringData") else {
+        return Ok(());
+    };
+    let Some(bad) = string_data.values().find(|v| !v.is_string()) else {
+        return Ok(());
+    };
+    let message = format!(
+        "Invalid value: {}: {}",
+        Value::String(obj.to_string()),
+        not_a_string_data_value(bad)
+    );
+    Err(ApiError::invalid(
+        "",
+        "",
+        "",
+        vec![("patch".into(), "FieldValueInvalid".into(), message)],
+    ))
+}
+
+/// The keys a Secret of each built-in type must have in `data` (upstream's
+/// `ValidateSecret`; `basic-auth` needs either key, reported as both).
+fn required_secret_keys(secret_type: &str) -> &'static [&'static str] {
+    match secret_type {
+        "kubernetes.io/tls" => &["tls.crt", "tls.key"],
+        "kubernetes.io/ssh-auth" => &["ssh-privatekey"],
+        "kubernetes.io/dockerconfigjson" => &[".dockerconfigjson"],
+        "kubernetes.io/dockercfg" => &[".dockercfg"],
+        _ => &[],
+    }
+}
+
+/// Upstream's validation of built-in kinds, where it is cheap and certain: a Secret's
+/// type-specific keys, and on create through events.k8s.io/v1 the fields of a new-style Event
+/// (the core-only fields must be unset; `eventTime`, `type`, the reporting fields, `action`
+/// and `reason` are required). Causes as `(field, reason, message)`.
+fn validate_builtin(
+    route: &Route,
+    operation: &str,
+    old: Option<&Value>,
+    obj: &Value,
+) -> Vec<(String, String, String)> {
+    let t = &route.t;
+    let mut causes = Vec::new();
+    if let Some(old) = old
+        && t.custom.is_none()
+        && t.group == "batch"
+        && t.kind == "Job"
+        && job_template_changed(&old["spec"], &obj["spec"])
+    {
+        causes.push((
+            "spec.template".into(),
+            "FieldValueInvalid".into(),
+            format!(
+                "Invalid value: {}: field is immutable",
+                obj["spec"]["template"]
+            ),
+        ));
+    }
+    let required = |causes: &mut Vec<(String, String, String)>, field: String| {
+        causes.push((field, "FieldValueRequired".into(), "Required value".into()));
+    };
+    if t.custom.is_none() && t.group.is_empty() && t.kind == "Secret" {
+        let data = obj.get("data").and_then(Value::as_object);
+        let has = |k: &str| data.is_some_and(|d| d.contains_key(k));
+        let secret_type = obj["type"].as_str().unwrap_or_default();
+        for key in required_secret_keys(secret_type) {
+            if !has(key) {
+                required(&mut causes, format!("data[{key}]"));
+            }
+        }
+        if secret_type == "kubernetes.io/basic-auth" && !has("username") && !has("password") {
+            required(&mut causes, "data[username]".into());
+            required(&mut causes, "data[password]".into());
+        }
+        if secret_type == "kubernetes.io/service-account-token"
+            && obj["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+                .as_str()
+                .is_none_or(str::is_empty)
+        {
+            required(
+                &mut causes,
+                "metadata.annotations[kubernetes.io/service-account.name]".into(),
+            );
+        }
+    }
+    if crate::convert::is_events_v1(t) && operation == "CREATE" {
+        let unset = |v: &Value| match v {
+            Value::Null => true,
+            Value::Number(n) => n.as_i64() == Some(0),
+            Value::String(s) => s.is_empty(),
+            Value::Object(m) => m.values().all(|v| v.as_str().is_none_or(str::is_empty)),
+            _ => false,
+        };
+        let text = |field: &str| obj[field].as_str().unwrap_or_default();
+        if unset(&obj["eventTime"]) {
+            required(&mut causes, "eventTime".into());
+        }
+        if !matches!(text("type"), "Normal" | "Warning") {
+            causes.push((
+                "type".into(),
+                "FieldValueInvalid".into(),
+                format!("Invalid value: \"\": has invalid value: {}", text("type")),
+            ));
+        }
+        if !unset(&obj["eventTime"]) {
+            for field in [
+                "reportingController",
+                "reportingInstance",
+                "action",
+                "reason",
+            ] {
+                if text(field).is_empty() {
+                    required(&mut causes, field.into());
+                }
+            }
+        }
+        // Reported under the core/v1 names, as upstream validates the internal type.
+        for (new, core) in DEPRECATED_EVENT_FIELDS {
+            if !unset(&obj[new]) {
+                causes.push((
+                    core.into(),
+                    "FieldValueInvalid".into(),
+                    "Invalid value: \"\": needs to be unset".into(),
+                ));
+            }
+        }
+    }
+    if let Some(old) = old
+        && crate::convert::is_events_v1(t)
+        && operation == "UPDATE"
+    {
+        // Through events.k8s.io/v1 only the series (and metadata) of an Event may change.
+        for (new, core) in IMMUTABLE_EVENT_FIELDS
+            .iter()
+            .chain(DEPRECATED_EVENT_FIELDS.iter())
+        {
+            if old.get(*new) != obj.get(*new) {
+                causes.push((
+                    (*core).into(),
+                    "FieldValueInvalid".into(),
+                    format!("Invalid value: {}: field is immutable", obj[*new]),
+                ));
+            }
+        }
+    }
+    causes
+}
+
+/// events.k8s.io/v1 fields that hold core/v1-only data, with their core/v1 names.
+const DEPRECATED_EVENT_FIELDS: [(&str, &str); 4] = [
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("deprecatedSource", "source"),
+];
+
+/// events.k8s.io/v1 fields an update through that API may not change (upstream's
+/// `ValidateEventUpdate`), with their core/v1 names.
+const IMMUTABLE_EVENT_FIELDS: [(&str, &str); 9] = [
+    ("regarding", "involvedObject"),
+    ("reason", "reason"),
+    ("note", "message"),
+    ("type", "type"),
+    ("eventTime", "eventTime"),
+    ("action", "action"),
+    ("related", "related"),
+    ("reportingController", "reportingController"),
+    ("reportingInstance", "reportingInstance"),
+];
+
+/// Upstream's `ValidateJobUpdate`: a Job's pod template is immutable, except that a
+/// suspended Job may change its scheduling directives (node selector, tolerations, affinity,
+/// scheduling gates) and its template's labels and annotations.
+fn job_template_changed(old_spec: &Value, new_spec: &Value) -> bool {
+    let (old, new) = (&old_spec["template"], &new_spec["template"]);
+    if old == new {
+        return false;
+    }
+    if new_spec["suspend"] != json!(true) {
+        return true;
+    }
+    let without_directives = |template: &Value| {
+        let mut t = template.clone();
+        if let Some(meta) = t.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("labels");
+            meta.remove("annotations");
+        }
+        if let Some(spec) = t.get_mut("spec").and_then(Value::as_object_mut) {
+            for field in ["nodeSelector", "tolerations", "affinity", "schedulingGates"] {
+                spec.remove(field);
+            }
+        }
+        t
+    };
+    without_directives(old) != without_directives(new)
+}
+
+/// Validate an object before it is stored: metadata.name, the checks of
+/// [`validate_builtin`] and, for custom resources, the CRD schema (after pruning unknown
+/// fields and applying defaults, as the real server does). `operation` is the admission
+/// operation (`CREATE` or `UPDATE`), `old` the stored object of an update.
+pub(crate) fn validate(
+    route: &Route,
+    operation: &str,
+    old: Option<&Value>,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
     let t = &route.t;
     let name = obj["metadata"]["name"]
         .as_str()
@@ -945,6 +1193,7 @@ pub(crate) fn validate(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
             format!("Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
         ));
     }
+    causes.extend(validate_builtin(route, operation, old, obj));
     if let Some(custom) = &t.custom
         && let Some(schema) = custom.schemas.get(t.storage_version())
     {
@@ -1368,7 +1617,10 @@ async fn patch(
     }
 }
 
-fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
+/// The DeleteOptions of a request. Without a propagation policy, batch/v1 Jobs orphan their
+/// dependents (upstream's default for that version, kept for compatibility); every other
+/// resource deletes them in the background.
+fn delete_opts(t: &ResourceType, q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
     let body: Value = if body.is_empty() {
         json!({})
     } else {
@@ -1379,12 +1631,15 @@ fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
         .as_str()
         .map(str::to_string)
         .or_else(|| q.get("propagationPolicy").cloned());
-    let orphan = body["orphanDependents"].as_bool().unwrap_or(false) || flag(q, "orphanDependents");
+    let orphan = body["orphanDependents"]
+        .as_bool()
+        .or_else(|| q.get("orphanDependents").map(|v| v == "true"));
+    let orphan_by_default = t.custom.is_none() && t.key() == "batch/jobs";
     let propagation = match policy.as_deref() {
         Some("Foreground") => Propagation::Foreground,
         Some("Orphan") => Propagation::Orphan,
         Some("Background") => Propagation::Background,
-        None if orphan => Propagation::Orphan,
+        None if orphan.unwrap_or(orphan_by_default) => Propagation::Orphan,
         None => Propagation::Background,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
@@ -1414,7 +1669,7 @@ async fn delete(
             "DELETE is not supported on subresources",
         ));
     }
-    let opts = delete_opts(q, body)?;
+    let opts = delete_opts(&t, q, body)?;
     let current = existing_object(shared, route, &name)?;
     let current_view = view(route, &current.value);
     crate::admission_glue::admit(
@@ -1447,7 +1702,7 @@ async fn delete_collection(
 ) -> Result<Response<Body>, ApiError> {
     let t = route.t.clone();
     let sel = Selectors::parse(&t, q)?;
-    let opts = delete_opts(q, body)?;
+    let opts = delete_opts(&t, q, body)?;
     let victims: Vec<Arc<StoredObject>> = shared
         .store
         .lock()

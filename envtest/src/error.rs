@@ -201,7 +201,15 @@ impl ApiError {
         ApiError::new(
             422,
             "Invalid",
-            format!("{qualified} \"{name}\" is invalid: {}", summary.join(", ")),
+            // As upstream's aggregate: one cause bare, several in brackets.
+            if summary.len() == 1 {
+                format!("{qualified} \"{name}\" is invalid: {}", summary.join(", "))
+            } else {
+                format!(
+                    "{qualified} \"{name}\" is invalid: [{}]",
+                    summary.join(", ")
+                )
+            },
         )
         .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
     }

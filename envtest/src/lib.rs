@@ -20,7 +20,7 @@
 //! let mut cm = ConfigMap::default();
 //! cm.metadata.name = Some("demo".into());
 //! cms.create(&PostParams::default(), &cm).await?;
-//! assert_eq!(cms.get("demo").await?.metadata.generation, Some(1));
+//! assert_eq!(cms.get("demo").await?.metadata.name.as_deref(), Some("demo"));
 //!
 //! // Make the next GET of configmaps fail with 500 (kube retries 429/503/504 by itself).
 //! server.faults().fail_next("get", "configmaps", 1, 500);

@@ -1,5 +1,6 @@
-//! `kcr-envtest` binary: runs the in-process API server standalone so that kubectl and other
-//! clients can talk to it.
+//! `kcr-envtest` binary: runs a test API server standalone so that kubectl and other clients
+//! can talk to it: the in-process server, or with `KCR_ENVTEST_BACKEND=real` a real control
+//! plane behind its fault proxy (served on `--port` either way, plain HTTP).
 //!
 //! ```text
 //! cargo run -p kcr-envtest -- --port 6443 --kubeconfig /tmp/envtest.kubeconfig --nodes 3
@@ -15,7 +16,7 @@ use kcr_envtest::TestApiServer;
 #[derive(Debug, Parser)]
 #[command(
     name = "kcr-envtest",
-    about = "In-process Kubernetes API server for tests (plain HTTP on 127.0.0.1)"
+    about = "Kubernetes API server for tests (plain HTTP on 127.0.0.1); KCR_ENVTEST_BACKEND=real runs kube-apiserver behind a proxy"
 )]
 struct Args {
     /// Port on 127.0.0.1 (0 picks a free port).
@@ -27,9 +28,9 @@ struct Args {
     /// Number of simulated nodes to create at start.
     #[arg(long, default_value_t = 0)]
     nodes: usize,
-    /// Events kept for watch resumption.
-    #[arg(long, default_value_t = 100_000)]
-    history_window: usize,
+    /// Events kept for watch resumption (in-process backend only; default 100000).
+    #[arg(long)]
+    history_window: Option<usize>,
 }
 
 #[tokio::main]
@@ -38,18 +39,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let args = Args::parse();
-    let server = TestApiServer::builder()
-        .port(args.port)
-        .nodes(args.nodes)
-        .history_window(args.history_window)
-        .start()
-        .await?;
+    let mut builder = TestApiServer::builder().port(args.port).nodes(args.nodes);
+    if let Some(events) = args.history_window {
+        builder = builder.history_window(events);
+    }
+    let server = builder.start().await?;
     if let Some(path) = &args.kubeconfig {
         server.write_kubeconfig(path)?;
         println!("kubeconfig written to {}", path.display());
     }
     println!("kcr-envtest serving on {}", server.url());
-    tokio::signal::ctrl_c().await?;
+    // SIGINT or SIGTERM: drop the server, which on the real backend stops its processes.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result?,
+        _ = terminate.recv() => {}
+    }
     println!("shutting down");
+    drop(server);
     Ok(())
 }

@@ -109,13 +109,17 @@ pub(crate) fn apply_patch(
     } else {
         None
     };
-    patch_object(patch_type, current, body, strategy.as_ref()).map_err(|e| match (patch_type, e) {
-        (PatchType::Json, PatchError::Unprocessable(detail)) => {
-            tracing::debug!(%detail, resource = %t.plural, name, "json patch does not apply");
-            json_patch_refused()
-        }
-        (_, e) => patch_error(t, name, e),
-    })
+    let patched = patch_object(patch_type, current, body, strategy.as_ref()).map_err(
+        |e| match (patch_type, e) {
+            (PatchType::Json, PatchError::Unprocessable(detail)) => {
+                tracing::debug!(%detail, resource = %t.plural, name, "json patch does not apply");
+                json_patch_refused()
+            }
+            (_, e) => patch_error(t, name, e),
+        },
+    )?;
+    crate::api::check_patched_builtin(t, &patched)?;
+    Ok(patched)
 }
 
 /// How kube-apiserver answers a JSON patch whose operations do not apply to the object (a

@@ -15,8 +15,10 @@
 //!
 //! A field outside the tables is ignored when it holds its zero value (Go's encoder writes
 //! every non-pointer field) and rejected otherwise: the request gets 415 naming the field,
-//! rather than an object stored with data silently missing. Responses are always JSON
-//! (clients accept it).
+//! rather than an object stored with data silently missing ([`DecodeError::Unsupported`]). A
+//! body that is not a well-formed protobuf message (truncated, bad wire data, no `k8s\0`
+//! magic) is a 400 BadRequest, as on the real server ([`DecodeError::Malformed`]). Responses
+//! are always JSON (clients accept it).
 
 use std::collections::BTreeMap;
 
@@ -24,6 +26,18 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 const MAGIC: &[u8] = b"k8s\0";
+
+/// Why a protobuf body was not decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Not a well-formed Kubernetes protobuf message; the real server answers 400 BadRequest.
+    #[error("{0}")]
+    Malformed(String),
+    /// Well-formed, but a kind or a field this decoder does not handle (the real server would
+    /// decode it): 415 UnsupportedMediaType, naming what was not decoded.
+    #[error("{0}")]
+    Unsupported(String),
+}
 
 /// One decoded protobuf field.
 #[derive(Debug, Clone, Copy)]
@@ -551,33 +565,34 @@ fn int_or_string(b: &[u8]) -> Result<Value, String> {
 
 /// Decode one message into a JSON object through its table. `path` names the message in
 /// errors (`Deployment.spec.template`).
-fn message(msg: &Message, b: &[u8], path: &str) -> Result<Map<String, Value>, String> {
+fn message(msg: &Message, b: &[u8], path: &str) -> Result<Map<String, Value>, DecodeError> {
+    use DecodeError::Malformed;
     let mut out = Map::new();
-    for (number, field) in fields(b)? {
+    for (number, field) in fields(b).map_err(Malformed)? {
         let Some(spec) = msg.fields.iter().find(|s| s.number == number) else {
             if is_zero(field) {
                 continue;
             }
-            return Err(format!(
+            return Err(DecodeError::Unsupported(format!(
                 "{path}: field {number} of {} is not supported",
                 msg.name
-            ));
+            )));
         };
         let here = || format!("{path}.{}", spec.name);
         let wrong = || format!("{}: unexpected wire type", here());
         let value = match (spec.ty, field) {
-            (Str, Field::Bytes(s)) => Value::String(text(s)?),
+            (Str, Field::Bytes(s)) => Value::String(text(s).map_err(Malformed)?),
             // int32 and int64 negatives are sign-extended to 64 bits on the wire.
             (Int, Field::Varint(v)) => Value::from(v as i64),
             (Bool, Field::Varint(v)) => Value::Bool(v != 0),
-            (IntOrString, Field::Bytes(s)) => int_or_string(s)?,
+            (IntOrString, Field::Bytes(s)) => int_or_string(s).map_err(Malformed)?,
             (Msg(sub), Field::Bytes(s)) => Value::Object(message(sub, s, &here())?),
             (StrMap | BytesMap | QuantityMap, Field::Bytes(s)) => {
-                let (key, v) = entry(s)?;
+                let (key, v) = entry(s).map_err(Malformed)?;
                 let v = match spec.ty {
-                    StrMap => Value::String(text(v)?),
+                    StrMap => Value::String(text(v).map_err(Malformed)?),
                     BytesMap => base64(v),
-                    _ => quantity(v)?,
+                    _ => quantity(v).map_err(Malformed)?,
                 };
                 let map = out
                     .entry(spec.name)
@@ -587,7 +602,7 @@ fn message(msg: &Message, b: &[u8], path: &str) -> Result<Map<String, Value>, St
                 }
                 continue;
             }
-            _ => return Err(wrong()),
+            _ => return Err(Malformed(wrong())),
         };
         if spec.repeated {
             let list = out
@@ -622,20 +637,31 @@ fn first_bytes(b: &[u8]) -> Result<BTreeMap<u64, &[u8]>, String> {
 }
 
 /// Decode a protobuf request body into the JSON object, for the supported kinds. The error
-/// says what could not be decoded (the caller answers 415 with it).
-pub fn decode(body: &[u8]) -> Result<Value, String> {
+/// says what could not be decoded and whether the body is malformed (400) or merely not
+/// supported here (415).
+pub fn decode(body: &[u8]) -> Result<Value, DecodeError> {
+    use DecodeError::Malformed;
     let rest = body
         .strip_prefix(MAGIC)
-        .ok_or("missing k8s protobuf magic")?;
-    let unknown = first_bytes(rest)?;
-    let type_meta = first_bytes(unknown.get(&1).ok_or("no typeMeta")?)?;
-    let api_version = text(type_meta.get(&1).copied().unwrap_or_default())?;
-    let kind = text(type_meta.get(&2).copied().unwrap_or_default())?;
+        .ok_or_else(|| Malformed("missing k8s protobuf magic".into()))?;
+    let unknown = first_bytes(rest).map_err(Malformed)?;
+    let type_meta = first_bytes(
+        unknown
+            .get(&1)
+            .ok_or_else(|| Malformed("no typeMeta".into()))?,
+    )
+    .map_err(Malformed)?;
+    let api_version = text(type_meta.get(&1).copied().unwrap_or_default()).map_err(Malformed)?;
+    let kind = text(type_meta.get(&2).copied().unwrap_or_default()).map_err(Malformed)?;
     let raw = unknown.get(&2).copied().unwrap_or_default();
     let (_, _, msg) = KINDS
         .iter()
         .find(|(v, k, _)| *v == api_version && *k == kind)
-        .ok_or_else(|| format!("protobuf bodies of {api_version} {kind} are not supported"))?;
+        .ok_or_else(|| {
+            DecodeError::Unsupported(format!(
+                "protobuf bodies of {api_version} {kind} are not supported"
+            ))
+        })?;
     let mut out = Map::new();
     out.insert("kind".into(), Value::String(kind.clone()));
     out.insert("apiVersion".into(), Value::String(api_version));
@@ -752,19 +778,33 @@ mod tests {
         let err = decode(&envelope("batch/v1", "Job", raw)).unwrap_err();
         assert_eq!(
             err,
-            "Job.spec.template.spec: field 1 of PodSpec is not supported"
+            DecodeError::Unsupported(
+                "Job.spec.template.spec: field 1 of PodSpec is not supported".into()
+            )
         );
     }
 
     #[test]
     fn rejects_unknown_kinds_wrong_wire_types_and_garbage() {
         let err = decode(&envelope("v1", "Pod", field(1, &field(1, b"p")))).unwrap_err();
-        assert_eq!(err, "protobuf bodies of v1 Pod are not supported");
+        assert_eq!(
+            err,
+            DecodeError::Unsupported("protobuf bodies of v1 Pod are not supported".into())
+        );
         // ObjectMeta.name sent as a varint.
         let raw = field(1, &varint_field(1, 5));
         let err = decode(&envelope("v1", "ConfigMap", raw)).unwrap_err();
-        assert_eq!(err, "ConfigMap.metadata.name: unexpected wire type");
-        assert!(decode(b"not protobuf").is_err());
-        assert!(decode(b"k8s\0\x0a\x7f").is_err());
+        assert_eq!(
+            err,
+            DecodeError::Malformed("ConfigMap.metadata.name: unexpected wire type".into())
+        );
+        assert!(matches!(
+            decode(b"not protobuf"),
+            Err(DecodeError::Malformed(_))
+        ));
+        assert!(matches!(
+            decode(b"k8s\0\x0a\x7f"),
+            Err(DecodeError::Malformed(_))
+        ));
     }
 }

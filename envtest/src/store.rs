@@ -196,6 +196,27 @@ pub(crate) fn drop_empty_metadata(obj: &mut Value) {
     }
 }
 
+/// Whether the real API server keeps `metadata.generation` for objects of `t` (checked against
+/// kube-apiserver 1.34): custom resources, CRDs, the apps and batch workloads, pods and the
+/// admission webhook configurations. Other kinds (ConfigMap, Secret, Service, Namespace, Node,
+/// Lease, Event, ...) store whatever a create sent (usually nothing) and never change it.
+pub fn tracks_generation(t: &ResourceType) -> bool {
+    t.custom.is_some()
+        || matches!(
+            crate::convert::storage_key(t).as_str(),
+            "pods"
+                | "apps/deployments"
+                | "apps/replicasets"
+                | "apps/statefulsets"
+                | "apps/daemonsets"
+                | "batch/jobs"
+                | "batch/cronjobs"
+                | "apiextensions.k8s.io/customresourcedefinitions"
+                | "admissionregistration.k8s.io/mutatingwebhookconfigurations"
+                | "admissionregistration.k8s.io/validatingwebhookconfigurations"
+        )
+}
+
 /// Everything except metadata (and status when `ignore_status`), for the generation rule.
 fn spec_part(obj: &Value, ignore_status: bool) -> BTreeMap<&String, &Value> {
     obj.as_object()
@@ -410,21 +431,12 @@ impl Store {
     }
 
     /// Low-level removal with a DELETED event; returns the last state (with the deletion RV).
+    /// The DELETED event carries the stored state, as etcd's watch does.
     fn remove(&mut self, resource: &str, key: &ObjKey) -> Option<Arc<StoredObject>> {
-        self.remove_as(resource, key, None)
-    }
-
-    /// Removal whose DELETED event carries `last` (default: the stored state).
-    fn remove_as(
-        &mut self,
-        resource: &str,
-        key: &ObjKey,
-        last: Option<Value>,
-    ) -> Option<Arc<StoredObject>> {
         let prev = self.objects.get_mut(resource)?.remove(key)?;
         self.rv += 1;
         let rv = self.rv;
-        let mut last = last.unwrap_or_else(|| prev.value.clone());
+        let mut last = prev.value.clone();
         drop_empty_metadata(&mut last);
         set_rv(&mut last, rv);
         let last = StoredObject::new(last, rv);
@@ -490,7 +502,9 @@ impl Store {
                 Value::String(uuid::Uuid::new_v4().to_string()),
             );
             meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
-            meta.insert("generation".into(), json!(1));
+            if tracks_generation(t) {
+                meta.insert("generation".into(), json!(1));
+            }
             meta.remove("deletionTimestamp");
             meta.remove("deletionGracePeriodSeconds");
         }
@@ -588,8 +602,15 @@ impl Store {
                 ));
             }
         }
-        let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
-        let changed = spec_part(old, t.status_subresource) != spec_part(&obj, t.status_subresource);
+        // Deployments also count annotation changes (upstream copies them to ReplicaSets).
+        let changed = spec_part(old, t.status_subresource) != spec_part(&obj, t.status_subresource)
+            || (resource == "apps/deployments"
+                && old["metadata"]["annotations"] != obj["metadata"]["annotations"]);
+        let generation = match old["metadata"]["generation"].as_i64() {
+            Some(g) if tracks_generation(t) && changed => Some(json!(g + 1)),
+            None if tracks_generation(t) => Some(json!(if changed { 2 } else { 1 })),
+            _ => old["metadata"].get("generation").cloned(),
+        };
         {
             let meta = obj
                 .as_object_mut()
@@ -613,10 +634,10 @@ impl Store {
                     }
                 }
             }
-            meta.insert(
-                "generation".into(),
-                json!(if changed { generation + 1 } else { generation }),
-            );
+            match generation {
+                Some(g) => meta.insert("generation".into(), g),
+                None => meta.remove("generation"),
+            };
             if meta
                 .get("finalizers")
                 .is_some_and(|f| f.as_array().is_some_and(Vec::is_empty))
@@ -633,9 +654,10 @@ impl Store {
         }
         if deleting && finalizers(&obj).is_empty() {
             // As on the real server, the update that drops the last finalizer deletes the
-            // object: one DELETED event carrying the final state.
+            // object: one DELETED event, carrying the state stored before that update (with
+            // the finalizers it still had) at the deletion's resourceVersion.
             let last = self
-                .remove_as(&resource, &key, Some(obj))
+                .remove(&resource, &key)
                 .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name))?;
             self.cascade(vec![(resource, last.clone())]);
             return Ok(last);
@@ -802,6 +824,9 @@ impl Store {
                     .iter()
                     .any(|o| self.uids.contains_key(o));
                 if alive {
+                    // Upstream's garbage collector keeps a dependent that still has a live
+                    // owner and removes its dangling reference to the deleted one.
+                    self.drop_owner_reference(&dres, dkey, &uid);
                     continue;
                 }
                 if let Some(last) = self.gc_delete(&dres, &dkey) {
@@ -857,18 +882,23 @@ impl Store {
             .map(|d| d.iter().cloned().collect())
             .unwrap_or_default();
         for (res, key) in deps {
-            if let Some(dep) = self.get(&res, &key.0, &key.1) {
-                let mut obj = dep.value.clone();
-                if let Some(refs) = obj["metadata"]["ownerReferences"].as_array_mut() {
-                    refs.retain(|r| r["uid"].as_str() != Some(uid));
-                    if refs.is_empty()
-                        && let Some(m) = obj["metadata"].as_object_mut()
-                    {
-                        m.remove("ownerReferences");
-                    }
+            self.drop_owner_reference(&res, key, uid);
+        }
+    }
+
+    /// Remove the owner reference to `uid` from one dependent (a write).
+    fn drop_owner_reference(&mut self, res: &str, key: ObjKey, uid: &str) {
+        if let Some(dep) = self.get(res, &key.0, &key.1) {
+            let mut obj = dep.value.clone();
+            if let Some(refs) = obj["metadata"]["ownerReferences"].as_array_mut() {
+                refs.retain(|r| r["uid"].as_str() != Some(uid));
+                if refs.is_empty()
+                    && let Some(m) = obj["metadata"].as_object_mut()
+                {
+                    m.remove("ownerReferences");
                 }
-                self.write(&res, key, obj);
             }
+            self.write(res, key, obj);
         }
     }
 
@@ -967,6 +997,42 @@ mod tests {
     }
 
     #[test]
+    fn generation_only_for_the_kinds_upstream_keeps_it_for() {
+        let (mut s, cms) = setup(100);
+        let deployments = s.registry.get("apps/deployments").cloned().unwrap();
+        let d = |annotations: Value, replicas: i64| {
+            json!({"metadata": {"name": "d", "namespace": "default", "annotations": annotations},
+                "spec": {"replicas": replicas}})
+        };
+        let created = s.create(&deployments, d(json!({}), 1)).unwrap();
+        assert_eq!(created.value["metadata"]["generation"], 1);
+        let up = |s: &mut Store, obj| s.update(&deployments, "default", "d", obj, None).unwrap();
+        assert_eq!(
+            up(&mut s, d(json!({}), 2)).value["metadata"]["generation"],
+            2
+        );
+        // Deployments count annotation changes too.
+        assert_eq!(
+            up(&mut s, d(json!({"a": "b"}), 2)).value["metadata"]["generation"],
+            3
+        );
+        // A client cannot set the generation of a tracked kind, nor change it on any kind.
+        let mut sent = d(json!({"a": "b"}), 2);
+        sent["metadata"]["generation"] = json!(9);
+        assert_eq!(up(&mut s, sent).value["metadata"]["generation"], 3);
+        let mut c = cm("g", "1");
+        c["metadata"]["generation"] = json!(5);
+        assert_eq!(
+            s.create(&cms, c).unwrap().value["metadata"]["generation"],
+            5
+        );
+        let mut c = cm("g", "2");
+        c["metadata"]["generation"] = json!(7);
+        let updated = s.update(&cms, "default", "g", c, None).unwrap();
+        assert_eq!(updated.value["metadata"]["generation"], 5);
+    }
+
+    #[test]
     fn every_write_bumps_one_global_rv() {
         let (mut s, t) = setup(100);
         let a = s.create(&t, cm("a", "1")).unwrap();
@@ -974,7 +1040,8 @@ mod tests {
             .update(&t, "default", "a", cm("a", "2"), Some(a.rv))
             .unwrap();
         assert_eq!(b.rv, a.rv + 1);
-        assert_eq!(b.value["metadata"]["generation"], 2);
+        // ConfigMaps have no generation on the real server.
+        assert_eq!(b.value["metadata"].get("generation"), None);
         assert_eq!(b.value["metadata"]["uid"], a.value["metadata"]["uid"]);
         // Stale expected rv.
         let err = s

@@ -42,7 +42,9 @@ async fn create_get_update_delete_configmap() {
     assert!(meta.uid.as_deref().is_some_and(|u| !u.is_empty()));
     assert!(meta.creation_timestamp.is_some());
     let rv1: u64 = meta.resource_version.as_deref().unwrap().parse().unwrap();
-    assert_eq!(meta.generation, Some(1));
+    // The real server keeps metadata.generation only for some kinds (workloads, pods, CRDs and
+    // custom resources, webhook configurations); ConfigMaps have none.
+    assert_eq!(meta.generation, None);
 
     let got = api.get("a").await.unwrap();
     assert_eq!(got.data.as_ref().unwrap()["k"], "v");
@@ -65,6 +67,10 @@ async fn create_get_update_delete_configmap() {
     assert_eq!(
         updated.metadata.uid, created.metadata.uid,
         "uid is immutable"
+    );
+    assert_eq!(
+        updated.metadata.generation, None,
+        "no generation on data changes"
     );
 
     // Stale update: 409 Conflict.
@@ -160,31 +166,13 @@ async fn errors_have_status_codes_and_reasons() {
         (415, "UnsupportedMediaType")
     );
 
-    // A truncated protobuf body: 415
+    // A truncated protobuf body: 400, as any body that does not decode
     let req = http::Request::post("/api/v1/namespaces")
         .header("Content-Type", "application/vnd.kubernetes.protobuf")
         .body(b"k8s\0\n\x0f".to_vec())
         .unwrap();
     let err = api_err(client.request::<Namespace>(req).await.unwrap_err());
-    assert_eq!(
-        (err.code, err.reason.as_str()),
-        (415, "UnsupportedMediaType")
-    );
-    // A protobuf Pod (only kubectl's `create` generator kinds are decoded): 415 saying so
-    let mut body = b"k8s\0\x0a\x09\x0a\x02v1\x12\x03Pod".to_vec();
-    body.extend(b"\x12\x05\x0a\x03\x0a\x01p");
-    let req = http::Request::post("/api/v1/namespaces/default/pods")
-        .header("Content-Type", "application/vnd.kubernetes.protobuf")
-        .body(body)
-        .unwrap();
-    let err = api_err(client.request::<Pod>(req).await.unwrap_err());
-    assert_eq!(err.code, 415);
-    assert!(
-        err.message
-            .contains("protobuf bodies of v1 Pod are not supported"),
-        "{}",
-        err.message
-    );
+    assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
 
     // Method not allowed: POST on a named object
     let req = http::Request::post("/api/v1/namespaces/default/configmaps/dup")
@@ -194,12 +182,19 @@ async fn errors_have_status_codes_and_reasons() {
     let err = api_err(client.request::<ConfigMap>(req).await.unwrap_err());
     assert_eq!((err.code, err.reason.as_str()), (405, "MethodNotAllowed"));
 
-    // Unknown resource: 404 with a Status body
-    let req = http::Request::get("/apis/example.com/v1/widgets")
+    // Unknown resource of a served group: 404 with a Status body
+    let req = http::Request::get("/apis/apps/v1/widgets")
         .body(vec![])
         .unwrap();
     let err = api_err(client.request::<serde_json::Value>(req).await.unwrap_err());
     assert_eq!((err.code, err.reason.as_str()), (404, "NotFound"));
+    // A group nothing serves: a plain-text 404 (no API handler), which kube cannot parse
+    let req = http::Request::get("/apis/example.com/v1/widgets")
+        .body(vec![])
+        .unwrap();
+    let err = api_err(client.request::<serde_json::Value>(req).await.unwrap_err());
+    assert_eq!(err.code, 404);
+    assert!(err.message.contains("404 page not found"), "{err:?}");
 
     // Garbage body: 400
     let req = http::Request::post("/api/v1/namespaces/default/configmaps")
@@ -269,6 +264,32 @@ async fn errors_have_status_codes_and_reasons() {
     assert_eq!(err.code, 404);
 }
 
+/// Pinned to the in-process backend: decoding protobuf bodies only of the kinds kubectl's
+/// `create` generators send is an in-process limitation (kube-apiserver decodes every kind).
+#[tokio::test]
+async fn protobuf_bodies_of_other_kinds_are_415_in_process() {
+    let server = TestApiServer::builder()
+        .backend(kcr_envtest::Backend::InProcess)
+        .start()
+        .await
+        .unwrap();
+    // A protobuf Pod (only kubectl's `create` generator kinds are decoded): 415 saying so
+    let mut body = b"k8s\0\x0a\x09\x0a\x02v1\x12\x03Pod".to_vec();
+    body.extend(b"\x12\x05\x0a\x03\x0a\x01p");
+    let req = http::Request::post("/api/v1/namespaces/default/pods")
+        .header("Content-Type", "application/vnd.kubernetes.protobuf")
+        .body(body)
+        .unwrap();
+    let err = api_err(server.client().request::<Pod>(req).await.unwrap_err());
+    assert_eq!(err.code, 415);
+    assert!(
+        err.message
+            .contains("protobuf bodies of v1 Pod are not supported"),
+        "{}",
+        err.message
+    );
+}
+
 #[tokio::test]
 async fn a_secret_without_a_type_is_opaque() {
     let server = TestApiServer::start().await.unwrap();
@@ -285,7 +306,7 @@ async fn a_secret_without_a_type_is_opaque() {
         .await
         .unwrap();
     assert_eq!(created.type_.as_deref(), Some("Opaque"));
-    let typed = Secret {
+    let mut typed = Secret {
         metadata: ObjectMeta {
             name: Some("tls".into()),
             ..Default::default()
@@ -293,11 +314,50 @@ async fn a_secret_without_a_type_is_opaque() {
         type_: Some("kubernetes.io/tls".into()),
         ..Default::default()
     };
+    // A typed Secret needs its type's keys: 422 naming each missing one.
+    let err = api_err(
+        secrets
+            .create(&PostParams::default(), &typed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    let fields: Vec<String> = err
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert_eq!(fields, ["data[tls.crt]", "data[tls.key]"]);
+    typed.data = Some(BTreeMap::from([
+        (
+            "tls.crt".to_string(),
+            k8s_openapi::ByteString(b"cert".to_vec()),
+        ),
+        (
+            "tls.key".to_string(),
+            k8s_openapi::ByteString(b"key".to_vec()),
+        ),
+    ]));
     let created = secrets
         .create(&PostParams::default(), &typed)
         .await
         .unwrap();
     assert_eq!(created.type_.as_deref(), Some("kubernetes.io/tls"));
+    // Removing a required key later is refused too.
+    let err = api_err(
+        secrets
+            .patch(
+                "tls",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"tls.key": null}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(err.message.contains("data[tls.key]"), "{}", err.message);
 }
 
 #[tokio::test]
@@ -346,7 +406,8 @@ async fn secret_string_data_is_merged_into_data() {
         (text(&patched, "b"), patched.string_data),
         (Some("z".into()), None)
     );
-    // A value that is not a string: 400.
+    // A value that is not a string does not decode into a Secret: in a patch that is 422 on
+    // the field `patch` (the patched object is decoded), in a create body 400.
     let err = api_err(
         secrets
             .patch(
@@ -357,8 +418,40 @@ async fn secret_string_data_is_merged_into_data() {
             .await
             .unwrap_err(),
     );
-    assert_eq!(err.code, 400, "{}", err.message);
-    assert!(err.message.contains("stringData[n]"), "{}", err.message);
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (422, "Invalid"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains(
+            "cannot unmarshal number into Go struct field Secret.stringData of type string"
+        ),
+        "{}",
+        err.message
+    );
+    assert_eq!(err.details.unwrap().causes[0].field, "patch");
+    let req = http::Request::post("/api/v1/namespaces/default/secrets")
+        .header("Content-Type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "n"}, "stringData": {"n": 5}}))
+            .unwrap(),
+        )
+        .unwrap();
+    let err = api_err(server.client().request::<Secret>(req).await.unwrap_err());
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (400, "BadRequest"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("Go struct field Secret.stringData"),
+        "{}",
+        err.message
+    );
 }
 
 #[tokio::test]

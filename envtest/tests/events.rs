@@ -30,10 +30,6 @@ fn new_event(name: &str) -> NewEvent {
         "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": "default", "uid": "u-1"},
         "related": {"kind": "Node", "name": "n1"},
         "series": {"count": 2, "lastObservedTime": "2026-01-02T03:04:06.000000Z"},
-        "deprecatedSource": {"component": "legacy", "host": "h1"},
-        "deprecatedCount": 7,
-        "deprecatedFirstTimestamp": "2026-01-01T00:00:00Z",
-        "deprecatedLastTimestamp": "2026-01-02T00:00:00Z",
     }))
     .unwrap()
 }
@@ -44,6 +40,70 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
     let client = server.client();
     let new_api: Api<NewEvent> = Api::namespaced(client.clone(), "default");
     let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+
+    // A create through events.k8s.io/v1 must leave the core-only (`deprecated*`) fields unset
+    // and fill in the new-style ones: 422 naming each field (core/v1 names).
+    let mut legacy = serde_json::to_value(new_event("bad")).unwrap();
+    legacy["deprecatedCount"] = json!(7);
+    legacy["deprecatedSource"] = json!({"component": "legacy", "host": "h1"});
+    legacy["deprecatedFirstTimestamp"] = json!("2026-01-01T00:00:00Z");
+    legacy["deprecatedLastTimestamp"] = json!("2026-01-02T00:00:00Z");
+    legacy["type"] = json!("Sometimes");
+    let err = new_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(legacy).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    let mut fields: Vec<String> = status
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["count", "firstTimestamp", "lastTimestamp", "source", "type"]
+    );
+    let mut bare = serde_json::to_value(new_event("bare")).unwrap();
+    for field in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
+        bare.as_object_mut().unwrap().remove(field);
+    }
+    let err = new_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bare).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err:?}")
+    };
+    assert_eq!(status.code, 422);
+    for field in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
+        assert!(
+            status.message.contains(field),
+            "{field}: {}",
+            status.message
+        );
+    }
 
     let created = new_api
         .create(&PostParams::default(), &new_event("e1"))
@@ -70,13 +130,6 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
     assert_eq!(core.involved_object.uid.as_deref(), Some("u-1"));
     assert_eq!(core.reporting_component.as_deref(), Some("example.com/ctl"));
     assert_eq!(core.reporting_instance.as_deref(), Some("ctl-0"));
-    assert_eq!(
-        core.source.as_ref().unwrap().component.as_deref(),
-        Some("legacy")
-    );
-    assert_eq!(core.source.as_ref().unwrap().host.as_deref(), Some("h1"));
-    assert_eq!(core.count, Some(7));
-    assert!(core.first_timestamp.is_some() && core.last_timestamp.is_some());
     assert_eq!(core.series.as_ref().unwrap().count, Some(2));
     assert_eq!(core.related.as_ref().unwrap().name.as_deref(), Some("n1"));
     assert_eq!(core.action.as_deref(), Some("Reconcile"));
@@ -94,6 +147,16 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
     core2.message = Some("from core".into());
     core2.reason = Some("Old".into());
     core2.count = Some(3);
+    core2.source = Some(k8s_openapi::api::core::v1::EventSource {
+        component: Some("legacy".into()),
+        host: Some("h1".into()),
+    });
+    core2.first_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    core2.last_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-02T00:00:00Z".parse().unwrap(),
+    ));
     core2.reporting_component = Some("kubelet".into());
     core2.involved_object.kind = Some("Pod".into());
     core2.involved_object.name = Some("p".into());
@@ -104,6 +167,12 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
     let seen = new_api.get("e2").await.unwrap();
     assert_eq!(seen.note.as_deref(), Some("from core"));
     assert_eq!(seen.deprecated_count, Some(3));
+    let source = seen.deprecated_source.as_ref().unwrap();
+    assert_eq!(
+        (source.component.as_deref(), source.host.as_deref()),
+        (Some("legacy"), Some("h1"))
+    );
+    assert!(seen.deprecated_first_timestamp.is_some() && seen.deprecated_last_timestamp.is_some());
     assert_eq!(seen.reporting_controller.as_deref(), Some("kubelet"));
     assert_eq!(
         seen.regarding.as_ref().unwrap().kind.as_deref(),
@@ -138,18 +207,36 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
         .unwrap();
     assert!(none.items.is_empty());
 
-    // A patch through events.k8s.io/v1 is seen by core/v1; an update through core/v1 with a
-    // stale resourceVersion from events.k8s.io conflicts (one object, one resourceVersion).
-    let patched = new_api
+    // Through events.k8s.io/v1 an Event's fields are immutable but for its series: 422 naming
+    // the core/v1 field.
+    let err = new_api
         .patch(
             "e2",
             &PatchParams::default(),
             &Patch::Merge(json!({"note": "patched"})),
         )
         .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err:?}")
+    };
+    assert_eq!(status.code, 422);
+    assert_eq!(status.details.unwrap().causes[0].field, "message");
+    // A patch of the series through events.k8s.io/v1 is seen by core/v1; an update through
+    // core/v1 with a stale resourceVersion from events.k8s.io conflicts (one object, one
+    // resourceVersion).
+    let patched = new_api
+        .patch(
+            "e2",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"series": {"count": 5, "lastObservedTime": "2026-01-03T00:00:00.000000Z"}}),
+            ),
+        )
+        .await
         .unwrap();
     let core_now = core_api.get("e2").await.unwrap();
-    assert_eq!(core_now.message.as_deref(), Some("patched"));
+    assert_eq!(core_now.series.as_ref().unwrap().count, Some(5));
     assert_eq!(
         core_now.metadata.resource_version,
         patched.metadata.resource_version

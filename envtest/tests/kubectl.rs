@@ -404,5 +404,18 @@ async fn standalone_binary_serves_kubeconfig_clients() {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
     let list = nodes.list(&Default::default()).await.unwrap();
     assert_eq!(list.items.len(), 2);
-    child.kill().await.unwrap();
+    // SIGTERM, not a kill: the binary stops its server (on the real backend, the control
+    // plane's processes) and exits.
+    let pid = child.id().expect("running").to_string();
+    let status = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("the binary exits on SIGTERM")
+        .unwrap();
+    assert!(exit.success(), "{exit}");
 }

@@ -91,13 +91,15 @@ async fn resume_from_resource_version_and_from_now() {
         ["ADDED b", "MODIFIED a", "DELETED b"]
     );
 
-    // From "0": ADDED for the current state, then live events.
+    // From "0": ADDED for the current state, the bookmark that ends it (kube's watches allow
+    // bookmarks, and kube-apiserver 1.34 sends it without sendInitialEvents too), then live
+    // events.
     let mut s0 = api
         .watch(&WatchParams::default(), "0")
         .await
         .unwrap()
         .boxed();
-    assert_eq!(next_n(&mut s0, 1).await, ["ADDED a"]);
+    assert_eq!(next_n(&mut s0, 2).await, ["ADDED a", "BOOKMARK end"]);
     api.create(&PostParams::default(), &cm("c", json!({})))
         .await
         .unwrap();
@@ -145,9 +147,13 @@ async fn send_initial_events_ends_with_annotated_bookmark() {
     assert_eq!(next_n(&mut s, 1).await, ["ADDED z"]);
 }
 
+/// Pinned to the in-process backend: the bookmark interval is an in-process option
+/// (kube-apiserver's is fixed, about a minute); `timeout_seconds_ends_the_watch` covers the rest
+/// on both backends.
 #[tokio::test]
-async fn bookmarks_and_timeout() {
+async fn bookmarks_at_the_configured_interval() {
     let server = TestApiServer::builder()
+        .backend(kcr_envtest::Backend::InProcess)
         .bookmark_interval(Duration::from_millis(20))
         .start()
         .await
@@ -172,6 +178,17 @@ async fn bookmarks_and_timeout() {
         WatchEvent::Bookmark(b) => assert_eq!(b.metadata.resource_version, rv),
         other => panic!("expected a bookmark, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn timeout_seconds_ends_the_watch() {
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let created = api
+        .create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let rv = created.metadata.resource_version.unwrap();
     // timeoutSeconds ends the stream (server side).
     let mut t = api
         .watch(&WatchParams::default().timeout(1), &rv)
@@ -243,9 +260,13 @@ async fn selector_transitions() {
     );
 }
 
+/// Pinned to the in-process backend: the history window is an in-process option (kube-apiserver
+/// sizes its watch cache itself); `compaction_gives_410` covers forced compaction on both
+/// backends.
 #[tokio::test]
 async fn expired_history_gives_410() {
     let server = TestApiServer::builder()
+        .backend(kcr_envtest::Backend::InProcess)
         .history_window(5)
         .start()
         .await
@@ -267,8 +288,18 @@ async fn expired_history_gives_410() {
         .unwrap()
         .boxed();
     assert_eq!(next_n(&mut s, 1).await, ["ERROR 410"]);
+}
 
-    // Forced compaction: a resume from the current RV gets 410 too...
+#[tokio::test]
+async fn compaction_gives_410() {
+    let server = TestApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("h{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    // Forced compaction: a resume from the current RV gets 410...
     let current = api
         .list(&ListParams::default())
         .await
@@ -317,6 +348,8 @@ async fn close_watches_ends_streams() {
         .await
         .unwrap()
         .boxed();
+    // Nothing to list: the watch starts with the bookmark ending the (empty) initial state.
+    assert_eq!(next_n(&mut s, 1).await, ["BOOKMARK end"]);
     server.faults().close_watches();
     let end = tokio::time::timeout(LIMIT, s.try_next())
         .await
@@ -471,6 +504,7 @@ async fn drop_stops_the_server_and_its_watches() {
         .await
         .unwrap()
         .boxed();
+    assert_eq!(next_n(&mut s, 1).await, ["BOOKMARK end"]);
     drop(server);
     // The open watch ends (cleanly or with a transport error), no event arrives.
     match tokio::time::timeout(LIMIT, s.next())

@@ -7,12 +7,15 @@ use std::fmt::Debug;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+/// How long the real backend's garbage collector may take.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A pod template with one container, `app`.
 fn pod_template(name: &str) -> Value {
@@ -66,11 +69,56 @@ where
     assert_eq!(created.meta().generation, Some(1), "{kind}");
 
     // Strategic merge: containers merge by name, so patching in `sidecar` keeps `app` (an
-    // atomic list would be replaced by the patch's one element).
+    // atomic list would be replaced by the patch's one element). Without `$setElementOrder`
+    // the real server orders the result by the patch: the new `sidecar` comes first.
     let patch = around_template(
         cron,
         json!({"spec": {"containers": [{"name": "sidecar", "image": "proxy:1"}]}}),
     );
+    if kind == "Job" {
+        // A Job's pod template is immutable (the real server's ValidateJobUpdate): the same
+        // patch is refused, and a mutable spec field is what bumps the generation.
+        let err = api
+            .patch("w", &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .expect_err("Job: the pod template is immutable");
+        let kube::Error::Api(status) = err else {
+            panic!("Job: expected an API error, got {err:?}");
+        };
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+        assert!(
+            status.message.contains("field is immutable"),
+            "{}",
+            status.message
+        );
+        assert_eq!(
+            status.details.expect("details").causes[0].field,
+            "spec.template"
+        );
+        let patched = api
+            .patch(
+                "w",
+                &PatchParams::default(),
+                &Patch::Strategic(json!({"spec": {"parallelism": 2}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: strategic merge: {e}"));
+        assert_eq!(patched.meta().generation, Some(2), "{kind}: spec change");
+    } else {
+        strategic_merge_of_containers(&api, &kind, patch).await;
+    }
+    finish(&api, &kind, status).await;
+}
+
+/// Patch in a `sidecar` container and check that `app` stays, after it.
+async fn strategic_merge_of_containers<K>(api: &Api<K>, kind: &str, patch: Value)
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
     let patched = api
         .patch("w", &PatchParams::default(), &Patch::Strategic(patch))
         .await
@@ -91,11 +139,21 @@ where
         .collect();
     assert_eq!(
         images,
-        vec![("app", "app:1"), ("sidecar", "proxy:1")],
+        vec![("sidecar", "proxy:1"), ("app", "app:1")],
         "{kind}: containers merged by name"
     );
     assert_eq!(patched.meta().generation, Some(2), "{kind}: spec change");
+}
 
+/// Status, list by label and delete, with the generation at 2.
+async fn finish<K>(api: &Api<K>, kind: &str, status: Value)
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
     // Status goes through its subresource and does not bump the generation.
     let with_status = api
         .patch_status(
@@ -131,7 +189,12 @@ where
     api.delete("w", &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("{kind}: delete: {e}"));
-    assert!(api.get_opt("w").await.expect("get").is_none(), "{kind}");
+    // A Job deleted without a propagation policy orphans its pods (upstream's batch/v1
+    // default): the real server finishes the deletion once its garbage collector has.
+    eventually(&format!("{kind} w is gone"), LIMIT, || async {
+        api.get_opt("w").await.expect("get").is_none()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -151,16 +214,18 @@ async fn workload_kinds_are_served() {
         json!({"currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberMisscheduled": 0, "numberReady": 1}),
     )
     .await;
-    let job_template = pod_template("w");
+    // Job pods must not restart Always (the real server validates the template).
+    let mut job_template = pod_template("w");
+    job_template["spec"]["restartPolicy"] = json!("Never");
     exercise::<Job>(
         &server,
-        json!({"template": job_template}),
+        json!({"template": job_template.clone()}),
         json!({"active": 1}),
     )
     .await;
     exercise::<CronJob>(
         &server,
-        json!({"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": pod_template("w")}}}),
+        json!({"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": job_template}}}),
         json!({"lastScheduleTime": "2026-11-29T18:00:00Z"}),
     )
     .await;

@@ -15,7 +15,8 @@
 //! key), `$patch: merge` (the default), `$deleteFromPrimitiveList/<field>: [values]`,
 //! `$retainKeys: [keys]` (drop every other key of the result map), `$setElementOrder/<field>`
 //! (items it names come in its order, server-only items keep their place relative to the server
-//! order, as upstream's `normalizeElementOrder`; without it: target order, then new items).
+//! order, as upstream's `normalizeElementOrder`; without it the patch list is the order, so
+//! items new to the server come first, as upstream: patching `[b]` into `[a]` gives `[b, a]`).
 
 use serde_json::{Map, Value};
 
@@ -233,7 +234,13 @@ fn merge_list(
                     }
                 }
             }
-            Ok(out)
+            // Upstream then orders the result by the patch (its `normalizeElementOrder` with
+            // the patch list as the order): items the server does not have yet come before
+            // the server-only ones, unless `$setElementOrder` (applied later) says otherwise.
+            Ok(
+                apply_element_order(&out, patch, target, &ListType::Map(keys.clone()))
+                    .unwrap_or(out),
+            )
         }
     }
 }

@@ -33,22 +33,39 @@ pub(crate) async fn install(client: &kube::Client, crd: Value) -> Result<(), Env
         })?;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let pp = PostParams::default();
-    match api.create(&pp, &typed).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            let current = api
-                .get(&name)
-                .await
-                .map_err(kube_error(format!("reading {what}")))?;
-            let mut replacement = typed.clone();
-            replacement.metadata.resource_version = current.metadata.resource_version;
-            api.replace(&name, &pp, &replacement)
-                .await
-                .map_err(kube_error(format!("replacing {what}")))?;
-        }
-        Err(e) => return Err(kube_error(format!("creating {what}"))(e)),
-    }
     let deadline = Instant::now() + SERVED_TIMEOUT;
+    loop {
+        match api.create(&pp, &typed).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let current = match api.get_opt(&name).await {
+                    Ok(Some(current)) => current,
+                    // Deleted in between: create again.
+                    Ok(None) => continue,
+                    Err(e) => return Err(kube_error(format!("reading {what}"))(e)),
+                };
+                if terminating(&current) {
+                    // A CRD being deleted (its objects are being removed) cannot be replaced
+                    // by a fresh one: wait until it is gone, then create.
+                    if Instant::now() > deadline {
+                        return Err(EnvtestError::Client(format!(
+                            "{what} is still being deleted after {} s",
+                            SERVED_TIMEOUT.as_secs()
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                let mut replacement = typed.clone();
+                replacement.metadata.resource_version = current.metadata.resource_version;
+                api.replace(&name, &pp, &replacement)
+                    .await
+                    .map_err(kube_error(format!("replacing {what}")))?;
+                break;
+            }
+            Err(e) => return Err(kube_error(format!("creating {what}"))(e)),
+        }
+    }
     let mut last;
     loop {
         last = match served(client, &api, &typed).await {
@@ -99,4 +116,30 @@ async fn served(
         }
     }
     Ok(())
+}
+
+/// Whether a CRD is being deleted (kube-apiserver removes its objects, then the CRD).
+fn terminating(crd: &CustomResourceDefinition) -> bool {
+    crd.metadata.deletion_timestamp.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crd_with_a_deletion_timestamp_is_terminating() {
+        let mut crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"}, "versions": []}
+        }))
+        .unwrap();
+        assert!(!terminating(&crd));
+        crd.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-01-01T00:00:00Z".parse().unwrap(),
+            ));
+        assert!(terminating(&crd));
+    }
 }
