@@ -1,0 +1,190 @@
+//! The backend choice itself: bad names and missing binaries are clear errors, options that do
+//! not exist on a backend are typed errors, and a real control plane dies with its test, also
+//! when the test panics.
+
+use std::process::Command;
+
+use kcr_envtest::{Backend, Binaries, EnvtestError, TestApiServer};
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(needle))
+        .collect()
+}
+
+/// Whether the real backend can run here; `None` (test skipped, saying so) when the binaries are
+/// missing and `KCR_REQUIRE_BINARIES=1` does not ask for them.
+fn real_backend_available(test: &str) -> bool {
+    match Binaries::find() {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("KCR_REQUIRE_BINARIES").is_some_and(|v| v == "1") => {
+            panic!("KCR_REQUIRE_BINARIES=1 but the real backend cannot run: {e}")
+        }
+        Err(e) => {
+            println!("SKIPPED {test}: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn a_bad_backend_name_and_missing_binaries_are_clear_errors() {
+    let binary = env!("CARGO_BIN_EXE_kcr-envtest");
+    let out = Command::new(binary)
+        .args(["--port", "0"])
+        .env("KCR_ENVTEST_BACKEND", "kind")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown kcr-envtest backend \"kind\""),
+        "{stderr}"
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(binary)
+        .args(["--port", "0"])
+        .env("KCR_ENVTEST_BACKEND", "real")
+        .env("KUBEBUILDER_ASSETS", empty.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tools/control-plane/build.sh"), "{stderr}");
+    assert!(
+        stderr.contains(&empty.path().display().to_string()),
+        "names where it looked: {stderr}"
+    );
+}
+
+#[tokio::test]
+async fn options_of_one_backend_are_typed_errors_on_the_other() {
+    let err = TestApiServer::builder()
+        .backend(Backend::Real)
+        .history_window(10)
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EnvtestError::Unsupported {
+                helper: "TestApiServerBuilder::history_window",
+                backend: Backend::Real,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = TestApiServer::builder()
+        .backend(Backend::Real)
+        .bookmark_interval(std::time::Duration::from_millis(5))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EnvtestError::Unsupported { .. }), "{err}");
+    let server = TestApiServer::builder()
+        .backend(Backend::InProcess)
+        .start()
+        .await
+        .unwrap();
+    let err = server.direct_kubeconfig().unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not supported on the in-process backend"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_test_takes_its_control_plane_with_it() {
+    if !real_backend_available("a_panicking_test_takes_its_control_plane_with_it") {
+        return;
+    }
+    let (dir_tx, dir_rx) = tokio::sync::oneshot::channel();
+    let test = tokio::spawn(async move {
+        let server = TestApiServer::builder()
+            .backend(Backend::Real)
+            .start()
+            .await
+            .expect("a real control plane");
+        let dir = server
+            .real_dir()
+            .expect("a temporary directory")
+            .to_path_buf();
+        let running = processes_mentioning(&dir.display().to_string());
+        dir_tx.send((dir, running)).unwrap();
+        panic!("the test fails while its server runs");
+    });
+    let err = test.await.unwrap_err();
+    assert!(err.is_panic());
+    let (dir, running) = dir_rx.await.unwrap();
+    assert!(
+        running.len() >= 2,
+        "etcd and kube-apiserver ran from {}: {running:?}",
+        dir.display()
+    );
+    let left = processes_mentioning(&dir.display().to_string());
+    assert!(left.is_empty(), "still running after the panic: {left:?}");
+    assert!(!dir.exists(), "{} was not removed", dir.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_backend_collects_garbage_and_faults_go_through_its_proxy() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, DeleteParams, PostParams};
+    if !real_backend_available("the_real_backend_collects_garbage_and_faults_go_through_its_proxy")
+    {
+        return;
+    }
+    let server = TestApiServer::builder()
+        .backend(Backend::Real)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(server.backend(), Backend::Real);
+    assert!(server.has_asynchronous_garbage_collection());
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let owner: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "owner"}
+    }))
+    .unwrap();
+    let owner = cms.create(&PostParams::default(), &owner).await.unwrap();
+    let child: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "child", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid.clone().unwrap(),
+        }]}
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &child).await.unwrap();
+    // An injected fault is answered by the proxy, counted, and does not reach the server.
+    server.faults().fail_next("delete", "configmaps", 1, 500);
+    let err = cms
+        .delete("owner", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "{err}"
+    );
+    assert!(cms.get_opt("owner").await.unwrap().is_some());
+    cms.delete("owner", &DeleteParams::default()).await.unwrap();
+    assert_eq!(server.faults().request_count("delete", "configmaps"), 2);
+    // kube-controller-manager's garbage collector removes the child.
+    kcr_envtest::eventually(
+        "the garbage collector deletes the child",
+        std::time::Duration::from_secs(60),
+        || async { cms.get_opt("child").await.is_ok_and(|c| c.is_none()) },
+    )
+    .await;
+}
