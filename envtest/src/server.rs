@@ -237,6 +237,14 @@ const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A client for plain HTTP at `addr` (the in-process server or the real backend's proxy).
 fn client_for(addr: SocketAddr) -> Result<kube::Client, EnvtestError> {
+    client_with(addr, |_| {})
+}
+
+/// [`client_for`] with the config adjusted by `adjust` first.
+fn client_with(
+    addr: SocketAddr,
+    adjust: impl FnOnce(&mut kube::Config),
+) -> Result<kube::Client, EnvtestError> {
     let url = format!("http://{addr}");
     let mut config = kube::Config::new(
         url.parse()
@@ -244,6 +252,7 @@ fn client_for(addr: SocketAddr) -> Result<kube::Client, EnvtestError> {
     );
     config.default_namespace = "default".to_string();
     config.read_timeout = None;
+    adjust(&mut config);
     kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))
 }
 
@@ -350,6 +359,24 @@ impl TestApiServer {
     /// acts as an admin, through the fault proxy).
     pub fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// A client that acts as `user` in `groups` (impersonation through the admin credential),
+    /// for tests of RBAC: requests are authorized as that user. Real backend only: the
+    /// in-process server authorizes nothing, so such a test would pass without proving anything.
+    pub fn client_as(&self, user: &str, groups: &[&str]) -> Result<kube::Client, EnvtestError> {
+        match &self.running {
+            Running::Real(_) => client_with(self.addr, |config| {
+                config.auth_info.impersonate = Some(user.to_string());
+                config.auth_info.impersonate_groups =
+                    (!groups.is_empty()).then(|| groups.iter().map(|g| g.to_string()).collect());
+            }),
+            Running::InProcess { .. } => Err(EnvtestError::Unsupported {
+                helper: "TestApiServer::client_as",
+                backend: Backend::InProcess,
+                why: "the in-process server has no authentication or authorization",
+            }),
+        }
     }
 
     /// A kubeconfig pointing at this server (cluster, user and context named `envtest`).

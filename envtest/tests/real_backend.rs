@@ -188,3 +188,78 @@ async fn the_real_backend_collects_garbage_and_faults_go_through_its_proxy() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_is_enforced_for_other_users() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{Api, PostParams};
+    let in_process = TestApiServer::builder()
+        .backend(Backend::InProcess)
+        .start()
+        .await
+        .unwrap();
+    let Err(err) = in_process.client_as("alice", &[]) else {
+        panic!("client_as worked in process");
+    };
+    assert!(matches!(err, EnvtestError::Unsupported { .. }), "{err}");
+    if !real_backend_available("rbac_is_enforced_for_other_users") {
+        return;
+    }
+    let server = TestApiServer::builder()
+        .backend(Backend::Real)
+        .start()
+        .await
+        .unwrap();
+    let alice = server.client_as("alice", &["team-a"]).unwrap();
+    let as_alice: Api<ConfigMap> = Api::namespaced(alice, "default");
+    let err = as_alice.list(&Default::default()).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err}"
+    );
+    assert!(err.to_string().contains("\"alice\""), "{err}");
+
+    let role: Role = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cm-reader", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(server.client(), "default")
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "team-a-reads", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-a"}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(server.client(), "default")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    // RBAC changes take effect asynchronously (the authorizer's informer).
+    kcr_envtest::eventually(
+        "alice may list configmaps through her group",
+        std::time::Duration::from_secs(30),
+        || async {
+            as_alice
+                .list(&Default::default())
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
+    let cm: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}})).unwrap();
+    let err = as_alice
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err}"
+    );
+}
