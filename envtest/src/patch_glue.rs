@@ -80,7 +80,19 @@ pub(crate) fn apply_patch(
         let manager = q
             .get("fieldManager")
             .filter(|m| !m.is_empty())
-            .ok_or_else(|| ApiError::bad_request("fieldManager is required for apply requests"))?;
+            .ok_or_else(|| {
+                // As upstream: PatchOptions validation, 422 on the field `fieldManager`.
+                ApiError::invalid(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    vec![(
+                        "fieldManager".into(),
+                        "FieldValueRequired".into(),
+                        "Required value: is required for apply patch".into(),
+                    )],
+                )
+            })?;
         let force = q.get("force").is_some_and(|f| f == "true");
         let mut applied = parse_apply_body(body).map_err(|e| apply_error(t, name, e))?;
         if t.status_subresource {

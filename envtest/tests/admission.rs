@@ -9,7 +9,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, eventually};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -142,6 +142,26 @@ fn cm(name: &str, labels: Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
 }
 
+/// How long kube-apiserver may take to use a changed webhook configuration (it reads them
+/// through an informer; in process a configuration is in effect once written).
+const IN_EFFECT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Wait until a dry-run create of a ConfigMap labelled `labels` passes `check` (webhooks with
+/// `sideEffects: None` are called for dry runs too).
+async fn until_dry_run<F>(cms: &Api<ConfigMap>, what: &str, labels: Value, check: F)
+where
+    F: Fn(&kube::Result<ConfigMap>) -> bool,
+{
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    eventually(what, IN_EFFECT, || async {
+        check(&cms.create(&dry, &cm("probe", labels.clone())).await)
+    })
+    .await;
+}
+
 fn api_for(server: &TestApiServer, kind: &str, plural: &str) -> Api<DynamicObject> {
     let gvk = kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
     Api::all_with(
@@ -191,6 +211,23 @@ async fn allow_deny_and_mutate() {
         .await
         .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    until_dry_run(&cms, "the mutating webhook is in effect", json!({}), |r| {
+        r.as_ref().is_ok_and(|o| {
+            o.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("admitted"))
+        })
+    })
+    .await;
+    until_dry_run(
+        &cms,
+        "the validating webhook is in effect",
+        json!({"deny": "yes"}),
+        |r| matches!(r, Err(kube::Error::Api(s)) if s.code == 403),
+    )
+    .await;
+    let calls_before = hook.calls.load(Ordering::SeqCst);
 
     // Allowed and mutated on create.
     let ok = cms
@@ -211,7 +248,7 @@ async fn allow_deny_and_mutate() {
         .unwrap();
     assert_eq!(patched.metadata.labels.unwrap()["admitted"], "UPDATE");
     assert_eq!(
-        hook.calls.load(Ordering::SeqCst),
+        hook.calls.load(Ordering::SeqCst) - calls_before,
         4,
         "mutate+validate per write"
     );
@@ -276,37 +313,30 @@ async fn failure_policy() {
         "ValidatingWebhookConfiguration",
         "validatingwebhookconfigurations",
     );
-    validating
-        .create(
-            &PostParams::default(),
-            &webhook_config(
-                "ValidatingWebhookConfiguration",
-                "ignore",
-                &closed,
-                &hook.ca_bundle,
-                "Ignore",
-            ),
-        )
-        .await
-        .unwrap();
+    // Two configurations calling the closed port: one ignores the failure, one fails closed.
+    // kube-apiserver applies configuration changes in order, so once the second is in effect
+    // the first is too.
+    for (name, policy) in [("ignore", "Ignore"), ("fail", "Fail")] {
+        validating
+            .create(
+                &PostParams::default(),
+                &webhook_config(
+                    "ValidatingWebhookConfiguration",
+                    name,
+                    &closed,
+                    &hook.ca_bundle,
+                    policy,
+                ),
+            )
+            .await
+            .unwrap();
+    }
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    cms.create(&PostParams::default(), &cm("passes", json!({})))
-        .await
-        .unwrap();
-
-    validating
-        .create(
-            &PostParams::default(),
-            &webhook_config(
-                "ValidatingWebhookConfiguration",
-                "fail",
-                &closed,
-                &hook.ca_bundle,
-                "Fail",
-            ),
-        )
-        .await
-        .unwrap();
+    let refused_by_fail = |r: &kube::Result<ConfigMap>| matches!(r, Err(kube::Error::Api(s)) if s.code == 500 && s.message.contains("fail.example.com"));
+    until_dry_run(&cms, "the failing webhook is in effect", json!({}), |r| {
+        refused_by_fail(r)
+    })
+    .await;
     let err = cms
         .create(&PostParams::default(), &cm("blocked", json!({})))
         .await
@@ -315,16 +345,26 @@ async fn failure_policy() {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 500);
             assert!(s.message.contains("fail.example.com"), "{}", s.message);
+            assert!(!s.message.contains("ignore.example.com"), "{}", s.message);
         }
         other => panic!("{other:?}"),
     }
-    // Removing the failing configuration lets writes through again.
+    // Removing the failing configuration lets writes through again: the unreachable webhook
+    // of the other one is ignored.
     validating
         .delete("fail", &DeleteParams::default())
         .await
         .unwrap();
-    cms.create(&PostParams::default(), &cm("after", json!({})))
+    until_dry_run(&cms, "the failing webhook is gone", json!({}), |r| {
+        r.is_ok()
+    })
+    .await;
+    cms.create(&PostParams::default(), &cm("passes", json!({})))
         .await
         .unwrap();
+    assert!(
+        cms.get("blocked").await.is_err(),
+        "refused objects are not stored"
+    );
     assert_eq!(hook.calls.load(Ordering::SeqCst), 0);
 }

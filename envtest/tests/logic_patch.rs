@@ -127,18 +127,29 @@ fn two_managers_apply_to_one_node() -> anyhow::Result<()> {
     let current = record_update(None, &node(), &kubelet);
 
     // The pool operator applies its label and taint (kube-rs sends JSON with this content type).
+    // `spec.taints` is atomic (as upstream declares it): the kubelet owns the whole list, so
+    // the apply conflicts on the list...
     let body = br#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1","labels":{"pool":"gpu"}},
         "spec":{"taints":[{"key":"pool","value":"gpu","effect":"NoSchedule"}]}}"#;
     let applied = parse_apply_body(body)?;
-    let after_operator =
-        server_side_apply(Some(&current), &applied, &opts("pool-operator", false))?;
+    let err =
+        server_side_apply(Some(&current), &applied, &opts("pool-operator", false)).unwrap_err();
+    let ApplyError::Conflicts(conflicts) = &err else {
+        anyhow::bail!("expected a conflict, got {err}");
+    };
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!(conflicts[0].manager, "kubelet");
+    assert_eq!(conflicts[0].field, ".spec.taints");
+    // ...and forcing it replaces the list: the kubelet's taint goes.
+    let after_operator = server_side_apply(Some(&current), &applied, &opts("pool-operator", true))?;
     let taints = after_operator["spec"]["taints"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(taints.len(), 2, "the kubelet's taint stays: {taints:?}");
+    assert_eq!(taints.len(), 1, "the list is replaced: {taints:?}");
+    assert_eq!(taints[0]["key"], "pool");
 
-    // A second tool (YAML body) changing the operator's taint value conflicts...
+    // A second tool (YAML body) changing the operator's taint value conflicts on the list...
     let yaml = b"apiVersion: v1\nkind: Node\nmetadata:\n  name: worker-1\nspec:\n  taints:\n  - key: pool\n    value: cpu\n    effect: NoSchedule\n";
     let other = parse_apply_body(yaml)?;
     let err =
@@ -148,11 +159,8 @@ fn two_managers_apply_to_one_node() -> anyhow::Result<()> {
     };
     assert_eq!(conflicts.len(), 1);
     assert_eq!(conflicts[0].manager, "pool-operator");
-    assert_eq!(
-        conflicts[0].field,
-        ".spec.taints[effect=\"NoSchedule\",key=\"pool\"].value"
-    );
-    // ...unless forced, which moves ownership of that value.
+    assert_eq!(conflicts[0].field, ".spec.taints");
+    // ...unless forced, which moves ownership of the list.
     let forced = server_side_apply(Some(&after_operator), &other, &opts("other-tool", true))?;
     let managers: Vec<&str> = forced["metadata"]["managedFields"]
         .as_array()
@@ -160,8 +168,8 @@ fn two_managers_apply_to_one_node() -> anyhow::Result<()> {
         .unwrap_or_default();
     assert_eq!(managers, vec!["kubelet", "pool-operator", "other-tool"]);
 
-    // The operator stops managing the taint: the item survives because other-tool still owns
-    // part of it, but the label (owned by the operator alone) goes.
+    // The operator stops managing its fields: the taint list survives because other-tool owns
+    // it, but the label (owned by the operator alone) goes.
     let release = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-1"}});
     let released = server_side_apply(Some(&forced), &release, &opts("pool-operator", false))?;
     assert!(released["metadata"]["labels"].get("pool").is_none());
@@ -173,7 +181,7 @@ fn two_managers_apply_to_one_node() -> anyhow::Result<()> {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(taints.len(), 2);
+    assert_eq!(taints.len(), 1);
     assert!(
         taints
             .iter()

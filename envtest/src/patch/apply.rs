@@ -770,41 +770,45 @@ mod tests {
 
     #[test]
     fn map_lists_and_sets_merge_per_manager() {
-        let s = MergeStrategy::builtin("v1", "Node").unwrap();
-        let node = |taints: Value, fin: Value| {
-            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "finalizers": fin},
-                "spec": {"taints": taints}})
+        let s = MergeStrategy::builtin("v1", "Pod").unwrap();
+        let pod = |constraints: Value, fin: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "finalizers": fin},
+                "spec": {"topologySpreadConstraints": constraints}})
         };
         let obj = server_side_apply(
             None,
-            &node(json!([{"key": "a", "effect": "NoSchedule"}]), json!(["x"])),
+            &pod(
+                json!([{"topologyKey": "a", "whenUnsatisfiable": "DoNotSchedule"}]),
+                json!(["x"]),
+            ),
             &opts("alice", false, &s),
         )
         .unwrap();
         let obj = server_side_apply(
             Some(&obj),
-            &node(
-                json!([{"key": "b", "effect": "NoExecute", "value": "1"}]),
+            &pod(
+                json!([{"topologyKey": "b", "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}]),
                 json!(["y"]),
             ),
             &opts("bob", false, &s),
         )
         .unwrap();
         assert_eq!(
-            obj["spec"]["taints"],
-            json!([{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute", "value": "1"}])
+            obj["spec"]["topologySpreadConstraints"],
+            json!([{"topologyKey": "a", "whenUnsatisfiable": "DoNotSchedule"},
+                {"topologyKey": "b", "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}])
         );
         assert_eq!(obj["metadata"]["finalizers"], json!(["x", "y"]));
-        // alice drops her taint and finalizer; bob's stay.
+        // alice drops her constraint and finalizer; bob's stay.
         let obj = server_side_apply(
             Some(&obj),
-            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}),
+            &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
             &opts("alice", false, &s),
         )
         .unwrap();
         assert_eq!(
-            obj["spec"]["taints"],
-            json!([{"key": "b", "effect": "NoExecute", "value": "1"}])
+            obj["spec"]["topologySpreadConstraints"],
+            json!([{"topologyKey": "b", "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}])
         );
         assert_eq!(obj["metadata"]["finalizers"], json!(["y"]));
         assert_eq!(
@@ -814,18 +818,30 @@ mod tests {
         // conflict inside a map-list item
         let err = server_side_apply(
             Some(&obj),
-            &node(
-                json!([{"key": "b", "effect": "NoExecute", "value": "2"}]),
+            &pod(
+                json!([{"topologyKey": "b", "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 2}]),
                 json!([]),
             ),
             &opts("carol", false, &s),
         )
         .unwrap_err();
         assert!(
-            err.to_string()
-                .contains(".spec.taints[effect=\"NoExecute\",key=\"b\"].value"),
+            err.to_string().contains(
+                ".spec.topologySpreadConstraints[topologyKey=\"b\",whenUnsatisfiable=\"ScheduleAnyway\"].maxSkew"
+            ),
             "{err}"
         );
+        // Node taints are atomic: a second manager applying its own list conflicts on the
+        // whole list.
+        let node = MergeStrategy::builtin("v1", "Node").unwrap();
+        let tainted = |key: &str| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+                "spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}})
+        };
+        let n = server_side_apply(None, &tainted("a"), &opts("alice", false, &node)).unwrap();
+        let err =
+            server_side_apply(Some(&n), &tainted("b"), &opts("bob", false, &node)).unwrap_err();
+        assert!(err.to_string().contains(".spec.taints"), "{err}");
     }
 
     #[test]
@@ -962,12 +978,12 @@ mod tests {
         assert!(err.to_string().contains("does not match"), "{err}");
         let err = server_side_apply(None, &cm(json!({})), &opts("", false, &s)).unwrap_err();
         assert!(err.to_string().contains("fieldManager"), "{err}");
-        let node = MergeStrategy::builtin("v1", "Node").unwrap();
+        let pod = MergeStrategy::builtin("v1", "Pod").unwrap();
         let err = server_side_apply(
             None,
-            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
-                "spec": {"taints": [{"effect": "NoSchedule"}]}}),
-            &opts("m", false, &node),
+            &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"topologySpreadConstraints": [{"whenUnsatisfiable": "DoNotSchedule"}]}}),
+            &opts("m", false, &pod),
         )
         .unwrap_err();
         assert_eq!(err.status_code(), 422);

@@ -22,12 +22,15 @@
 //! use serde_json::json;
 //!
 //! let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
-//!     "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}});
+//!     "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]},
+//!     "status": {"conditions": [{"type": "Ready", "status": "False"}]}});
 //! let strategy = MergeStrategy::builtin("v1", "Node").expect("Node is a built-in kind");
-//! // Strategic merge: taints merge by key and effect.
+//! // Strategic merge: conditions merge by type; taints are atomic (replaced), as upstream.
 //! let patched = patch::strategic_merge_patch(&node,
-//!     &json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}), &strategy)?;
-//! assert_eq!(patched["spec"]["taints"].as_array().map(Vec::len), Some(2));
+//!     &json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]},
+//!         "status": {"conditions": [{"type": "DiskPressure", "status": "False"}]}}), &strategy)?;
+//! assert_eq!(patched["spec"]["taints"].as_array().map(Vec::len), Some(1));
+//! assert_eq!(patched["status"]["conditions"].as_array().map(Vec::len), Some(2));
 //!
 //! // Server-side apply records ownership; another manager changing the field conflicts.
 //! let opts = |manager| ApplyOptions { manager, force: false, now: "2024-01-01T00:00:00Z",

@@ -349,28 +349,49 @@ mod tests {
     }
 
     #[test]
-    fn taints_merge_by_key_and_effect() {
+    fn taints_are_atomic() {
         let t = json!({"spec": {"taints": [
             {"key": "a", "effect": "NoSchedule", "value": "1"},
-            {"key": "a", "effect": "NoExecute"},
             {"key": "b", "effect": "NoSchedule"}
         ]}});
         let out = strategic_merge_patch(
             &t,
-            &json!({"spec": {"taints": [
-                {"key": "a", "effect": "NoSchedule", "value": "2"},
-                {"key": "c", "effect": "NoSchedule"},
-                {"key": "b", "effect": "NoSchedule", "$patch": "delete"}
-            ]}}),
+            &json!({"spec": {"taints": [{"key": "c", "effect": "NoSchedule"}]}}),
             &node(),
         )
         .unwrap();
         assert_eq!(
             out["spec"]["taints"],
+            json!([{"key": "c", "effect": "NoSchedule"}])
+        );
+    }
+
+    #[test]
+    fn two_key_lists_merge_by_both_keys() {
+        let c = |key: &str, when: &str| json!({"topologyKey": key, "whenUnsatisfiable": when});
+        let t = json!({"spec": {"topologySpreadConstraints": [
+            {"topologyKey": "a", "whenUnsatisfiable": "DoNotSchedule", "maxSkew": 1},
+            c("a", "ScheduleAnyway"),
+            c("b", "DoNotSchedule")
+        ]}});
+        let out = strategic_merge_patch(
+            &t,
+            &json!({"spec": {"topologySpreadConstraints": [
+                {"topologyKey": "a", "whenUnsatisfiable": "DoNotSchedule", "maxSkew": 2},
+                c("c", "DoNotSchedule"),
+                {"topologyKey": "b", "whenUnsatisfiable": "DoNotSchedule", "$patch": "delete"}
+            ]}}),
+            &pod(),
+        )
+        .unwrap();
+        // Upstream's order: the patch's items in patch order, the server-only a/ScheduleAnyway
+        // after a/DoNotSchedule (its server predecessor) but behind the new c.
+        assert_eq!(
+            out["spec"]["topologySpreadConstraints"],
             json!([
-                {"key": "a", "effect": "NoSchedule", "value": "2"},
-                {"key": "a", "effect": "NoExecute"},
-                {"key": "c", "effect": "NoSchedule"}
+                {"topologyKey": "a", "whenUnsatisfiable": "DoNotSchedule", "maxSkew": 2},
+                c("c", "DoNotSchedule"),
+                c("a", "ScheduleAnyway")
             ])
         );
     }
@@ -410,9 +431,10 @@ mod tests {
             &MergeStrategy::builtin("v1", "ConfigMap").unwrap(),
         )
         .unwrap();
+        // In patch order, as upstream.
         assert_eq!(
             out["metadata"]["ownerReferences"],
-            json!([{"uid": "1", "name": "a", "controller": true}, {"uid": "2", "name": "b"}])
+            json!([{"uid": "2", "name": "b"}, {"uid": "1", "name": "a", "controller": true}])
         );
     }
 
@@ -439,7 +461,7 @@ mod tests {
         assert_eq!(
             out["spec"]["containers"],
             json!([{"name": "app", "image": "v2",
-                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}],
                 "ports": [{"containerPort": 80, "name": "http"}], "args": ["z"]},
                 {"name": "side", "image": "s1"}])
         );
@@ -449,7 +471,7 @@ mod tests {
         );
         assert_eq!(
             out["spec"]["volumes"],
-            json!([{"name": "v1", "emptyDir": {}}, {"name": "v2", "configMap": {"name": "c"}}])
+            json!([{"name": "v2", "configMap": {"name": "c"}}, {"name": "v1", "emptyDir": {}}])
         );
     }
 
@@ -513,16 +535,16 @@ mod tests {
 
     #[test]
     fn errors() {
-        let t = json!({"spec": {"taints": []}});
+        let t = json!({"spec": {"topologySpreadConstraints": []}});
         let err = strategic_merge_patch(
             &t,
-            &json!({"spec": {"taints": [{"effect": "NoSchedule"}]}}),
-            &node(),
+            &json!({"spec": {"topologySpreadConstraints": [{"whenUnsatisfiable": "DoNotSchedule"}]}}),
+            &pod(),
         )
         .unwrap_err();
         assert!(
             err.to_string()
-                .contains("does not contain declared merge key: key"),
+                .contains("does not contain declared merge key: topologyKey"),
             "{err}"
         );
         assert_eq!(err.status_code(), 422);

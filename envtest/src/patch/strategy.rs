@@ -26,7 +26,6 @@
 //! | pod spec                                             | `tolerations`, `<containers>.args`/`command`/`envFrom` | atomic          |
 //! | Pod (core)                                           | `status.conditions`                     | map, key `type`                |
 //! | Pod (core)                                           | `status.podIPs`, `status.hostIPs`       | map, key `ip`                  |
-//! | Node (core)                                          | `spec.taints`                           | map, keys `key`, `effect` (1)  |
 //! | Node (core)                                          | `spec.podCIDRs`                         | set                            |
 //! | Node (core)                                          | `status.conditions`, `status.addresses` | map, key `type`                |
 //! | Namespace (core)                                     | `status.conditions`                     | map, key `type`                |
@@ -36,10 +35,11 @@
 //! | Mutating/ValidatingWebhookConfiguration (admissionregistration.k8s.io) | `webhooks`            | map, key `name`                |
 //! | ConfigMap, Secret, Event (core and events.k8s.io), Lease (coordination.k8s.io), RuntimeClass (node.k8s.io), Endpoints, ServiceAccount, Namespace | common rows only | |
 //!
-//! (1) Upstream declares `spec.taints` atomic; here it merges by `key`+`effect` because
-//! operators patch single taints (issue 3 asks for it). Everything else follows the upstream
-//! `patchStrategy`/`patchMergeKey` tags, with a single key where upstream lists several
-//! `listMapKeys` for apply (`ports`: `containerPort` only; service ports: `port` only).
+//! Node `spec.taints` is atomic, as upstream declares it (`+listType=atomic`, no patch
+//! strategy): a strategic merge patch or an apply of `taints` replaces the whole list (the real
+//! backend showed it; an earlier version merged by `key`+`effect`). Everything else follows the
+//! upstream `patchStrategy`/`patchMergeKey` tags, with a single key where upstream lists
+//! several `listMapKeys` for apply (`ports`: `containerPort` only; service ports: `port` only).
 //!
 //! Kinds not in the table (custom resources) get `None`: strategic merge answers 415 as on the
 //! real server; for server-side apply the server builds a strategy from the CRD schema with
@@ -111,7 +111,6 @@ const POD: &[(&str, Row)] = &[
 ];
 
 const NODE: &[(&str, Row)] = &[
-    ("spec.taints", Row::Map(&["key", "effect"])),
     ("spec.podCIDRs", Row::Set),
     ("status.conditions", Row::Map(&["type"])),
     ("status.addresses", Row::Map(&["type"])),
@@ -267,10 +266,8 @@ mod tests {
     #[test]
     fn builtin_lookup() {
         let node = MergeStrategy::builtin("v1", "Node").unwrap();
-        assert_eq!(
-            node.list_type("spec.taints"),
-            &ListType::Map(vec!["key".into(), "effect".into()])
-        );
+        // Atomic upstream (`+listType=atomic`).
+        assert_eq!(node.list_type("spec.taints"), &ListType::Atomic);
         assert_eq!(node.list_type("metadata.finalizers"), &ListType::Set);
         assert_eq!(node.list_type("status.images"), &ListType::Atomic);
         let pod = MergeStrategy::builtin("v1", "Pod").unwrap();
