@@ -9,8 +9,9 @@ use crate::Request;
 
 /// Turns an event into zero or more [`Request`]s added to the queue.
 ///
-/// Built-in handlers add create events that came from a source's initial list with
-/// [`LOW_PRIORITY`] (see [`priority_of`]), so that fresh changes overtake a start-up relist.
+/// Built-in handlers add create events that a source found by a list (its initial list, or a
+/// relist after a `410 Gone`: `initial: true`) with [`LOW_PRIORITY`] (see [`priority_of`]), so
+/// that fresh changes overtake a (re)list.
 ///
 /// Any `Fn(&Event<K>, &WorkQueue<Request>) + Send + Sync + 'static` closure is a handler.
 pub trait EventHandler<K>: Send + Sync + 'static {
@@ -39,8 +40,8 @@ impl<K: 'static> EventHandler<K> for Arc<dyn EventHandler<K>> {
     }
 }
 
-/// The queue priority for requests caused by `event`: [`LOW_PRIORITY`] for creates from an initial
-/// list, [`DEFAULT_PRIORITY`] for everything else.
+/// The queue priority for requests caused by `event`: [`LOW_PRIORITY`] for creates found by a list
+/// (`initial: true`: the initial list or a relist), [`DEFAULT_PRIORITY`] for everything else.
 pub fn priority_of<K>(event: &Event<K>) -> i32 {
     match event {
         Event::Create { initial: true, .. } => LOW_PRIORITY,

@@ -11,9 +11,10 @@
 //! * [`Funcs`]: one closure per event kind; any `Fn(&Event<K>, &WorkQueue<Request>)` closure is a
 //!   handler too.
 //!
-//! Create events from a source's initial list are added with [`kcr_queue::LOW_PRIORITY`] (see
-//! [`priority_of`]), so that changes made while a controller starts overtake its start-up relist,
-//! as in controller-runtime's priority queue. Updates of the same object are de-duplicated by the
+//! Create events found by a source's list (`initial: true`: its initial list, or a relist after a
+//! `410 Gone`) are added with [`kcr_queue::LOW_PRIORITY`] (see [`priority_of`]), so that changes
+//! made while a controller starts or recovers overtake the list, as in controller-runtime's
+//! priority queue. Updates of the same object are de-duplicated by the
 //! queue; handlers that map one event to several requests add each request once.
 //!
 //! ```

@@ -9,7 +9,8 @@ use std::sync::Arc;
 ///
 /// The variants mirror controller-runtime's `event.CreateEvent`, `UpdateEvent`, `DeleteEvent` and
 /// `GenericEvent`, with two extra facts that controller-runtime hides:
-/// * whether a create came from the *initial* list (so handlers can enqueue it with a low priority),
+/// * whether a create was found by a *list* (the initial list or a relist) rather than seen as a
+///   watch event (so handlers can enqueue it with a low priority),
 /// * whether a delete was *observed* or inferred after a relist (`state_unknown`).
 #[derive(Debug)]
 pub enum Event<K> {
@@ -17,8 +18,10 @@ pub enum Event<K> {
     Create {
         /// The new object.
         object: Arc<K>,
-        /// `true` when the object came from the initial list of a source (start-up), `false` when
-        /// it was created while the source was running.
+        /// `true` when the object was found by a list of the source: its initial list at start-up,
+        /// or a relist (after a `410 Gone` or a reconnect) that found an object created while the
+        /// watch was down. `false` when its creation was seen as a watch event while running.
+        /// Handlers enqueue list creates at low priority, so fresh changes overtake a (re)list.
         initial: bool,
     },
     /// The object changed.

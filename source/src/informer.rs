@@ -6,10 +6,12 @@
 //! The watch (kube-runtime's `watcher`) feeds a reflector `Writer`. Before each change is applied
 //! the previous object is read from the store, so an update carries the cached `old` object.
 //! A (re)list arrives as `Init`, `InitApply`..., `InitDone`; at `InitDone` the new list is diffed
-//! against the store: new objects become creates (`initial: true` for the very first list),
-//! objects whose `resourceVersion` changed become updates, and objects that vanished become
-//! deletes with `state_unknown: true` (their deletion happened while the watch was down, e.g.
-//! after a `410 Gone`). Unchanged objects produce nothing.
+//! against the store: new objects become creates with `initial: true` (for the very first list
+//! and for every relist, e.g. after a `410 Gone`: a create found by a list goes into a
+//! controller's queue at low priority, so that fresh changes overtake it), objects whose
+//! `resourceVersion` changed become updates, and objects that vanished become deletes with
+//! `state_unknown: true` (their deletion happened while the watch was down). Unchanged objects
+//! produce nothing. Creates seen as watch events have `initial: false`.
 //!
 //! # Slow subscribers
 //!
@@ -19,7 +21,9 @@
 //! *view*: `Arc`s, not copies). When a lagged subscriber has consumed its buffer, it takes a
 //! snapshot of the store (atomically with leaving the lagged state) and receives the difference
 //! between its view and the snapshot, with the same rules as a relist: creates, updates (old =
-//! what this subscriber saw last), deletes with `state_unknown: true`. So a slow subscriber never
+//! what this subscriber saw last), deletes with `state_unknown: true`. Its creates have
+//! `initial: true` when it missed a list (the first list, or a relist) while lagged, as they
+//! would have had without the lag. So a slow subscriber never
 //! blocks the others, and never loses a change silently: intermediate versions of an object are
 //! collapsed into one update, which is what a level-triggered controller needs.
 
@@ -71,6 +75,8 @@ struct Subscriber<K> {
     lagged: bool,
     /// Still owed its initial list (its creates are `initial: true`).
     initial: bool,
+    /// Missed (some of) a list's events while lagged: its resync's creates are `initial: true`.
+    missed_list: bool,
     waker: Option<Waker>,
 }
 
@@ -208,6 +214,7 @@ impl<K: CacheObject> Informer<K> {
     pub(crate) fn process(&self, event: watcher::Event<K>, signal: &SyncSignal) {
         self.counters.watch_events.fetch_add(1, Ordering::Relaxed);
         let mut st = self.state.lock();
+        let mut from_list = false;
         let (events, first_sync) = match event {
             watcher::Event::Apply(object) => {
                 let key = self.key(&object);
@@ -267,7 +274,11 @@ impl<K: CacheObject> Informer<K> {
                 st.writer
                     .apply_watcher_event(&watcher::Event::<K>::InitDone);
                 let first = !st.synced;
-                let events = diff(&before, self.store.state(), first, |o| self.key(o));
+                // Every list's creates are list creates, not only the first list's: a relist
+                // (after a 410 or a reconnect) can find many objects at once, and fresh changes
+                // must overtake them.
+                from_list = true;
+                let events = diff(&before, self.store.state(), true, |o| self.key(o));
                 st.synced = true;
                 (events, first)
             }
@@ -281,10 +292,12 @@ impl<K: CacheObject> Informer<K> {
         let capacity = self.capacity;
         for sub in st.subscribers.values_mut() {
             if sub.lagged {
+                sub.missed_list |= from_list;
                 continue;
             }
             if sub.buffer.len() + events.len() > capacity {
                 sub.lagged = true;
+                sub.missed_list |= from_list;
                 self.counters.lags.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
                     object_type = std::any::type_name::<K>(),
@@ -338,6 +351,7 @@ impl<K: CacheObject> Informer<K> {
                 buffer: VecDeque::new(),
                 lagged: synced,
                 initial: true,
+                missed_list: false,
                 waker: None,
             },
         );
@@ -475,7 +489,8 @@ impl<K: CacheObject> Stream for KindStream<K> {
                 // Leave the lagged state and snapshot the store under the same lock: every later
                 // event goes to the buffer and applies on top of this snapshot.
                 sub.lagged = false;
-                let initial = std::mem::take(&mut sub.initial);
+                let initial =
+                    std::mem::take(&mut sub.initial) | std::mem::take(&mut sub.missed_list);
                 let snapshot = informer.store.state();
                 drop(st);
                 let events = diff(&this.view, snapshot, initial, |o| informer.key(o));
@@ -669,7 +684,8 @@ mod tests {
             vec![
                 d("update", "a", Some("1"), "7", false),
                 d("delete", "b", None, "2", true),
-                d("create", "c", None, "8", false),
+                // found by a list: a list create, queued at low priority like the first list's
+                d("create", "c", None, "8", true),
             ]
         );
         assert_eq!(informer.counters.relists.load(Ordering::Relaxed), 2);
@@ -750,6 +766,46 @@ mod tests {
             vec![
                 d("create", "a", None, "1", true),
                 d("create", "b", None, "2", true)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_relists_creates_are_initial_and_watch_creates_are_not() {
+        let (informer, signal) = Informer::<ConfigMap>::new(16);
+        let mut s = informer.subscribe(());
+        list(&informer, &signal, &[cm("a", "1")]);
+        assert_eq!(ready(&mut s), vec![d("create", "a", None, "1", true)]);
+        informer.process(watcher::Event::Apply(cm("b", "2")), &signal);
+        assert_eq!(ready(&mut s), vec![d("create", "b", None, "2", false)]);
+        // A relist (after a 410) finds "c", created while the watch was down.
+        list(&informer, &signal, &[cm("a", "1"), cm("b", "2"), cm("c", "3")]);
+        assert_eq!(ready(&mut s), vec![d("create", "c", None, "3", true)]);
+    }
+
+    #[test]
+    fn subscriber_lagging_through_a_relist_gets_initial_creates() {
+        let (informer, signal) = Informer::<ConfigMap>::new(1);
+        let mut s = informer.subscribe(());
+        list(&informer, &signal, &[cm("a", "1")]);
+        assert_eq!(ready(&mut s), vec![d("create", "a", None, "1", true)]);
+        // Two creates found by one relist do not fit: the subscriber lags through the relist.
+        list(&informer, &signal, &[cm("a", "1"), cm("b", "2"), cm("c", "3")]);
+        assert_eq!(
+            sorted(ready(&mut s)),
+            vec![
+                d("create", "b", None, "2", true),
+                d("create", "c", None, "3", true)
+            ]
+        );
+        // Lagging through watch events alone resyncs their creates as watch creates.
+        informer.process(watcher::Event::Apply(cm("d", "4")), &signal);
+        informer.process(watcher::Event::Apply(cm("e", "5")), &signal);
+        assert_eq!(
+            sorted(ready(&mut s)),
+            vec![
+                d("create", "d", None, "4", false),
+                d("create", "e", None, "5", false)
             ]
         );
     }

@@ -16,8 +16,9 @@ use crate::{DEFAULT_SUBSCRIBER_BUFFER, Source, SourceError, Started};
 /// the same options shares one watch and one store), or wrap any kube-runtime watcher stream with
 /// [`Kind::from_watcher`]. Each [`Source::start`] is an independent subscriber: it first receives
 /// the current contents as creates with `initial: true`, then every change. Update events carry
-/// the previous object from the cache; after a relist, objects that changed meanwhile come out as
-/// updates and objects that vanished as deletes with `state_unknown: true`. A subscriber that
+/// the previous object from the cache; after a relist, objects that appeared meanwhile come out as
+/// creates with `initial: true` (found by a list, like the first list's), objects that changed
+/// as updates and objects that vanished as deletes with `state_unknown: true`. A subscriber that
 /// falls behind is resynced from the store instead of blocking the others (see
 /// [`KindStream`]).
 pub struct Kind<K: CacheObject> {

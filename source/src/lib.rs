@@ -1,7 +1,7 @@
 //! # kcr-source: where controller events come from
 //!
-//! A controller reacts to [`Event`]s: an object was created (and whether it came from the initial
-//! list), updated (with the old *and* new object), deleted (and whether its final state is
+//! A controller reacts to [`Event`]s: an object was created (and whether it was found by a list,
+//! the initial one or a relist, rather than seen as a watch event), updated (with the old *and* new object), deleted (and whether its final state is
 //! unknown because it vanished while the watch was disconnected), or a generic trigger. Objects
 //! are shared as `Arc<K>`, never cloned per consumer.
 //!
