@@ -779,7 +779,11 @@ mod tests {
         informer.process(watcher::Event::Apply(cm("b", "2")), &signal);
         assert_eq!(ready(&mut s), vec![d("create", "b", None, "2", false)]);
         // A relist (after a 410) finds "c", created while the watch was down.
-        list(&informer, &signal, &[cm("a", "1"), cm("b", "2"), cm("c", "3")]);
+        list(
+            &informer,
+            &signal,
+            &[cm("a", "1"), cm("b", "2"), cm("c", "3")],
+        );
         assert_eq!(ready(&mut s), vec![d("create", "c", None, "3", true)]);
     }
 
@@ -790,7 +794,11 @@ mod tests {
         list(&informer, &signal, &[cm("a", "1")]);
         assert_eq!(ready(&mut s), vec![d("create", "a", None, "1", true)]);
         // Two creates found by one relist do not fit: the subscriber lags through the relist.
-        list(&informer, &signal, &[cm("a", "1"), cm("b", "2"), cm("c", "3")]);
+        list(
+            &informer,
+            &signal,
+            &[cm("a", "1"), cm("b", "2"), cm("c", "3")],
+        );
         assert_eq!(
             sorted(ready(&mut s)),
             vec![
