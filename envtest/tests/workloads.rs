@@ -186,6 +186,18 @@ where
         vec!["w"],
         "{kind}"
     );
+    // An annotation change bumps the generation of a Deployment only (upstream copies a
+    // Deployment's annotations to its ReplicaSets).
+    let annotated = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"note": "x"}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{kind}: annotate: {e}"));
+    let expected = if kind == "Deployment" { 3 } else { 2 };
+    assert_eq!(annotated.meta().generation, Some(expected), "{kind}: annotations");
     api.delete("w", &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("{kind}: delete: {e}"));
@@ -265,4 +277,39 @@ async fn workload_kinds_are_discoverable_with_short_names() {
             .any(|r| r.name == "statefulsets/status"),
         "status subresources are listed"
     );
+}
+
+#[tokio::test]
+async fn a_job_deleted_without_a_policy_orphans_its_pods() {
+    use k8s_openapi::api::core::v1::Pod;
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let jobs: Api<Job> = Api::namespaced(server.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let mut template = pod_template("j");
+    template["spec"]["restartPolicy"] = json!("Never");
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "j"},
+        "spec": {"template": template},
+    }))
+    .expect("a valid Job");
+    let job = jobs.create(&PostParams::default(), &job).await.expect("job");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "j-pod", "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": "j",
+            "uid": job.metadata.uid, "controller": true, "blockOwnerDeletion": true,
+        }]},
+        "spec": {"containers": [{"name": "app", "image": "app:1"}], "restartPolicy": "Never"},
+    }))
+    .expect("a valid Pod");
+    pods.create(&PostParams::default(), &pod).await.expect("pod");
+    // batch/v1's default propagation for Jobs is Orphan (kubectl asks for Background).
+    jobs.delete("j", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the Job is gone", LIMIT, || async {
+        jobs.get_opt("j").await.expect("get").is_none()
+    })
+    .await;
+    let kept = pods.get("j-pod").await.expect("the pod is orphaned, not deleted");
+    assert_eq!(kept.metadata.owner_references.unwrap_or_default(), vec![]);
 }
