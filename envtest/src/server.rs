@@ -54,25 +54,13 @@ impl Shared {
 }
 
 /// Options for [`TestApiServer`]; obtained from [`TestApiServer::builder`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TestApiServerBuilder {
     port: u16,
     history_window: Option<usize>,
     bookmark_interval: Option<Duration>,
     nodes: usize,
     backend: Option<Backend>,
-}
-
-impl Default for TestApiServerBuilder {
-    fn default() -> Self {
-        TestApiServerBuilder {
-            port: 0,
-            history_window: None,
-            bookmark_interval: None,
-            nodes: 0,
-            backend: None,
-        }
-    }
 }
 
 impl TestApiServerBuilder {

@@ -197,7 +197,11 @@ where
         .await
         .unwrap_or_else(|e| panic!("{kind}: annotate: {e}"));
     let expected = if kind == "Deployment" { 3 } else { 2 };
-    assert_eq!(annotated.meta().generation, Some(expected), "{kind}: annotations");
+    assert_eq!(
+        annotated.meta().generation,
+        Some(expected),
+        "{kind}: annotations"
+    );
     api.delete("w", &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("{kind}: delete: {e}"));
@@ -292,7 +296,10 @@ async fn a_job_deleted_without_a_policy_orphans_its_pods() {
         "spec": {"template": template},
     }))
     .expect("a valid Job");
-    let job = jobs.create(&PostParams::default(), &job).await.expect("job");
+    let job = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("job");
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "j-pod", "ownerReferences": [{
             "apiVersion": "batch/v1", "kind": "Job", "name": "j",
@@ -301,7 +308,9 @@ async fn a_job_deleted_without_a_policy_orphans_its_pods() {
         "spec": {"containers": [{"name": "app", "image": "app:1"}], "restartPolicy": "Never"},
     }))
     .expect("a valid Pod");
-    pods.create(&PostParams::default(), &pod).await.expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
     // batch/v1's default propagation for Jobs is Orphan (kubectl asks for Background).
     jobs.delete("j", &DeleteParams::default())
         .await
@@ -310,6 +319,9 @@ async fn a_job_deleted_without_a_policy_orphans_its_pods() {
         jobs.get_opt("j").await.expect("get").is_none()
     })
     .await;
-    let kept = pods.get("j-pod").await.expect("the pod is orphaned, not deleted");
+    let kept = pods
+        .get("j-pod")
+        .await
+        .expect("the pod is orphaned, not deleted");
     assert_eq!(kept.metadata.owner_references.unwrap_or_default(), vec![]);
 }
