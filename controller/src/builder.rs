@@ -13,12 +13,35 @@
 //! ```
 //!
 //! Every event passes the watch's own predicates, then every event filter, then reaches the
-//! handler, which adds requests to the controller's queue. Event filters are predicates on a
-//! metadata-only view of the object (a [`DynamicObject`] with the object's `metadata`, `apiVersion`
-//! and `kind`, and no body), because one filter applies to watches of different types; the
-//! metadata predicates of kcr-predicate (generation, labels, annotations, finalizers, resource
-//! version, label selectors) and closures over metadata work there. Predicates that need the body
-//! belong on the watch itself.
+//! handler, which adds requests to the controller's queue.
+//!
+//! # Event filters see the whole object
+//!
+//! One event filter applies to watches of different types, so it is a predicate over
+//! [`DynamicObject`]: the watched object converted to JSON, whole (`apiVersion`, `kind`,
+//! `metadata` and everything else: `data`, `spec`, `status`). So a filter that reads the body,
+//! such as [`IgnoreStatusOnlyUpdates`](kcr_predicate::IgnoreStatusOnlyUpdates), sees a ConfigMap's
+//! `data` edit as the change it is. The conversion costs one serialisation per object per event,
+//! paid only by controllers that have event filters; a typed predicate on the watch itself
+//! ([`WatchOptions::predicate`]) costs nothing. An object that cannot be serialised passes the
+//! filters (never dropped unseen) and a warning is logged. A metadata-only watch
+//! (`PartialObjectMeta`) has only metadata to show.
+//!
+//! # Lagged sources: every object of the primary kind is resynced
+//!
+//! A source may report that it skipped events ([`SourceError::Lagged`](kcr_source::SourceError),
+//! from a [`Channel`](kcr_source::Channel) with [`Overflow::Lag`](kcr_source::Overflow)). The
+//! requests those events stood for are unknown, so the controller recovers by resyncing **every
+//! object of its primary kind** (the [`for_kind`](Builder::for_kind) type, as listed by the shared
+//! cache with the `for_kind` options): each one is enqueued once, at
+//! [`LOW_PRIORITY`](kcr_queue::LOW_PRIORITY) (like a relist: most of them did not change, and
+//! fresh events overtake them), bypassing predicates and event filters. That covers every request
+//! a handler can produce for a live primary object, whichever watch lagged and whatever its
+//! handler maps to; a primary object that is gone was reported by the `for_kind` watch itself,
+//! which never lags. A controller without a `for_kind` has no set of keys to resync: a lag there
+//! stops the controller with [`ControllerError::WatchFailed`](crate::ControllerError) (run it on
+//! a [`Manager`] and the process exits, to restart with a full list) rather than run on with
+//! requests lost. A [`SourceWatch`] made by hand resyncs what [`SourceWatch::with_resync`] says.
 
 use std::sync::Arc;
 
@@ -27,12 +50,13 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::ClusterResourceScope;
 use kcr_handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler, Request};
 use kcr_predicate::Predicate;
-use kcr_queue::{RateLimiter, WorkQueue};
-use kcr_source::{Cache, CacheObject, Event, Kind, ScopedApi, Source};
+use kcr_queue::{LOW_PRIORITY, RateLimiter, WorkQueue};
+use kcr_source::{Cache, CacheObject, Event, Kind, Reader, ScopedApi, Source, SourceError};
 use kube::Resource;
 use kube::api::ListParams;
 use kube::core::{ApiResource, DynamicObject, TypeMeta};
 use parking_lot::Mutex;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::{Controller, ControllerOptions};
@@ -44,8 +68,27 @@ use crate::watch::{BoxError, StartedWatch, Watch};
 /// Events a watch's pump moves without awaiting (see `SourceWatch::start`).
 const PUMP_BATCH: usize = 256;
 
-/// An event filter: a predicate over the metadata-only view of any watched object.
+/// An event filter: a predicate over any watched object, whole, as a [`DynamicObject`] (see the
+/// [module docs](self#event-filters-see-the-whole-object)).
 pub type EventFilter = Arc<dyn Predicate<DynamicObject>>;
+
+/// What a controller enqueues when one of its sources reports lost events
+/// ([`SourceError::Lagged`]): the [`Builder`] resyncs every object of the primary kind (see the
+/// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
+pub type Resync = Arc<dyn Fn(&WorkQueue<Request>) + Send + Sync>;
+
+/// Enqueues every object `reader` holds, at low priority.
+fn resync_all<K: CacheObject>(reader: Reader<K>) -> Resync {
+    Arc::new(move |queue: &WorkQueue<Request>| {
+        queue.add_all(
+            reader
+                .list()
+                .iter()
+                .map(|o| Request::from_object(o.as_ref())),
+            LOW_PRIORITY,
+        );
+    })
+}
 
 /// Per-watch predicates and, for `for_kind`/`owns`, what to watch (namespace, label and field
 /// selectors: kcr-source's [`WatchOptions`](kcr_source::WatchOptions)).
@@ -121,68 +164,102 @@ fn describe_options(options: &kcr_source::WatchOptions) -> String {
     }
 }
 
-/// The metadata-only view of `object` that event filters see.
-fn meta_view<K: Resource>(object: &K) -> Arc<DynamicObject>
+/// `object`, whole, as the [`DynamicObject`] event filters see.
+fn dynamic_view<K: Resource + Serialize>(
+    object: &K,
+) -> Result<Arc<DynamicObject>, serde_json::Error>
 where
     K::DynamicType: Default,
 {
     let dt = K::DynamicType::default();
-    Arc::new(DynamicObject {
+    let mut data = serde_json::to_value(object)?;
+    if let serde_json::Value::Object(fields) = &mut data {
+        // Kept in `types` and `metadata` (a typed object may not serialise its type at all).
+        for key in ["apiVersion", "kind", "metadata"] {
+            fields.remove(key);
+        }
+    }
+    Ok(Arc::new(DynamicObject {
         types: Some(TypeMeta {
             api_version: K::api_version(&dt).into_owned(),
             kind: K::kind(&dt).into_owned(),
         }),
         metadata: object.meta().clone(),
-        data: serde_json::Value::Null,
+        data,
+    }))
+}
+
+/// `event` with its objects as [`DynamicObject`]s.
+fn dynamic_event<K: Resource + Serialize>(
+    event: &Event<K>,
+) -> Result<Event<DynamicObject>, serde_json::Error>
+where
+    K::DynamicType: Default,
+{
+    Ok(match event {
+        Event::Create { object, initial } => Event::Create {
+            object: dynamic_view(&**object)?,
+            initial: *initial,
+        },
+        Event::Update { old, new } => Event::Update {
+            old: dynamic_view(&**old)?,
+            new: dynamic_view(&**new)?,
+        },
+        Event::Delete {
+            object,
+            state_unknown,
+        } => Event::Delete {
+            object: dynamic_view(&**object)?,
+            state_unknown: *state_unknown,
+        },
+        Event::Generic { object } => Event::Generic {
+            object: dynamic_view(&**object)?,
+        },
     })
 }
 
-/// Whether `event` passes every event filter.
-fn passes_filters<K: Resource>(filters: &[EventFilter], event: &Event<K>) -> bool
+/// Whether `event` passes every event filter (an event that cannot be shown to them passes).
+fn passes_filters<K: Resource + Serialize>(filters: &[EventFilter], event: &Event<K>) -> bool
 where
     K::DynamicType: Default,
 {
     if filters.is_empty() {
         return true;
     }
-    let view = match event {
-        Event::Create { object, initial } => Event::Create {
-            object: meta_view(&**object),
-            initial: *initial,
-        },
-        Event::Update { old, new } => Event::Update {
-            old: meta_view(&**old),
-            new: meta_view(&**new),
-        },
-        Event::Delete {
-            object,
-            state_unknown,
-        } => Event::Delete {
-            object: meta_view(&**object),
-            state_unknown: *state_unknown,
-        },
-        Event::Generic { object } => Event::Generic {
-            object: meta_view(&**object),
-        },
-    };
-    filters.iter().all(|f| f.evaluate(&view))
+    match dynamic_event(event) {
+        Ok(view) => filters.iter().all(|f| f.evaluate(&view)),
+        Err(error) => {
+            let dt = K::DynamicType::default();
+            tracing::warn!(
+                kind = %K::kind(&dt),
+                %error,
+                "cannot serialise the object for the event filters; letting the event through"
+            );
+            true
+        }
+    }
 }
 
 /// Asks the API server about a resource when its watch does not sync (see [`probe_api`]).
 pub type Probe = Box<dyn FnOnce() -> BoxFuture<'static, Option<String>> + Send>;
 
 /// A [`Source`] plus predicates, event filters and a handler, as a [`Watch`].
+///
+/// When the source reports lost events ([`SourceError::Lagged`]), the watch enqueues what its
+/// [`Resync`] gives (see [`with_resync`](Self::with_resync)); without one, its pump fails, which
+/// stops the controller with [`ControllerError::WatchFailed`](crate::ControllerError).
 pub struct SourceWatch<K, S, H> {
     source: S,
     handler: H,
     predicates: Vec<Box<dyn Predicate<K>>>,
     filters: Vec<EventFilter>,
     probe: Option<Probe>,
+    resync: Option<Resync>,
 }
 
 impl<K, S, H> SourceWatch<K, S, H>
 where
-    K: Resource + Send + Sync + 'static,
+    K: Resource + Serialize + Send + Sync + 'static,
     K::DynamicType: Default,
     S: Source<K>,
     H: EventHandler<K>,
@@ -200,6 +277,7 @@ where
             predicates,
             filters,
             probe: None,
+            resync: None,
         }
     }
 
@@ -208,11 +286,18 @@ where
         self.probe = Some(probe);
         self
     }
+
+    /// Sets what is enqueued when the source reports lost events (the [`Builder`] gives every
+    /// watch the resync of every object of the controller's primary kind).
+    pub fn with_resync(mut self, resync: Resync) -> Self {
+        self.resync = Some(resync);
+        self
+    }
 }
 
 impl<K, S, H> Watch<Request> for SourceWatch<K, S, H>
 where
-    K: Resource + Send + Sync + 'static,
+    K: Resource + Serialize + Send + Sync + 'static,
     K::DynamicType: Default,
     S: Source<K>,
     H: EventHandler<K>,
@@ -241,26 +326,49 @@ where
                 filters,
                 source,
                 probe,
+                resync,
             } = *self;
             let name = source.name();
             let last_error = Arc::new(Mutex::new(None::<String>));
             let errors = last_error.clone();
             let mut events = started.events;
             let pump = Box::pin(async move {
-                let deliver = |next: Option<Result<Event<K>, kcr_source::SourceError>>| match next {
-                    None => false,
+                // `Ok(true)`: go on; `Ok(false)`: the source ended; `Err`: events were lost and
+                // cannot be recovered.
+                let deliver = |next: Option<Result<Event<K>, SourceError>>| match next {
+                    None => Ok(false),
                     Some(Ok(event)) => {
                         if predicates.iter().all(|p| p.evaluate(&event))
                             && passes_filters(&filters, &event)
                         {
                             handler.handle(&event, &queue);
                         }
-                        true
+                        Ok(true)
                     }
+                    Some(Err(e @ SourceError::Lagged { missed })) => match &resync {
+                        Some(resync) => {
+                            tracing::warn!(
+                                source = %name,
+                                missed,
+                                "source lagged; resyncing every object of the primary kind"
+                            );
+                            *errors.lock() = Some(e.to_string());
+                            resync(&queue);
+                            Ok(true)
+                        }
+                        None => {
+                            tracing::error!(
+                                source = %name,
+                                missed,
+                                "source lagged and this watch has nothing to resync: stopping"
+                            );
+                            Err(BoxError::from(e))
+                        }
+                    },
                     Some(Err(e)) => {
                         tracing::warn!(source = %name, error = %e, "source reported an error");
                         *errors.lock() = Some(e.to_string());
-                        true
+                        Ok(true)
                     }
                 };
                 'pump: loop {
@@ -269,7 +377,7 @@ where
                     for _ in 0..PUMP_BATCH {
                         match events.next().now_or_never() {
                             Some(next) => {
-                                if !deliver(next) {
+                                if !deliver(next)? {
                                     break 'pump;
                                 }
                             }
@@ -286,12 +394,13 @@ where
                         _ = stop.cancelled() => break,
                         next = events.next() => next,
                     };
-                    if !deliver(next) {
+                    if !deliver(next)? {
                         break;
                     }
                 }
                 // Keep the source alive as long as its events are consumed.
                 drop(source);
+                Ok(())
             });
             let sync = started.sync;
             Ok(StartedWatch {
@@ -359,6 +468,22 @@ where
 struct BuildContext {
     filters: Vec<EventFilter>,
     owner: Option<EnqueueRequestForOwner<DynamicObject>>,
+    /// Every object of the primary kind (set by `for_kind`).
+    resync: Option<Resync>,
+}
+
+/// `watch` with the resync of `ctx`, if any.
+fn with_resync<K, S, H>(watch: SourceWatch<K, S, H>, ctx: &BuildContext) -> SourceWatch<K, S, H>
+where
+    K: Resource + Serialize + Send + Sync + 'static,
+    K::DynamicType: Default,
+    S: Source<K>,
+    H: EventHandler<K>,
+{
+    match &ctx.resync {
+        Some(resync) => watch.with_resync(Arc::clone(resync)),
+        None => watch,
+    }
 }
 
 type PendingWatch =
@@ -372,6 +497,7 @@ pub struct Builder<'m> {
     name: Option<String>,
     for_kind: Option<String>,
     owner: Option<EnqueueRequestForOwner<DynamicObject>>,
+    resync: Option<Resync>,
     watches: Vec<PendingWatch>,
     filters: Vec<EventFilter>,
     options: ControllerOptions,
@@ -416,6 +542,7 @@ impl<'m> Builder<'m> {
             name: None,
             for_kind: None,
             owner: None,
+            resync: None,
             watches: Vec::new(),
             filters: Vec::new(),
             options: ControllerOptions::default(),
@@ -460,8 +587,13 @@ impl<'m> Builder<'m> {
         self
     }
 
-    /// A cached watch of `K` through the shared cache, and its API probe.
-    fn kind_source<K>(&mut self, options: &WatchOptions<K>) -> Option<(Kind<K>, Option<Probe>)>
+    /// A cached watch of `K` through the shared cache, a reader of the same store, and its API
+    /// probe.
+    #[allow(clippy::type_complexity)]
+    fn kind_source<K>(
+        &mut self,
+        options: &WatchOptions<K>,
+    ) -> Option<(Kind<K>, Reader<K>, Option<Probe>)>
     where
         K: CacheObject,
         K::Scope: ScopedApi,
@@ -485,30 +617,36 @@ impl<'m> Builder<'m> {
                 return None;
             }
         };
-        if let Some(manager) = self.manager {
-            match cache.reader::<K>(options.cache.clone()) {
-                Ok(reader) => manager.track_cache_sync(
-                    format!("{kind_name}{}", describe_options(&options.cache)),
-                    reader.sync(),
-                ),
-                Err(source) => self.fail(ManagerError::Cache {
+        let reader = match cache.reader::<K>(options.cache.clone()) {
+            Ok(reader) => reader,
+            Err(source) => {
+                self.fail(ManagerError::Cache {
                     kind: kind_name,
                     source,
-                }),
+                });
+                return None;
             }
+        };
+        if let Some(manager) = self.manager {
+            manager.track_cache_sync(
+                format!("{kind_name}{}", describe_options(&options.cache)),
+                reader.sync(),
+            );
         }
         let probe = self
             .client
             .clone()
             .map(|client| probe_api::<K>(client, options.cache.namespace.clone()));
-        Some((kind, probe))
+        Some((kind, reader, probe))
     }
 
     /// The controller's primary kind: a cached watch of `K` whose events enqueue the object itself
-    /// (`EnqueueRequestForObject`). Call once.
+    /// (`EnqueueRequestForObject`). Call once. Its objects are what the controller resyncs when
+    /// a source lags (see the
+    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
     pub fn for_kind<K>(mut self, options: WatchOptions<K>) -> Self
     where
-        K: CacheObject,
+        K: CacheObject + Serialize,
         K::Scope: ScopedApi + 'static,
     {
         let dt = K::DynamicType::default();
@@ -527,16 +665,20 @@ impl<'m> Builder<'m> {
             ))
             .cluster_scoped(is_cluster_scoped::<K>()),
         );
-        let Some((kind, probe)) = self.kind_source::<K>(&options) else {
+        let Some((kind, reader, probe)) = self.kind_source::<K>(&options) else {
             return self;
         };
+        self.resync = Some(resync_all(reader));
         let predicates = options.predicates;
         self.watches.push(Box::new(move |ctx: &BuildContext| {
-            let watch = SourceWatch::new(
-                kind,
-                EnqueueRequestForObject,
-                predicates,
-                ctx.filters.clone(),
+            let watch = with_resync(
+                SourceWatch::new(
+                    kind,
+                    EnqueueRequestForObject,
+                    predicates,
+                    ctx.filters.clone(),
+                ),
+                ctx,
             );
             Ok(Box::new(match probe {
                 Some(p) => watch.with_probe(p),
@@ -555,11 +697,11 @@ impl<'m> Builder<'m> {
     /// alone, which for Secrets or ConfigMaps is most of their size saved.
     pub fn owns<C>(mut self, options: WatchOptions<C>) -> Self
     where
-        C: CacheObject,
+        C: CacheObject + Serialize,
         C::Scope: ScopedApi,
     {
         let child = C::kind(&C::DynamicType::default()).into_owned();
-        let Some((kind, probe)) = self.kind_source::<C>(&options) else {
+        let Some((kind, _reader, probe)) = self.kind_source::<C>(&options) else {
             return self;
         };
         let predicates = options.predicates;
@@ -569,7 +711,10 @@ impl<'m> Builder<'m> {
                     "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
                 ),
             })?;
-            let watch = SourceWatch::new(kind, owner, predicates, ctx.filters.clone());
+            let watch = with_resync(
+                SourceWatch::new(kind, owner, predicates, ctx.filters.clone()),
+                ctx,
+            );
             Ok(Box::new(match probe {
                 Some(p) => watch.with_probe(p),
                 None => watch,
@@ -579,26 +724,29 @@ impl<'m> Builder<'m> {
     }
 
     /// Watches `source`: events that pass the options' predicates and every event filter go to
-    /// `handler`.
+    /// `handler`. If the source reports lost events, every object of the primary kind is
+    /// resynced (see the
+    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
     pub fn watches<K, S, H>(mut self, source: S, handler: H, options: WatchOptions<K>) -> Self
     where
-        K: Resource + Send + Sync + 'static,
+        K: Resource + Serialize + Send + Sync + 'static,
         K::DynamicType: Default,
         S: Source<K>,
         H: EventHandler<K>,
     {
         let predicates = options.predicates;
         self.watches.push(Box::new(move |ctx: &BuildContext| {
-            Ok(Box::new(SourceWatch::new(
-                source,
-                handler,
-                predicates,
-                ctx.filters.clone(),
+            Ok(Box::new(with_resync(
+                SourceWatch::new(source, handler, predicates, ctx.filters.clone()),
+                ctx,
             )) as Box<dyn Watch<Request>>)
         }));
         self
     }
-    /// Adds an event filter applied to every watch of this controller (see the module docs).
+
+    /// Adds an event filter applied to every watch of this controller. It sees each object
+    /// whole, as a [`DynamicObject`], so any predicate works, data-reading ones included (see the
+    /// [module docs](self#event-filters-see-the-whole-object)).
     pub fn with_event_filter(mut self, filter: impl Predicate<DynamicObject>) -> Self {
         self.filters.push(Arc::new(filter));
         self
@@ -662,6 +810,7 @@ impl<'m> Builder<'m> {
         let ctx = BuildContext {
             filters: self.filters,
             owner: self.owner,
+            resync: self.resync,
         };
         for pending in self.watches {
             controller.add_watch(pending(&ctx)?);
@@ -676,5 +825,66 @@ impl<'m> Builder<'m> {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
         let controller = self.build(reconciler)?;
         manager.add_controller(controller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodStatus};
+    use kcr_predicate::IgnoreStatusOnlyUpdates;
+
+    fn pod(node: &str, phase: &str) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                node_name: Some(node.into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn event_filters_see_the_whole_object() {
+        let filters: Vec<EventFilter> = vec![Arc::new(IgnoreStatusOnlyUpdates)];
+        // A ConfigMap's data edit (no generation, no status) is a real change.
+        let mut old = ConfigMap::default();
+        old.metadata.name = Some("cm".into());
+        old.metadata.resource_version = Some("1".into());
+        old.data = Some([("k".to_string(), "1".to_string())].into());
+        let mut new = old.clone();
+        new.metadata.resource_version = Some("2".into());
+        new.data = Some([("k".to_string(), "2".to_string())].into());
+        assert!(passes_filters(&filters, &Event::update(old.clone(), new)));
+        let mut same = old.clone();
+        same.metadata.resource_version = Some("3".into());
+        assert!(!passes_filters(&filters, &Event::update(old, same)));
+        // A pod: status-only updates are dropped, spec changes pass.
+        let running = pod("n1", "Running");
+        assert!(!passes_filters(
+            &filters,
+            &Event::update(pod("n1", "Pending"), running.clone())
+        ));
+        assert!(passes_filters(
+            &filters,
+            &Event::update(pod("n2", "Running"), running)
+        ));
+        // The view carries the type and the body.
+        let view = dynamic_view(&pod("n1", "Pending")).expect("serialises");
+        let types = view.types.clone().expect("types");
+        assert_eq!(
+            (types.api_version.as_str(), types.kind.as_str()),
+            ("v1", "Pod")
+        );
+        assert_eq!(view.data["spec"]["nodeName"], "n1");
+        assert_eq!(view.data["status"]["phase"], "Pending");
+        assert!(
+            view.data.get("metadata").is_none(),
+            "metadata is kept apart"
+        );
     }
 }

@@ -144,8 +144,9 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
     /// reconciles up to `graceful_shutdown_timeout`.
     ///
     /// Errors: a watch that failed to start or sync ([`ControllerError::CacheSyncTimeout`],
-    /// [`ControllerError::WatchStart`]), or in-flight reconciles that outlived the shutdown timeout
-    /// ([`ControllerError::ShutdownTimeout`]).
+    /// [`ControllerError::WatchStart`]), a watch that failed while running
+    /// ([`ControllerError::WatchFailed`]: it lost events it could not resync), or in-flight
+    /// reconciles that outlived the shutdown timeout ([`ControllerError::ShutdownTimeout`]).
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
         self.run_with_ready(shutdown, None).await
     }
@@ -185,8 +186,9 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
                     watch: description.clone(),
                     source,
                 })?;
-            pending_sync.push((description, started.synced, started.diagnose));
-            pumps.spawn(started.pump);
+            pending_sync.push((description.clone(), started.synced, started.diagnose));
+            let pump = started.pump;
+            pumps.spawn(async move { pump.await.map_err(|source| (description, source)) });
         }
         if !pending_sync.is_empty() {
             tracing::info!(controller = %name, watches = pending_sync.len(), "waiting for caches to sync");
@@ -248,15 +250,31 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         }
 
         // Run until shutdown is requested, or every worker stopped on its own (the queue was shut
-        // down elsewhere), or a worker panicked with panic recovery off.
+        // down elsewhere), or a worker panicked with panic recovery off, or a watch failed.
         let mut panicked = None;
-        tokio::select! {
-            _ = shutdown.cancelled() => {}
-            res = set.join_next() => {
-                if let Some(Err(e)) = res
-                    && e.is_panic()
-                {
-                    panicked = Some(e.into_panic());
+        let mut failed = None;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                res = set.join_next() => {
+                    if let Some(Err(e)) = res
+                        && e.is_panic()
+                    {
+                        panicked = Some(e.into_panic());
+                    }
+                    break;
+                }
+                Some(res) = pumps.join_next() => {
+                    // A pump that ended because its source did is no reason to stop.
+                    if let Ok(Err((watch, source))) = res {
+                        tracing::error!(controller = %name, %watch, error = %source, "watch failed; stopping");
+                        failed = Some(ControllerError::WatchFailed {
+                            controller: name.to_string(),
+                            watch,
+                            source,
+                        });
+                        break;
+                    }
                 }
             }
         }
@@ -278,6 +296,10 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         .await;
         if let Some(payload) = panicked {
             std::panic::resume_unwind(payload);
+        }
+        if let Some(error) = failed {
+            set.abort_all();
+            return Err(error);
         }
         match drained {
             Ok(()) => {

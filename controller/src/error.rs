@@ -39,6 +39,19 @@ pub enum ControllerError {
         #[source]
         source: BoxError,
     },
+    /// A running watch failed: its source lost events and nothing could resync them (a lagged
+    /// source in a controller without a primary kind), so the controller stopped rather than run
+    /// on with requests lost.
+    #[error("controller {controller}: {watch} failed while running: {source}")]
+    WatchFailed {
+        /// The controller's name.
+        controller: String,
+        /// The watch (names the resource).
+        watch: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
     /// In-flight reconciles did not finish within the graceful shutdown timeout; they were
     /// abandoned.
     #[error(

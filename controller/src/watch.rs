@@ -14,8 +14,11 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// watch's cache has synced.
 pub struct StartedWatch {
     /// Pumps events into the queue until the stop token passed to [`Watch::start`] is cancelled
-    /// (or the source ends). The controller spawns it.
-    pub pump: BoxFuture<'static, ()>,
+    /// (or the source ends: `Ok`). The controller spawns it. An `Err` means the watch can no
+    /// longer tell the controller everything it must reconcile (a source lost events that could
+    /// not be resynced): the controller stops with
+    /// [`ControllerError::WatchFailed`](crate::ControllerError::WatchFailed).
+    pub pump: BoxFuture<'static, Result<(), BoxError>>,
     /// Resolves once the source has delivered its initial state (`Ok`), or with the reason it
     /// never will (`Err`).
     pub synced: BoxFuture<'static, Result<(), BoxError>>,
