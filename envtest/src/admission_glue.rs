@@ -65,6 +65,9 @@ pub(crate) async fn admit(
     let mut object = object;
     if op != Operation::Delete {
         crate::defaults::apply(&route.t, old, &mut object);
+        if op == Operation::Create && route.subresource.is_none() {
+            crate::defaults::admit_create(&route.t, &mut object);
+        }
         crate::api::decode_builtin(route, &mut object)?;
     }
     if !mutating && !validating {

@@ -22,10 +22,16 @@
 //!
 //! `kcr-envtest/tests/builtin_writes.rs` pins these through the API, on either backend.
 //!
-//! Not done (the real server does more): the `TaintNodesByCondition` admission plugin's
-//! `node.kubernetes.io/not-ready:NoSchedule` taint on a new Node (on a cluster the node
-//! lifecycle controller removes it once the kubelet reports Ready; here there is neither),
-//! Pod, Service and workload defaults (`restartPolicy`,
+//! [`admit_create`] runs on objects created through the API (not on
+//! [`TestApiServer::upsert`](crate::TestApiServer::upsert)), as the built-in admission plugins
+//! that run before mutating webhooks: `TaintNodesByCondition` taints a new Node
+//! `node.kubernetes.io/not-ready:NoSchedule` unless it already has a taint with that key and
+//! effect. On a cluster the node lifecycle controller removes it once the kubelet reports Ready;
+//! no such controller runs here (on either backend), so it stays until a client removes it.
+//! [`TestApiServer::add_nodes`](crate::TestApiServer::add_nodes) makes registered, Ready nodes
+//! without it on both backends.
+//!
+//! Not done (the real server does more): Pod, Service and workload defaults (`restartPolicy`,
 //! `dnsPolicy`, `terminationMessagePath`, `clusterIP` allocation, `strategy`, ...), dropping
 //! empty `omitempty` lists and maps (a Node stored with `spec.taints: []` keeps it here; the real
 //! server stores no `taints`), and `spec.finalizers` driving namespace deletion (contents are
@@ -34,6 +40,32 @@
 use serde_json::{Map, Value, json};
 
 use crate::resources::ResourceType;
+
+/// The taint `TaintNodesByCondition` gives every new Node.
+pub(crate) const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
+/// The built-in mutating admission of a create through the API: a new Node gets the
+/// not-ready `NoSchedule` taint unless a taint with that key and effect is there.
+pub(crate) fn admit_create(t: &ResourceType, obj: &mut Value) {
+    if t.custom.is_some() || !t.group.is_empty() || t.kind != "Node" || !obj.is_object() {
+        return;
+    }
+    if !obj["spec"].is_object() {
+        obj["spec"] = json!({});
+    }
+    let spec = &mut obj["spec"];
+    if !spec["taints"].is_array() {
+        spec["taints"] = json!([]);
+    }
+    if let Some(taints) = spec["taints"].as_array_mut() {
+        let present = taints.iter().any(|taint| {
+            taint["key"] == NOT_READY_TAINT && taint["effect"].as_str() == Some("NoSchedule")
+        });
+        if !present {
+            taints.push(json!({"key": NOT_READY_TAINT, "effect": "NoSchedule"}));
+        }
+    }
+}
 
 /// The label every Namespace carries with its own name.
 pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";

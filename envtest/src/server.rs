@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::backend::Backend;
+use crate::defaults::NOT_READY_TAINT;
 use crate::error::{ApiError, EnvtestError};
 use crate::faults::Faults;
 use crate::real::ControlPlane;
@@ -606,9 +607,6 @@ fn install_crd_in_process(shared: &Shared, crd: Value) -> Result<(), EnvtestErro
             error: Box::new(error),
         })
 }
-
-/// The taint a real API server gives every new Node until it is Ready.
-const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
 /// What the node lifecycle controller does for a Ready node: remove the not-ready taint
 /// (guarded by a `test` of the taint list, so nothing else is lost).

@@ -39,13 +39,20 @@ async fn a_node_created_without_spec_or_status_has_both() {
     assert!(serde_json::to_value(&bare).unwrap().get("spec").is_none());
     let created = nodes.create(&PostParams::default(), &bare).await.unwrap();
     let spec = created.spec.unwrap();
-    // A real API server's TaintNodesByCondition admission plugin also taints a new node
-    // `node.kubernetes.io/not-ready:NoSchedule` (kcr-envtest does not); nothing else is set.
-    assert!(
-        spec.taints
-            .iter()
-            .flatten()
-            .all(|t| t.key == "node.kubernetes.io/not-ready"),
+    // The TaintNodesByCondition admission plugin taints a new node
+    // `node.kubernetes.io/not-ready:NoSchedule`; nothing else is set.
+    let taints: Vec<(String, String)> = spec
+        .taints
+        .iter()
+        .flatten()
+        .map(|t| (t.key.clone(), t.effect.clone()))
+        .collect();
+    assert_eq!(
+        taints,
+        [(
+            "node.kubernetes.io/not-ready".to_string(),
+            "NoSchedule".to_string()
+        )],
         "{spec:?}"
     );
     assert_eq!(
@@ -205,4 +212,72 @@ async fn a_json_patch_that_does_not_apply_is_refused_without_detail() {
     }
     // Nothing of a refused patch was written.
     assert_eq!(cms.get("c").await.unwrap().data.unwrap()["k"], "v");
+}
+
+#[tokio::test]
+async fn a_new_node_gets_the_not_ready_taint_once() {
+    let server = TestApiServer::start().await.unwrap();
+    let nodes: Api<Node> = Api::all(server.client());
+    let effects = |n: &Node| -> Vec<(String, String)> {
+        let mut v: Vec<_> = n
+            .spec
+            .iter()
+            .flat_map(|s| s.taints.iter().flatten())
+            .map(|t| (t.key.clone(), t.effect.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    let pair = |k: &str, e: &str| (k.to_string(), e.to_string());
+    let with = |name: &str, taints: serde_json::Value| -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"taints": taints}}))
+            .unwrap()
+    };
+    // Already tainted not-ready:NoSchedule: kept once.
+    let n = nodes
+        .create(
+            &PostParams::default(),
+            &with(
+                "has-it",
+                json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        effects(&n),
+        [pair("node.kubernetes.io/not-ready", "NoSchedule")]
+    );
+    // The same key with another effect does not count; a foreign taint stays.
+    let n = nodes
+        .create(
+            &PostParams::default(),
+            &with(
+                "other-effect",
+                json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+                       {"key": "team", "value": "a", "effect": "NoSchedule"}]),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        effects(&n),
+        [
+            pair("node.kubernetes.io/not-ready", "NoExecute"),
+            pair("node.kubernetes.io/not-ready", "NoSchedule"),
+            pair("team", "NoSchedule"),
+        ]
+    );
+    // Only creates are tainted: an update that removes it is kept as written.
+    let mut n = nodes.get("has-it").await.unwrap();
+    n.spec.as_mut().unwrap().taints = Some(vec![]);
+    let n = nodes
+        .replace("has-it", &PostParams::default(), &n)
+        .await
+        .unwrap();
+    assert_eq!(effects(&n), Vec::<(String, String)>::new());
+    // Simulated nodes look registered and Ready: no not-ready taint.
+    let names = server.add_nodes(1).await.unwrap();
+    let n = nodes.get(&names[0]).await.unwrap();
+    assert_eq!(effects(&n), Vec::<(String, String)>::new());
 }
