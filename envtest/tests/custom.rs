@@ -94,11 +94,19 @@ async fn crd_is_served_and_unserved() {
                 .any(|c| c.type_ == "NamesAccepted" && c.status == "True")
     })
     .await;
-    // Established means served: the first create goes through.
-    widgets
-        .create(&PostParams::default(), &widget("w1", 3))
-        .await
-        .unwrap();
+    // Established: the resource is served (kube-apiserver's handler may lag its condition by
+    // a moment, answering 404 until it has the CRD; any other answer fails the test).
+    eventually("w1 is created", LIMIT, || async {
+        match widgets
+            .create(&PostParams::default(), &widget("w1", 3))
+            .await
+        {
+            Ok(_) => true,
+            Err(kube::Error::Api(s)) if s.code == 404 => false,
+            Err(e) => panic!("creating w1: {e}"),
+        }
+    })
+    .await;
     assert_eq!(widgets.get("w1").await.unwrap().spec.size, 3);
 
     // Discovery sees the group with kind and short names.
