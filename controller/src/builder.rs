@@ -33,15 +33,18 @@
 //! from a [`Channel`](kcr_source::Channel) with [`Overflow::Lag`](kcr_source::Overflow)). The
 //! requests those events stood for are unknown, so the controller recovers by resyncing **every
 //! object of its primary kind** (the [`for_kind`](Builder::for_kind) type, as listed by the shared
-//! cache with the `for_kind` options): each one is enqueued once, at
-//! [`LOW_PRIORITY`](kcr_queue::LOW_PRIORITY) (like a relist: most of them did not change, and
-//! fresh events overtake them), bypassing predicates and event filters. That covers every request
-//! a handler can produce for a live primary object, whichever watch lagged and whatever its
-//! handler maps to; a primary object that is gone was reported by the `for_kind` watch itself,
-//! which never lags. A controller without a `for_kind` has no set of keys to resync: a lag there
-//! stops the controller with [`ControllerError::WatchFailed`](crate::ControllerError) (run it on
-//! a [`Manager`] and the process exits, to restart with a full list) rather than run on with
-//! requests lost. A [`SourceWatch`] made by hand resyncs what [`SourceWatch::with_resync`] says.
+//! cache with the `for_kind` options): each one is enqueued once, at [`LOW_PRIORITY`] (like a
+//! relist: most of them did not change, and fresh events overtake them), bypassing predicates and
+//! event filters. That covers every request a handler can produce for a live primary object,
+//! whichever watch lagged and whatever its handler maps to; a primary object that is gone was
+//! reported by the `for_kind` watch itself, which never lags. Requests for anything else (keys
+//! that name no primary object) cannot be recovered this way.
+//!
+//! A controller without a `for_kind` has no set of keys to resync: a lag there stops the
+//! controller with [`ControllerError::WatchFailed`](crate::ControllerError::WatchFailed) (on a
+//! [`Manager`], whose `run` then fails with it, so the process can restart and list everything
+//! afresh) rather than let it run on with requests lost. A [`SourceWatch`] made by hand resyncs
+//! what [`SourceWatch::with_resync`] says.
 
 use std::sync::Arc;
 

@@ -47,6 +47,11 @@
 //! after), an error (retry through the rate limiter) or a [`Terminal`] error (counted, not
 //! retried). A panic is caught, counted and retried like an error.
 //!
+//! Event filters see each object whole (as a `DynamicObject`), so a filter that reads data
+//! cannot drop a data edit unseen. No request is lost silently: a source that reports lost
+//! events (a `Channel` with `Overflow::Lag`) makes the controller resync every object of its
+//! primary kind (see the [`builder`] module).
+//!
 //! ## Modules
 //!
 //! - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].

@@ -69,7 +69,9 @@ struct Shared<K> {
 /// * [`Overflow::Lag`] (never blocks the producer): the event is delivered to every subscriber
 ///   with room; for a full one it is skipped and counted, and that subscriber's stream yields
 ///   [`SourceError::Lagged`] with the number of missed events at the place of the gap (after the
-///   events it had buffered). Fast subscribers never slow down because of a slow one.
+///   events it had buffered). Fast subscribers never slow down because of a slow one. A kcr
+///   controller (kcr-controller's `Builder`) answers a `Lagged` by resyncing every object of its
+///   primary kind, so the requests the missed events stood for are still reconciled.
 ///
 /// A subscriber receives the events sent after it subscribed. Closing the channel (or dropping
 /// every [`Channel`] handle) ends each stream after its buffered events. Dropping a stream
