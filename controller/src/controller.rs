@@ -194,34 +194,49 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             tracing::info!(controller = %name, watches = pending_sync.len(), "waiting for caches to sync");
             let deadline = tokio::time::Instant::now() + options.cache_sync_timeout;
             for (description, synced, diagnose) in pending_sync {
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => {
-                        queue.shutdown();
-                        return Ok(());
+                let mut synced = std::pin::pin!(tokio::time::timeout_at(deadline, synced));
+                let res = loop {
+                    tokio::select! {
+                        biased;
+                        _ = shutdown.cancelled() => {
+                            queue.shutdown();
+                            return Ok(());
+                        }
+                        // A watch that fails while others sync (it lost events it cannot
+                        // resync) is the reason to stop, not the sync it may then never finish.
+                        // A pump that ended because its source did is no reason to stop.
+                        Some(Ok(Err((watch, source)))) = pumps.join_next() => {
+                            queue.shutdown();
+                            return Err(ControllerError::WatchFailed {
+                                controller: name.to_string(),
+                                watch,
+                                source,
+                            });
+                        }
+                        res = &mut synced => break res,
                     }
-                    res = tokio::time::timeout_at(deadline, synced) => match res {
-                        Ok(Ok(())) => {}
-                        Ok(Err(reason)) => {
-                            return Err(ControllerError::WatchStart {
-                                controller: name.to_string(),
-                                watch: description,
-                                source: reason,
-                            });
-                        }
-                        Err(_) => {
-                            let diagnosis = tokio::time::timeout(DIAGNOSE_TIMEOUT, diagnose())
-                                .await
-                                .ok()
-                                .flatten();
-                            return Err(ControllerError::CacheSyncTimeout {
-                                controller: name.to_string(),
-                                watch: description,
-                                timeout: options.cache_sync_timeout,
-                                diagnosis,
-                            });
-                        }
-                    },
+                };
+                match res {
+                    Ok(Ok(())) => {}
+                    Ok(Err(reason)) => {
+                        return Err(ControllerError::WatchStart {
+                            controller: name.to_string(),
+                            watch: description,
+                            source: reason,
+                        });
+                    }
+                    Err(_) => {
+                        let diagnosis = tokio::time::timeout(DIAGNOSE_TIMEOUT, diagnose())
+                            .await
+                            .ok()
+                            .flatten();
+                        return Err(ControllerError::CacheSyncTimeout {
+                            controller: name.to_string(),
+                            watch: description,
+                            timeout: options.cache_sync_timeout,
+                            diagnosis,
+                        });
+                    }
                 }
             }
         }

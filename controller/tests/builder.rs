@@ -8,11 +8,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::{
-    Action, Builder, Context, ControllerError, Manager, ManagerError, ManagerOptions, Reconciler,
-    WatchOptions,
+    Action, Builder, Context, Controller, ControllerError, ControllerOptions, Manager,
+    ManagerError, ManagerOptions, Reconciler, SourceWatch, WatchOptions,
 };
 use kcr_handler::{EnqueueRequestForObject, EnqueueRequestsFromMapFunc, Request};
 use kcr_predicate::GenerationChanged;
+use kcr_queue::WorkQueue;
 use kcr_source::{Event, EventStream, Source, SourceError, Started, StreamSource, SyncHandle};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -174,7 +175,7 @@ async fn cache_sync_timeout_names_the_resource_and_likely_cause() {
         .named("stuck")
         .cache_sync_timeout(Duration::from_secs(30))
         .watches(
-            NeverSyncs::new(Some(SourceError::Lagged { missed: 3 })),
+            NeverSyncs::new(None),
             EnqueueRequestForObject,
             WatchOptions::new(),
         )
@@ -192,8 +193,62 @@ async fn cache_sync_timeout_names_the_resource_and_likely_cause() {
         "30s",
         "CustomResourceDefinition is not installed",
         "RBAC forbids",
-        "missed 3 events",
+        "diagnosis: none available",
     ] {
+        assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
+    }
+}
+
+/// The last error in the stream explains a sync timeout: here a lag, which the watch resyncs.
+#[tokio::test(start_paused = true)]
+async fn cache_sync_timeout_reports_the_streams_last_error() {
+    let resyncs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = resyncs.clone();
+    let watch = SourceWatch::new(
+        NeverSyncs::new(Some(SourceError::Lagged { missed: 3 })),
+        EnqueueRequestForObject,
+        vec![],
+        vec![],
+    )
+    .with_resync(Arc::new(move |_queue: &WorkQueue<Request>| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }));
+    let options = ControllerOptions {
+        cache_sync_timeout: Duration::from_secs(30),
+        ..ControllerOptions::default()
+    };
+    let mut controller = Controller::new("stuck", Recorder::default(), options);
+    controller.add_watch(Box::new(watch));
+    let t0 = tokio::time::Instant::now();
+    let err = controller.run(CancellationToken::new()).await.unwrap_err();
+    assert_eq!(t0.elapsed(), Duration::from_secs(30));
+    assert!(matches!(err, ControllerError::CacheSyncTimeout { .. }));
+    assert!(err.to_string().contains("missed 3 events"), "{err}");
+    assert_eq!(resyncs.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// Without a primary kind a lag cannot be resynced: the controller stops at once with a typed
+/// error naming the watch and the lag, instead of waiting for a sync or running on.
+#[tokio::test(start_paused = true)]
+async fn a_lag_without_a_primary_kind_fails_the_controller_even_before_sync() {
+    let controller = Builder::new()
+        .named("lagging")
+        .watches(
+            NeverSyncs::new(Some(SourceError::Lagged { missed: 3 })),
+            EnqueueRequestForObject,
+            WatchOptions::new(),
+        )
+        .build(Recorder::default())
+        .unwrap();
+    let t0 = tokio::time::Instant::now();
+    let err = controller.run(CancellationToken::new()).await.unwrap_err();
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert!(
+        matches!(err, ControllerError::WatchFailed { .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    for needle in ["controller lagging", "kind<ConfigMap>", "missed 3 events"] {
         assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
     }
 }
