@@ -205,13 +205,15 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
                         // A watch that fails while others sync (it lost events it cannot
                         // resync) is the reason to stop, not the sync it may then never finish.
                         // A pump that ended because its source did is no reason to stop.
-                        Some(Ok(Err((watch, source)))) = pumps.join_next() => {
-                            queue.shutdown();
-                            return Err(ControllerError::WatchFailed {
-                                controller: name.to_string(),
-                                watch,
-                                source,
-                            });
+                        Some(done) = pumps.join_next() => {
+                            if let Ok(Err((watch, source))) = done {
+                                queue.shutdown();
+                                return Err(ControllerError::WatchFailed {
+                                    controller: name.to_string(),
+                                    watch,
+                                    source,
+                                });
+                            }
                         }
                         res = &mut synced => break res,
                     }
