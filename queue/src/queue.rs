@@ -104,7 +104,8 @@ use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter, nanos_si
 
 /// Priority of ordinary adds ([`WorkQueue::add`]).
 pub const DEFAULT_PRIORITY: i32 = 0;
-/// Priority for create events from an initial list, so that fresh changes overtake a re-list.
+/// Priority for create events found by a list (the initial list or a relist), so that fresh
+/// changes overtake a (re)list.
 pub const LOW_PRIORITY: i32 = -100;
 /// A getter whose earliest timer is due within this window yields instead of sleeping.
 pub const SPIN_WINDOW: Duration = Duration::from_micros(50);
