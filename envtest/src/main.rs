@@ -7,6 +7,7 @@
 //! KUBECONFIG=/tmp/envtest.kubeconfig kubectl get nodes
 //! ```
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -67,7 +68,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         result = tokio::signal::ctrl_c() => result?,
         _ = terminate.recv() => {}
     }
-    println!("shutting down");
+    // stdout may be gone (a parent that stopped reading): say it where possible, never panic.
+    let _ = writeln!(std::io::stdout(), "shutting down");
     drop(server);
     Ok(())
 }

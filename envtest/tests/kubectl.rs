@@ -365,6 +365,37 @@ async fn kubectl_smoke() {
     );
 }
 
+/// Sends SIGTERM to a process when dropped and waits (bounded) until it has exited.
+struct TerminateOnDrop(Option<u32>);
+
+impl Drop for TerminateOnDrop {
+    fn drop(&mut self) {
+        let Some(pid) = self.0 else { return };
+        let stat = format!("/proc/{pid}/stat");
+        let exited = || {
+            std::fs::read_to_string(&stat)
+                .map(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .unwrap_or(true)
+        };
+        if exited() {
+            return;
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !exited() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 #[tokio::test]
 async fn standalone_binary_serves_kubeconfig_clients() {
     use tokio::io::AsyncBufReadExt;
@@ -377,6 +408,9 @@ async fn standalone_binary_serves_kubeconfig_clients() {
         .kill_on_drop(true)
         .spawn()
         .expect("binary starts");
+    // Should an assertion below fail, SIGTERM the binary (dropped before the child's SIGKILL)
+    // so that it stops a real backend's processes instead of leaving them running.
+    let _terminate = TerminateOnDrop(child.id());
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     // The binary prints the kubeconfig path, then the URL once it serves.
     let mut url = None;
