@@ -109,7 +109,7 @@ pub mod reconciler;
 pub mod signals;
 pub mod watch;
 
-pub use builder::{Builder, EventFilter, SourceWatch, WatchOptions};
+pub use builder::{Builder, EventFilter, Resync, SourceWatch, WatchOptions};
 pub use controller::{Controller, ControllerOptions, Key};
 pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;
