@@ -370,35 +370,13 @@ impl TestApiServer {
 
     /// A kubeconfig pointing at this server (cluster, user and context named `envtest`).
     pub fn kubeconfig(&self) -> Kubeconfig {
-        Kubeconfig {
-            clusters: vec![NamedCluster {
-                name: "envtest".into(),
-                cluster: Some(Cluster {
-                    server: Some(self.url()),
-                    ..Cluster::default()
-                }),
-                ..NamedCluster::default()
-            }],
-            auth_infos: vec![NamedAuthInfo {
-                name: "envtest".into(),
-                auth_info: Some(kube::config::AuthInfo::default()),
-                ..NamedAuthInfo::default()
-            }],
-            contexts: vec![NamedContext {
-                name: "envtest".into(),
-                context: Some(Context {
-                    cluster: "envtest".into(),
-                    user: Some("envtest".into()),
-                    namespace: Some("default".into()),
-                    ..Context::default()
-                }),
-                ..NamedContext::default()
-            }],
-            current_context: Some("envtest".into()),
-            api_version: Some("v1".into()),
-            kind: Some("Config".into()),
-            ..Kubeconfig::default()
-        }
+        envtest_kubeconfig(
+            Cluster {
+                server: Some(self.url()),
+                ..Cluster::default()
+            },
+            kube::config::AuthInfo::default(),
+        )
     }
 
     /// The kubeconfig as YAML text.
@@ -715,6 +693,36 @@ impl Drop for TestApiServer {
             // ControlPlane's own Drop kills the processes.
             Running::Real(_) => {}
         }
+    }
+}
+
+/// A kubeconfig with one cluster, user and context, each named `envtest` (namespace `default`).
+pub(crate) fn envtest_kubeconfig(cluster: Cluster, user: kube::config::AuthInfo) -> Kubeconfig {
+    Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: "envtest".into(),
+            cluster: Some(cluster),
+            ..NamedCluster::default()
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: "envtest".into(),
+            auth_info: Some(user),
+            ..NamedAuthInfo::default()
+        }],
+        contexts: vec![NamedContext {
+            name: "envtest".into(),
+            context: Some(Context {
+                cluster: "envtest".into(),
+                user: Some("envtest".into()),
+                namespace: Some("default".into()),
+                ..Context::default()
+            }),
+            ..NamedContext::default()
+        }],
+        current_context: Some("envtest".into()),
+        api_version: Some("v1".into()),
+        kind: Some("Config".into()),
+        ..Kubeconfig::default()
     }
 }
 

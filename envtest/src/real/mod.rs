@@ -30,10 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::config::{
-    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
-    NamedContext,
-};
+use kube::config::{AuthInfo, Cluster, KubeConfigOptions, Kubeconfig};
 use parking_lot::Mutex;
 
 pub use binaries::{Binaries, kubectl_for_tests, kubectl_path};
@@ -82,40 +79,18 @@ fn b64(text: &str) -> String {
 }
 
 fn kubeconfig(server: &str, pki: &Pki) -> Kubeconfig {
-    Kubeconfig {
-        clusters: vec![NamedCluster {
-            name: "envtest".into(),
-            cluster: Some(Cluster {
-                server: Some(server.to_string()),
-                certificate_authority_data: Some(b64(&pki.ca_cert)),
-                ..Cluster::default()
-            }),
-            ..NamedCluster::default()
-        }],
-        auth_infos: vec![NamedAuthInfo {
-            name: "envtest".into(),
-            auth_info: Some(AuthInfo {
-                client_certificate_data: Some(b64(&pki.admin_cert)),
-                client_key_data: Some(b64(&pki.admin_key).into()),
-                ..AuthInfo::default()
-            }),
-            ..NamedAuthInfo::default()
-        }],
-        contexts: vec![NamedContext {
-            name: "envtest".into(),
-            context: Some(Context {
-                cluster: "envtest".into(),
-                user: Some("envtest".into()),
-                namespace: Some("default".into()),
-                ..Context::default()
-            }),
-            ..NamedContext::default()
-        }],
-        current_context: Some("envtest".into()),
-        api_version: Some("v1".into()),
-        kind: Some("Config".into()),
-        ..Kubeconfig::default()
-    }
+    crate::server::envtest_kubeconfig(
+        Cluster {
+            server: Some(server.to_string()),
+            certificate_authority_data: Some(b64(&pki.ca_cert)),
+            ..Cluster::default()
+        },
+        AuthInfo {
+            client_certificate_data: Some(b64(&pki.admin_cert)),
+            client_key_data: Some(b64(&pki.admin_key).into()),
+            ..AuthInfo::default()
+        },
+    )
 }
 
 fn prepare(what: &str, reason: impl ToString) -> EnvtestError {
