@@ -1,11 +1,11 @@
 //! The `real` backend: kube-apiserver, etcd and kube-controller-manager as child processes,
-//! behind the fault-injecting [`proxy`].
+//! behind a fault-injecting proxy (`real/proxy.rs`).
 //!
-//! [`ControlPlane::start`]:
+//! Starting one:
 //! 1. finds the binaries ([`Binaries::find`]: `KUBEBUILDER_ASSETS` or the build of
 //!    `tools/control-plane/build.sh`);
 //! 2. generates a CA, a serving certificate, an admin client certificate (group
-//!    `system:masters`) and the service-account signing key ([`pki`]);
+//!    `system:masters`) and the service-account signing key;
 //! 3. starts etcd on free loopback ports with a temporary data directory;
 //! 4. starts kube-apiserver with that PKI, RBAC authorization, and the ServiceAccount
 //!    admission plugin off (as controller-runtime's envtest: no pod needs a token), and waits
