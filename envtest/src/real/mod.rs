@@ -41,6 +41,15 @@ use proxy::{Expiry, Proxy};
 use crate::error::EnvtestError;
 use crate::faults::Faults;
 
+/// How many times [`ControlPlane::start`] tries when a port it picked was taken meanwhile.
+const START_ATTEMPTS: usize = 3;
+
+/// Whether a start failed because a process could not bind the port it was given.
+fn lost_a_port(e: &EnvtestError) -> bool {
+    matches!(e, EnvtestError::Startup { reason, log_tail, .. }
+        if log_tail.contains("address already in use") || reason.contains("address already in use"))
+}
+
 /// How long the API server may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The controllers kube-controller-manager runs.
@@ -117,8 +126,27 @@ fn tls_config(pki: &Pki) -> Result<rustls::ClientConfig, EnvtestError> {
 
 impl ControlPlane {
     /// Start a control plane and a proxy on `127.0.0.1:proxy_port` (0 for any) that applies
-    /// `faults`.
+    /// `faults`. A free port found for etcd or kube-apiserver can be taken by another process
+    /// before they bind it (tests start control planes concurrently): such a start is retried
+    /// with fresh ports, up to [`START_ATTEMPTS`] times.
     pub async fn start(
+        proxy_port: u16,
+        faults: Faults,
+        expiry: Arc<Expiry>,
+    ) -> Result<ControlPlane, EnvtestError> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(proxy_port, faults.clone(), expiry.clone()).await {
+                Err(e) if attempt < START_ATTEMPTS && lost_a_port(&e) => {
+                    tracing::warn!(attempt, error = %e, "a control-plane port was taken; retrying");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(
         proxy_port: u16,
         faults: Faults,
         expiry: Arc<Expiry>,
@@ -220,9 +248,9 @@ impl ControlPlane {
                         p(&files.service_account_key)
                     ),
                     format!("--root-ca-file={}", p(&files.ca_cert)),
-                    "--bind-address=127.0.0.1".into(),
-                    format!("--secure-port={}", free_port()?),
-                    format!("--cert-dir={}", path("pki").display()),
+                    // No HTTPS endpoint: nothing here reads its metrics, and a port it could
+                    // lose to another control plane would make it exit.
+                    "--secure-port=0".into(),
                     "--v=1".into(),
                 ],
                 path("logs/kube-controller-manager.log"),
@@ -327,5 +355,32 @@ async fn wait_ready(client: &kube::Client, processes: &mut Processes) -> Result<
             )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn startup(reason: &str, log_tail: &str) -> EnvtestError {
+        EnvtestError::Startup {
+            component: "etcd",
+            reason: reason.into(),
+            log: "etcd.log".into(),
+            log_tail: log_tail.into(),
+        }
+    }
+
+    #[test]
+    fn only_a_lost_port_is_retried() {
+        assert!(lost_a_port(&startup(
+            "exited: exit status: 1",
+            r#"{"msg":"discovery failed","error":"listen tcp 127.0.0.1:40425: bind: address already in use"}"#
+        )));
+        assert!(!lost_a_port(&startup(
+            "exited: exit status: 1",
+            "permission denied"
+        )));
+        assert!(!lost_a_port(&EnvtestError::KubectlNotFound));
     }
 }
