@@ -24,7 +24,9 @@
 //!   `test` and a missing path alike, hence the replay on the fresh node;
 //! - the finalizer: JSON patch guarded by `test` (the finalizer at its index, or the
 //!   resourceVersion when the list does not exist yet);
-//! - the RuntimeClass: create, replace (with its resourceVersion) when it drifted, delete and
+//! - the RuntimeClass: deleted by the finalizer when the pool is (the owner reference alone
+//!   leaves it to the garbage collector, which on a cluster with a new CRD may take its 30 s
+//!   discovery period); create, replace (with its resourceVersion) when it drifted, delete and
 //!   create when the immutable handler changed;
 //! - status: merge patch on the status subresource, only when it changed.
 //!
@@ -520,6 +522,45 @@ impl NodePoolReconciler {
         .map_err(ReconcileFailure::Finalizer)
     }
 
+    /// Delete the pool's RuntimeClass if this pool controls it (uid precondition, so a
+    /// RuntimeClass re-created by someone else meanwhile stays). The owner reference would have
+    /// the garbage collector delete it too, but only once the collector watches NodePools: on a
+    /// cluster whose CRD is new that takes up to its 30 s discovery period. Returns whether it
+    /// deleted one.
+    async fn delete_owned_runtime_class(&self, pool: &NodePool) -> Result<bool, ReconcileFailure> {
+        let name = runtime_class_name(&pool.name_any());
+        let api: Api<RuntimeClass> = Api::all(self.client.clone());
+        let rc_err = |source| ReconcileFailure::RuntimeClass {
+            name: name.clone(),
+            source,
+        };
+        let Some(current) = api.get_opt(&name).await.map_err(rc_err)? else {
+            return Ok(false);
+        };
+        let owned = pool.metadata.uid.as_ref().is_some_and(|uid| {
+            current
+                .owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && &o.uid == uid)
+        });
+        if !owned {
+            return Ok(false);
+        }
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: current.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &dp).await {
+            Ok(_) => Ok(true),
+            // Gone already, or replaced by another object of that name: not ours to delete.
+            Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(false),
+            Err(e) => Err(rc_err(e)),
+        }
+    }
+
     async fn sync_runtime_class(
         &self,
         pool: &NodePool,
@@ -631,6 +672,19 @@ impl NodePoolReconciler {
                     format!(
                         "removed the pool's labels and taints from {}",
                         nodes.join(", ")
+                    ),
+                )
+                .await;
+            }
+            if self.delete_owned_runtime_class(pool).await? {
+                self.event(
+                    pool,
+                    EventType::Normal,
+                    "RuntimeClassDeleted",
+                    "Cleanup",
+                    format!(
+                        "deleted RuntimeClass {}",
+                        runtime_class_name(&pool.name_any())
                     ),
                 )
                 .await;
