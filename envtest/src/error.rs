@@ -105,6 +105,15 @@ pub enum EnvtestError {
     },
 }
 
+/// Maps a client error of a helper's request to [`EnvtestError::Kube`], saying what it did.
+pub(crate) fn kube_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EnvtestError {
+    let what = what.into();
+    move |source| EnvtestError::Kube {
+        what,
+        source: Box::new(source),
+    }
+}
+
 /// A failed API request: rendered as a `metav1.Status` body with `code` as the HTTP status.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code} {reason}: {message}")]

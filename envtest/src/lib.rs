@@ -103,6 +103,7 @@ pub mod resources;
 pub mod scale;
 pub mod schema;
 pub mod selector;
+mod serve;
 mod server;
 pub mod store;
 pub mod table;

@@ -8,18 +8,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use crate::backend::Backend;
 use crate::defaults::NOT_READY_TAINT;
-use crate::error::{ApiError, EnvtestError};
+use crate::error::{ApiError, EnvtestError, kube_error};
 use crate::faults::Faults;
 use crate::real::ControlPlane;
 use crate::store::Store;
@@ -208,7 +205,12 @@ impl TestApiServerBuilder {
                 })?;
         }
         let client = client_for(addr)?;
-        let task = tokio::spawn(accept_loop(listener, shared.clone()));
+        let handler = shared.clone();
+        let task = tokio::spawn(crate::serve::serve(
+            listener,
+            shared.shutdown.subscribe(),
+            move |req| crate::api::handle(handler.clone(), req),
+        ));
         Ok(TestApiServer {
             faults: shared.faults.clone(),
             running: Running::InProcess { shared, task },
@@ -245,33 +247,6 @@ fn client_with(
     kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut shutdown = shared.shutdown.subscribe();
-    let mut conns = JoinSet::new();
-    loop {
-        while conns.try_join_next().is_some() {}
-        tokio::select! {
-            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let _ = stream.set_nodelay(true);
-                let shared = shared.clone();
-                conns.spawn(async move {
-                    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(crate::api::handle(shared, req).await) }
-                    });
-                    // Connection errors (client went away) end this connection only.
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        }
-    }
-    conns.shutdown().await;
-}
-
 /// The backend a [`TestApiServer`] runs.
 enum Running {
     InProcess {
@@ -302,14 +277,6 @@ impl std::fmt::Debug for TestApiServer {
             .field("backend", &self.backend())
             .field("addr", &self.addr)
             .finish_non_exhaustive()
-    }
-}
-
-fn kube_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EnvtestError {
-    let what = what.into();
-    move |source| EnvtestError::Kube {
-        what,
-        source: Box::new(source),
     }
 }
 
@@ -477,9 +444,9 @@ impl TestApiServer {
         for i in start..start + n {
             let name = format!("envtest-node-{i}");
             let node = crate::nodes::simulated_node(&name, &now);
-            self.upsert(node).await?;
+            let stored = self.upsert(node).await?;
             if let Running::Real(plane) = &self.running {
-                mark_registered(&plane.direct_client(), &name).await?;
+                mark_registered(&plane.direct_client(), &name, &stored).await?;
             }
             names.push(name);
         }
@@ -586,20 +553,27 @@ fn install_crd_in_process(shared: &Shared, crd: Value) -> Result<(), EnvtestErro
         })
 }
 
-/// What the node lifecycle controller does for a Ready node: remove the not-ready taint
-/// (guarded by a `test` of the taint list, so nothing else is lost).
-async fn mark_registered(client: &kube::Client, name: &str) -> Result<(), EnvtestError> {
+/// What the node lifecycle controller does for a Ready node: remove the not-ready taint from
+/// `stored` (the node as the write returned it), guarded by a `test` of the taint list, so a
+/// concurrent change is never overwritten.
+async fn mark_registered(
+    client: &kube::Client,
+    name: &str,
+    stored: &Value,
+) -> Result<(), EnvtestError> {
     use kube::api::{Api, Patch, PatchParams};
     let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    let node = api
-        .get(name)
-        .await
-        .map_err(kube_error(format!("reading node {name}")))?;
-    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
-    if !taints.iter().any(|t| t.key == NOT_READY_TAINT) {
+    let taints = stored["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !taints.iter().any(|t| t["key"] == NOT_READY_TAINT) {
         return Ok(());
     }
-    let kept: Vec<_> = taints.iter().filter(|t| t.key != NOT_READY_TAINT).collect();
+    let kept: Vec<&Value> = taints
+        .iter()
+        .filter(|t| t["key"] != NOT_READY_TAINT)
+        .collect();
     let patch: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/spec/taints", "value": taints},
         {"op": "replace", "path": "/spec/taints", "value": kept},

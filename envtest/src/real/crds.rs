@@ -6,17 +6,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
-use crate::error::EnvtestError;
+use crate::error::{EnvtestError, kube_error};
 
 /// How long a CRD may take to be established and served.
 const SERVED_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn kube_error(what: String) -> impl FnOnce(kube::Error) -> EnvtestError {
-    move |source| EnvtestError::Kube {
-        what,
-        source: Box::new(source),
-    }
-}
 
 /// Create or replace `crd`, then wait until it is `Established` and every served version lists
 /// the resource in discovery.

@@ -17,7 +17,6 @@
 //! another user with `kube::Config::auth_info.impersonate`. Upgraded connections (exec, attach,
 //! port-forward) are not proxied.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,11 +30,10 @@ use hyper::body::{Frame, Incoming};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use super::request_info::{RequestInfo, query_value};
 use crate::error::{ApiError, EnvtestError};
@@ -46,8 +44,7 @@ pub const COMPACTION_LEASE: &str = "kcr-envtest-compaction";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type ProxyBody = BoxBody<Bytes, BoxError>;
-type Upstream = Client<HttpsConnector<HttpConnector>, Incoming>;
-type PlainUpstream = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Upstream = Client<HttpsConnector<HttpConnector>, ProxyBody>;
 
 /// Compaction requests and the resourceVersion boundary they set.
 #[derive(Default)]
@@ -79,7 +76,6 @@ impl Expiry {
 
 struct State {
     upstream: Upstream,
-    plain: PlainUpstream,
     base: String,
     faults: Faults,
     expiry: Arc<Expiry>,
@@ -110,23 +106,23 @@ impl Proxy {
         };
         let listener = TcpListener::bind(addr).await.map_err(bind)?;
         let addr = listener.local_addr().map_err(bind)?;
-        let connector = || {
-            hyper_rustls::HttpsConnectorBuilder::new()
-                .with_tls_config(tls.clone())
-                .https_only()
-                .enable_http1()
-                .build()
-        };
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_http1()
+            .build();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let state = Arc::new(State {
-            upstream: Client::builder(TokioExecutor::new()).build(connector()),
-            plain: Client::builder(TokioExecutor::new()).build(connector()),
+            upstream: Client::builder(TokioExecutor::new()).build(connector),
             base: upstream,
             faults,
             expiry,
-            shutdown: shutdown_rx,
+            shutdown: shutdown_rx.clone(),
         });
-        let task = tokio::spawn(accept_loop(listener, state));
+        let task = tokio::spawn(crate::serve::serve(listener, shutdown_rx, move |req| {
+            let state = state.clone();
+            async move { handle(&state, req).await }
+        }));
         Ok(Proxy {
             addr,
             shutdown,
@@ -150,32 +146,6 @@ impl Drop for Proxy {
         self.stop();
         self.task.abort();
     }
-}
-
-async fn accept_loop(listener: TcpListener, state: Arc<State>) {
-    let mut shutdown = state.shutdown.clone();
-    let mut conns = JoinSet::new();
-    loop {
-        while conns.try_join_next().is_some() {}
-        tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let _ = stream.set_nodelay(true);
-                let state = state.clone();
-                conns.spawn(async move {
-                    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(handle(&state, req).await) }
-                    });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        }
-    }
-    conns.shutdown().await;
 }
 
 fn full(code: StatusCode, content_type: &str, body: Vec<u8>) -> Response<ProxyBody> {
@@ -288,7 +258,7 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<ProxyBody> {
             .map(|p| p.as_str())
             .unwrap_or("/")
     );
-    let mut upstream_req = Request::new(body);
+    let mut upstream_req = Request::new(body.map_err(|e| Box::new(e) as BoxError).boxed());
     *upstream_req.method_mut() = parts.method.clone();
     *upstream_req.uri_mut() = match uri.parse() {
         Ok(u) => u,
@@ -376,7 +346,11 @@ impl State {
             "{}{path}/{COMPACTION_LEASE}?fieldManager=kcr-envtest&force=true",
             self.base
         );
-        let mut req = Request::new(Full::new(Bytes::from(lease.to_string())));
+        let mut req = Request::new(
+            Full::new(Bytes::from(lease.to_string()))
+                .map_err(|never| match never {})
+                .boxed(),
+        );
         *req.method_mut() = http::Method::PATCH;
         let fail = |what: String| ApiError::internal(format!("kcr-envtest compaction: {what}"));
         *req.uri_mut() = uri.parse().map_err(|e| fail(format!("{e}")))?;
@@ -385,7 +359,7 @@ impl State {
             http::HeaderValue::from_static("application/apply-patch+yaml"),
         );
         let resp = self
-            .plain
+            .upstream
             .request(req)
             .await
             .map_err(|e| fail(e.to_string()))?;
