@@ -11,7 +11,7 @@
 //! - **Priorities** ([`WorkQueue::add_with_priority`], [`LOW_PRIORITY`]): higher first; a re-add
 //!   keeps the higher priority.
 //! - **Batched adds** ([`WorkQueue::add_all`]): the semantics of adding one by one, with one
-//!   lock hold per [`ADD_ALL_CHUNK`] keys.
+//!   lock hold per 32 keys.
 //! - **Delayed adds** ([`WorkQueue::add_after`]): a waiting key keeps its earliest time.
 //! - **Rate-limited adds** ([`WorkQueue::add_rate_limited`]) through a [`RateLimiter`]:
 //!   exponential, fast-slow, token bucket (which, unlike client-go's, cannot pile up delays
@@ -78,7 +78,7 @@ pub mod rate_limiter;
 pub use error::{ConfigError, QueueError};
 pub use guard::WorkItem;
 pub use jitter::Jitter;
-pub use queue::{ADD_ALL_CHUNK, DEFAULT_PRIORITY, LOW_PRIORITY, WorkQueue, WorkQueueBuilder};
+pub use queue::{DEFAULT_PRIORITY, LOW_PRIORITY, WorkQueue, WorkQueueBuilder};
 pub use rate_limiter::{
     DefaultControllerRateLimiter, FastSlow, ItemExponential, Jittered, MaxOf, RateLimiter,
     RateLimiterExt, TokenBucket, WithMaxWait, default_controller_rate_limiter,

@@ -15,7 +15,7 @@
 //! point, metrics are skipped entirely (handles registered with the no-op recorder could never
 //! report anything); [`WorkQueueBuilder::metrics`](crate::WorkQueueBuilder::metrics) forces
 //! them on or off. The two "unfinished" gauges are
-//! refreshed every [`UNFINISHED_REFRESH`] by a background task that the queue spawns when it is
+//! refreshed every 500 ms by a background task that the queue spawns when it is
 //! built inside a tokio runtime (without a runtime they are not reported), and once more when
 //! the queue shuts down. With metrics off the queue reads no clock and touches no handle at all.
 //! With metrics on, each key costs three clock reads (add, get, done) plus the recorder's work;
@@ -41,7 +41,7 @@ pub const LONGEST_RUNNING: &str = "workqueue_longest_running_processor_seconds";
 /// `workqueue_retries_total`
 pub const RETRIES: &str = "workqueue_retries_total";
 /// How often the unfinished-work gauges are refreshed.
-pub const UNFINISHED_REFRESH: Duration = Duration::from_millis(500);
+pub(crate) const UNFINISHED_REFRESH: Duration = Duration::from_millis(500);
 
 /// The queue's metric handles, registered once.
 #[derive(Debug, Clone)]

@@ -66,29 +66,25 @@ pub trait RateLimiter<T>: Send + Sync + 'static {
     fn num_requeues(&self, item: &T) -> u32;
 }
 
-impl<T, L: RateLimiter<T> + ?Sized> RateLimiter<T> for Box<L> {
-    fn when(&self, item: &T) -> Duration {
-        (**self).when(item)
-    }
-    fn forget(&self, item: &T) {
-        (**self).forget(item)
-    }
-    fn num_requeues(&self, item: &T) -> u32 {
-        (**self).num_requeues(item)
-    }
+/// `Box<L>` and `Arc<L>` (also of `dyn RateLimiter<T>`) are rate limiters: they ask the one
+/// inside.
+macro_rules! forward_rate_limiter {
+    ($($pointer:ident),*) => {$(
+        impl<T, L: RateLimiter<T> + ?Sized> RateLimiter<T> for $pointer<L> {
+            fn when(&self, item: &T) -> Duration {
+                (**self).when(item)
+            }
+            fn forget(&self, item: &T) {
+                (**self).forget(item)
+            }
+            fn num_requeues(&self, item: &T) -> u32 {
+                (**self).num_requeues(item)
+            }
+        }
+    )*};
 }
 
-impl<T, L: RateLimiter<T> + ?Sized> RateLimiter<T> for Arc<L> {
-    fn when(&self, item: &T) -> Duration {
-        (**self).when(item)
-    }
-    fn forget(&self, item: &T) {
-        (**self).forget(item)
-    }
-    fn num_requeues(&self, item: &T) -> u32 {
-        (**self).num_requeues(item)
-    }
-}
+forward_rate_limiter!(Box, Arc);
 
 /// Combinators available on every [`RateLimiter`].
 pub trait RateLimiterExt<T>: RateLimiter<T> + Sized {
@@ -145,7 +141,7 @@ fn duration_from_nanos(ns: u128) -> Duration {
 pub struct ItemExponential<T> {
     base: Duration,
     max: Duration,
-    failures: Mutex<FastMap<T, u32>>,
+    failures: Failures<T>,
 }
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> ItemExponential<T> {
@@ -154,33 +150,56 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> ItemExponential<T> {
         Self {
             base,
             max,
-            failures: Mutex::new(FastMap::default()),
+            failures: Failures::default(),
         }
     }
 }
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> RateLimiter<T> for ItemExponential<T> {
     fn when(&self, item: &T) -> Duration {
-        let mut failures = self.failures.lock();
-        let exp = match failures.get_mut(item) {
-            Some(n) => {
-                let exp = *n;
-                *n = n.saturating_add(1);
-                exp
-            }
-            None => {
-                failures.insert(item.clone(), 1);
-                0
-            }
-        };
-        drop(failures);
+        let exp = self.failures.record(item) - 1;
         exponential_backoff(self.base, exp, self.max)
     }
     fn forget(&self, item: &T) {
-        self.failures.lock().remove(item);
+        self.failures.forget(item);
     }
     fn num_requeues(&self, item: &T) -> u32 {
-        self.failures.lock().get(item).copied().unwrap_or(0)
+        self.failures.count(item)
+    }
+}
+
+/// Per-key failure counts, the memory of the per-key limiters.
+#[derive(Debug)]
+struct Failures<T>(Mutex<FastMap<T, u32>>);
+
+impl<T> Default for Failures<T> {
+    fn default() -> Self {
+        Self(Mutex::new(FastMap::default()))
+    }
+}
+
+impl<T: Hash + Eq + Clone> Failures<T> {
+    /// Counts one more failure of `item`; returns its count including this one (at least 1).
+    fn record(&self, item: &T) -> u32 {
+        let mut counts = self.0.lock();
+        match counts.get_mut(item) {
+            Some(n) => {
+                *n = n.saturating_add(1);
+                *n
+            }
+            None => {
+                counts.insert(item.clone(), 1);
+                1
+            }
+        }
+    }
+
+    fn forget(&self, item: &T) {
+        self.0.lock().remove(item);
+    }
+
+    fn count(&self, item: &T) -> u32 {
+        self.0.lock().get(item).copied().unwrap_or(0)
     }
 }
 
@@ -191,7 +210,7 @@ pub struct FastSlow<T> {
     fast: Duration,
     slow: Duration,
     max_fast_attempts: u32,
-    attempts: Mutex<FastMap<T, u32>>,
+    attempts: Failures<T>,
 }
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> FastSlow<T> {
@@ -201,35 +220,24 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> FastSlow<T> {
             fast,
             slow,
             max_fast_attempts,
-            attempts: Mutex::new(FastMap::default()),
+            attempts: Failures::default(),
         }
     }
 }
 
 impl<T: Hash + Eq + Clone + Send + Sync + 'static> RateLimiter<T> for FastSlow<T> {
     fn when(&self, item: &T) -> Duration {
-        let mut attempts = self.attempts.lock();
-        let n = match attempts.get_mut(item) {
-            Some(n) => {
-                *n = n.saturating_add(1);
-                *n
-            }
-            None => {
-                attempts.insert(item.clone(), 1);
-                1
-            }
-        };
-        if n <= self.max_fast_attempts {
+        if self.attempts.record(item) <= self.max_fast_attempts {
             self.fast
         } else {
             self.slow
         }
     }
     fn forget(&self, item: &T) {
-        self.attempts.lock().remove(item);
+        self.attempts.forget(item);
     }
     fn num_requeues(&self, item: &T) -> u32 {
-        self.attempts.lock().get(item).copied().unwrap_or(0)
+        self.attempts.count(item)
     }
 }
 
