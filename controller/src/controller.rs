@@ -430,19 +430,18 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
                     if retries > 0 {
                         self.queue.forget(request);
                     }
-                    m.success.increment(1);
+                    m.result_success.increment(1);
                 }
                 Some(delay) => {
                     if retries > 0 {
                         self.queue.forget(request);
                     }
                     self.queue.add_after(request.clone(), delay);
-                    m.requeue_after.increment(1);
+                    m.result_requeue_after.increment(1);
                 }
             },
             Outcome::Err(e) => {
-                m.errors.increment(1);
-                m.error.increment(1);
+                m.count_error();
                 if e.is_terminal() {
                     m.terminal_errors.increment(1);
                     self.queue.forget(request);
@@ -454,8 +453,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             }
             Outcome::Panic(payload) => {
                 m.panics.increment(1);
-                m.errors.increment(1);
-                m.error.increment(1);
+                m.count_error();
                 self.queue.add_rate_limited(request.clone());
                 tracing::error!(
                     parent: span,
@@ -466,8 +464,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             }
             Outcome::Timeout(t) => {
                 m.timeouts.increment(1);
-                m.errors.increment(1);
-                m.error.increment(1);
+                m.count_error();
                 self.queue.add_rate_limited(request.clone());
                 tracing::error!(parent: span, timeout = ?t, "reconcile timed out; retrying with backoff");
             }

@@ -139,42 +139,32 @@ fn probe(checks: &Checks, only: Option<&str>, q: &ProbeQuery) -> Response {
     (status, body).into_response()
 }
 
-/// The router for the health probe server.
+/// The router for the health probe server: `/healthz` and `/readyz`, each also with
+/// `/<name>` for a single check.
 pub(crate) fn probes_router(healthz: Checks, readyz: Checks) -> Router {
     Router::new()
+        .merge(probe_routes("/healthz", healthz))
+        .merge(probe_routes("/readyz", readyz))
+}
+
+/// `path` (every check of `checks`) and `path/{name}` (one check).
+fn probe_routes(path: &str, checks: Checks) -> Router {
+    Router::new()
         .route(
-            "/healthz",
+            path,
+            get(|State(c): State<Checks>, Query(q): Query<ProbeQuery>| async move {
+                probe(&c, None, &q)
+            }),
+        )
+        .route(
+            &format!("{path}/{{name}}"),
             get(
-                |State((h, _)): State<(Checks, Checks)>, Query(q): Query<ProbeQuery>| async move {
-                    probe(&h, None, &q)
+                |State(c): State<Checks>, Path(name): Path<String>, Query(q): Query<ProbeQuery>| async move {
+                    probe(&c, Some(&name), &q)
                 },
             ),
         )
-        .route(
-            "/healthz/{name}",
-            get(
-                |State((h, _)): State<(Checks, Checks)>,
-                 Path(name): Path<String>,
-                 Query(q): Query<ProbeQuery>| async move { probe(&h, Some(&name), &q) },
-            ),
-        )
-        .route(
-            "/readyz",
-            get(
-                |State((_, r)): State<(Checks, Checks)>, Query(q): Query<ProbeQuery>| async move {
-                    probe(&r, None, &q)
-                },
-            ),
-        )
-        .route(
-            "/readyz/{name}",
-            get(
-                |State((_, r)): State<(Checks, Checks)>,
-                 Path(name): Path<String>,
-                 Query(q): Query<ProbeQuery>| async move { probe(&r, Some(&name), &q) },
-            ),
-        )
-        .with_state((healthz, readyz))
+        .with_state(checks)
 }
 
 /// The router for the metrics server.

@@ -240,7 +240,7 @@ impl Manager {
     /// store is updated before its events are handed out, so the reader never lags the
     /// request. A reader with other options (another namespace or selector) is another watch
     /// and may not have the object yet when the request arrives.
-    pub fn reader<K>(&self, options: kcr_source::WatchOptions) -> Result<Reader<K>, ManagerError>
+    pub fn reader<K>(&self, options: kcr_source::WatchScope) -> Result<Reader<K>, ManagerError>
     where
         K: CacheObject,
         K::Scope: ScopedApi,

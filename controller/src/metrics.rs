@@ -94,9 +94,14 @@ pub(crate) struct ControllerMetrics {
     /// Whether a real recorder was installed when the controller started; without one, the
     /// workers skip the clock reads for the histogram.
     pub enabled: bool,
-    pub success: Counter,
-    pub error: Counter,
-    pub requeue_after: Counter,
+    /// `controller_runtime_reconcile_total{result="success"}`.
+    pub result_success: Counter,
+    /// `controller_runtime_reconcile_total{result="error"}`: moves with `errors` (see
+    /// [`ControllerMetrics::count_error`]).
+    pub result_error: Counter,
+    /// `controller_runtime_reconcile_total{result="requeue_after"}`.
+    pub result_requeue_after: Counter,
+    /// `controller_runtime_reconcile_errors_total`.
     pub errors: Counter,
     pub terminal_errors: Counter,
     pub panics: Counter,
@@ -115,9 +120,9 @@ impl ControllerMetrics {
         let result = |r: &'static str| counter!(RECONCILE_TOTAL, "controller" => name.clone(), "result" => r);
         let m = ControllerMetrics {
             enabled: recorder_installed(),
-            success: result("success"),
-            error: result("error"),
-            requeue_after: result("requeue_after"),
+            result_success: result("success"),
+            result_error: result("error"),
+            result_requeue_after: result("requeue_after"),
             errors: counter!(RECONCILE_ERRORS_TOTAL, "controller" => name.clone()),
             terminal_errors: counter!(TERMINAL_RECONCILE_ERRORS_TOTAL, "controller" => name.clone()),
             panics: counter!(RECONCILE_PANICS_TOTAL, "controller" => name.clone()),
@@ -127,9 +132,9 @@ impl ControllerMetrics {
             active_workers: gauge!(ACTIVE_WORKERS, "controller" => name),
         };
         for c in [
-            &m.success,
-            &m.error,
-            &m.requeue_after,
+            &m.result_success,
+            &m.result_error,
+            &m.result_requeue_after,
             &m.errors,
             &m.terminal_errors,
             &m.panics,
@@ -139,5 +144,12 @@ impl ControllerMetrics {
         }
         m.active_workers.set(0.0);
         m
+    }
+
+    /// Counts a failed reconcile (an error, a panic or a timeout): in both
+    /// `controller_runtime_reconcile_errors_total` and `reconcile_total{result="error"}`.
+    pub fn count_error(&self) {
+        self.errors.increment(1);
+        self.result_error.increment(1);
     }
 }

@@ -114,7 +114,7 @@ async fn several_watches_feed_one_queue() {
                     .labels
                     .as_ref()
                     .and_then(|l| l.get("parent").cloned())
-                    .map(|p| Request::namespaced("ns", p))
+                    .map(|p| Request::namespaced(p, "ns"))
             }),
             WatchOptions::new(),
         )

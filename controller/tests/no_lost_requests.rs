@@ -192,7 +192,7 @@ async fn creates_found_by_a_relist_queue_at_low_priority() {
         .expect("create");
     let cache = Cache::new(server.client());
     let kind = cache
-        .kind::<ConfigMap>(kcr_source::WatchOptions::all().namespace("default"))
+        .kind::<ConfigMap>(kcr_source::WatchScope::all().namespace("default"))
         .expect("kind");
     let queue = WorkQueue::<Request>::new("relist");
     let stop = CancellationToken::new();
@@ -207,7 +207,7 @@ async fn creates_found_by_a_relist_queue_at_low_priority() {
         .await
         .expect("the first list's create")
         .expect("queue open");
-    assert_eq!(*first, Request::namespaced("default", "before"));
+    assert_eq!(*first, Request::namespaced("before", "default"));
     first.done();
 
     // Cut the watch off: close it and make every re-watch fail until the history is compacted.
@@ -230,7 +230,7 @@ async fn creates_found_by_a_relist_queue_at_low_priority() {
     .await;
     assert!(kind.stats().relists >= 2, "{:?}", kind.stats());
 
-    queue.add(Request::namespaced("default", "fresh"));
+    queue.add(Request::namespaced("fresh", "default"));
     let mut order = Vec::new();
     for _ in 0..2 {
         let item = queue.get().await.expect("queue open");

@@ -2,45 +2,34 @@
 
 use std::sync::Arc;
 
+use kcr_core::{Event, PerKind};
 use kcr_queue::WorkQueue;
-use kcr_source::Event;
 
 use crate::{EventHandler, Request};
 
-type ObjectFlagFn<K> = Box<dyn Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync>;
-type OldNewFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>, &WorkQueue<Request>) + Send + Sync>;
-type ObjectFn<K> = Box<dyn Fn(&Arc<K>, &WorkQueue<Request>) + Send + Sync>;
+type ObjectFlagFn<K> = dyn Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync;
+type OldNewFn<K> = dyn Fn(&Arc<K>, &Arc<K>, &WorkQueue<Request>) + Send + Sync;
+type ObjectFn<K> = dyn Fn(&Arc<K>, &WorkQueue<Request>) + Send + Sync;
 
 /// A handler made of one closure per event kind; kinds without a closure enqueue nothing.
 ///
 /// The closures get the queue and choose priorities themselves (see
 /// [`priority_of`](crate::priority_of)).
 pub struct Funcs<K> {
-    create: Option<ObjectFlagFn<K>>,
-    update: Option<OldNewFn<K>>,
-    delete: Option<ObjectFlagFn<K>>,
-    generic: Option<ObjectFn<K>>,
+    fns: PerKind<ObjectFlagFn<K>, OldNewFn<K>, ObjectFlagFn<K>, ObjectFn<K>>,
 }
 
 impl<K> Default for Funcs<K> {
     fn default() -> Self {
         Self {
-            create: None,
-            update: None,
-            delete: None,
-            generic: None,
+            fns: PerKind::default(),
         }
     }
 }
 
 impl<K> std::fmt::Debug for Funcs<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Funcs")
-            .field("create", &self.create.is_some())
-            .field("update", &self.update.is_some())
-            .field("delete", &self.delete.is_some())
-            .field("generic", &self.generic.is_some())
-            .finish()
+        f.debug_tuple("Funcs").field(&self.fns).finish()
     }
 }
 
@@ -54,7 +43,7 @@ impl<K> Funcs<K> {
         mut self,
         f: impl Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync + 'static,
     ) -> Self {
-        self.create = Some(Box::new(f));
+        self.fns.create = Some(Box::new(f));
         self
     }
     /// Closure for updates: `(old, new, queue)`.
@@ -62,7 +51,7 @@ impl<K> Funcs<K> {
         mut self,
         f: impl Fn(&Arc<K>, &Arc<K>, &WorkQueue<Request>) + Send + Sync + 'static,
     ) -> Self {
-        self.update = Some(Box::new(f));
+        self.fns.update = Some(Box::new(f));
         self
     }
     /// Closure for deletes: `(object, state_unknown, queue)`.
@@ -70,7 +59,7 @@ impl<K> Funcs<K> {
         mut self,
         f: impl Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync + 'static,
     ) -> Self {
-        self.delete = Some(Box::new(f));
+        self.fns.delete = Some(Box::new(f));
         self
     }
     /// Closure for generic events: `(object, queue)`.
@@ -78,7 +67,7 @@ impl<K> Funcs<K> {
         mut self,
         f: impl Fn(&Arc<K>, &WorkQueue<Request>) + Send + Sync + 'static,
     ) -> Self {
-        self.generic = Some(Box::new(f));
+        self.fns.generic = Some(Box::new(f));
         self
     }
 }
@@ -87,12 +76,12 @@ impl<K: 'static> EventHandler<K> for Funcs<K> {
     fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
         match event {
             Event::Create { object, initial } => {
-                if let Some(f) = &self.create {
+                if let Some(f) = &self.fns.create {
                     f(object, *initial, queue)
                 }
             }
             Event::Update { old, new } => {
-                if let Some(f) = &self.update {
+                if let Some(f) = &self.fns.update {
                     f(old, new, queue)
                 }
             }
@@ -100,12 +89,12 @@ impl<K: 'static> EventHandler<K> for Funcs<K> {
                 object,
                 state_unknown,
             } => {
-                if let Some(f) = &self.delete {
+                if let Some(f) = &self.fns.delete {
                     f(object, *state_unknown, queue)
                 }
             }
             Event::Generic { object } => {
-                if let Some(f) = &self.generic {
+                if let Some(f) = &self.fns.generic {
                     f(object, queue)
                 }
             }

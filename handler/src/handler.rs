@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use kcr_core::Event;
 use kcr_queue::{DEFAULT_PRIORITY, LOW_PRIORITY, WorkQueue};
-use kcr_source::Event;
 
 use crate::Request;
 

@@ -1,6 +1,6 @@
 //! # kcr-handler: from events to reconcile requests
 //!
-//! An [`EventHandler`] receives an [`Event`](kcr_source::Event) and adds zero or more
+//! An [`EventHandler`] receives an [`Event`](kcr_core::Event) and adds zero or more
 //! [`Request`]s (namespace + name) to a [`kcr_queue::WorkQueue`]. The built-ins cover
 //! controller-runtime's handlers:
 //!
@@ -23,7 +23,7 @@
 //! use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 //! use kcr_handler::{EnqueueRequestForOwner, EventHandler, Request};
 //! use kcr_queue::WorkQueue;
-//! use kcr_source::Event;
+//! use kcr_core::Event;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -41,7 +41,7 @@
 //!
 //! EnqueueRequestForOwner::<Deployment>::new().handle(&Event::create(rs), &queue);
 //! let item = queue.get().await.unwrap();
-//! assert_eq!(*item, Request::namespaced("prod", "web"));
+//! assert_eq!(*item, Request::namespaced("web", "prod"));
 //! # }
 //! ```
 #![forbid(unsafe_code)]
@@ -51,11 +51,10 @@ mod handler;
 mod map;
 mod object;
 mod owner;
-mod request;
 
 pub use funcs::Funcs;
 pub use handler::{EventHandler, enqueue_all, priority_of};
+pub use kcr_core::Request;
 pub use map::EnqueueRequestsFromMapFunc;
 pub use object::EnqueueRequestForObject;
 pub use owner::EnqueueRequestForOwner;
-pub use request::Request;

@@ -1,7 +1,7 @@
 //! [`EnqueueRequestsFromMapFunc`]: requests computed by a function of the object.
 
+use kcr_core::Event;
 use kcr_queue::WorkQueue;
-use kcr_source::Event;
 
 use crate::{EventHandler, Request, enqueue_all};
 

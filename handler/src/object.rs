@@ -1,8 +1,8 @@
 //! [`EnqueueRequestForObject`]: the request for the event's own object.
 
+use kcr_core::Event;
 use kcr_queue::WorkQueue;
-use kcr_source::Event;
-use kube::Resource;
+use kube_core::Resource;
 
 use crate::{EventHandler, Request, priority_of};
 

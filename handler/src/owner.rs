@@ -4,9 +4,9 @@ use std::any::TypeId;
 use std::marker::PhantomData;
 
 use k8s_openapi::ClusterResourceScope;
+use kcr_core::Event;
 use kcr_queue::WorkQueue;
-use kcr_source::Event;
-use kube::Resource;
+use kube_core::Resource;
 
 use crate::{EventHandler, Request, enqueue_all};
 

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kcr_core::Event;
 use kcr_handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
     Funcs, Request, enqueue_all, priority_of,
 };
 use kcr_queue::{DEFAULT_PRIORITY, LOW_PRIORITY, WorkQueue};
-use kcr_source::Event;
 
 fn queue() -> WorkQueue<Request> {
     WorkQueue::builder("test").metrics(false).build()
@@ -102,7 +102,7 @@ async fn for_object_uses_the_new_object_and_namespace() {
     EnqueueRequestForObject.handle(&Event::create(node), &q);
     assert_eq!(
         drain(&q).await,
-        vec![Request::namespaced("ns", "x"), Request::cluster("n1")]
+        vec![Request::namespaced("x", "ns"), Request::cluster("n1")]
     );
 }
 
@@ -121,7 +121,7 @@ fn owner_controller_only_matches_group_and_kind_ignoring_version() {
     );
     assert_eq!(
         h.requests(&Event::create(object)),
-        vec![Request::namespaced("prod", "web")]
+        vec![Request::namespaced("web", "prod")]
     );
     // no owner references at all
     let mut plain = cm("x");
@@ -144,8 +144,8 @@ fn owner_every_owner_takes_all_references_of_the_type() {
     assert_eq!(
         h.requests(&Event::delete(object)),
         vec![
-            Request::namespaced("prod", "a"),
-            Request::namespaced("prod", "b")
+            Request::namespaced("a", "prod"),
+            Request::namespaced("b", "prod")
         ]
     );
 }
@@ -166,7 +166,7 @@ fn owner_cluster_scoped_gives_requests_without_namespace() {
     let forced = EnqueueRequestForOwner::<Node>::new().cluster_scoped(false);
     assert_eq!(
         forced.requests(&Event::create(pod)),
-        vec![Request::namespaced("kube-system", "node-1")]
+        vec![Request::namespaced("node-1", "kube-system")]
     );
 }
 
@@ -177,14 +177,14 @@ async fn owner_update_enqueues_old_and_new_owners_once() {
     let same = old.clone();
     assert_eq!(
         h.requests(&Event::update(old.clone(), same.clone())),
-        vec![Request::namespaced("prod", "a")]
+        vec![Request::namespaced("a", "prod")]
     );
     let reparented = rs("web-1", vec![owner_ref("apps/v1", "Deployment", "b", true)]);
     assert_eq!(
         h.requests(&Event::update(old.clone(), reparented.clone())),
         vec![
-            Request::namespaced("prod", "a"),
-            Request::namespaced("prod", "b")
+            Request::namespaced("a", "prod"),
+            Request::namespaced("b", "prod")
         ]
     );
     let q = queue();
@@ -194,8 +194,8 @@ async fn owner_update_enqueues_old_and_new_owners_once() {
     assert_eq!(
         drain(&q).await,
         vec![
-            Request::namespaced("prod", "a"),
-            Request::namespaced("prod", "b")
+            Request::namespaced("a", "prod"),
+            Request::namespaced("b", "prod")
         ]
     );
 }
@@ -253,7 +253,7 @@ async fn map_func_dedups_within_and_across_old_and_new() {
     assert_eq!(
         got,
         ["a", "all", "b", "c"]
-            .map(|n| Request::namespaced("ns", n))
+            .map(|n| Request::namespaced(n, "ns"))
             .to_vec()
     );
 
@@ -317,8 +317,8 @@ async fn funcs_calls_the_closure_for_the_kind_only() {
     assert_eq!(
         drain(&q).await,
         vec![
-            Request::namespaced("ns", "created"),
-            Request::namespaced("ns", "changed"),
+            Request::namespaced("created", "ns"),
+            Request::namespaced("changed", "ns"),
             Request::cluster("gone-true"),
         ]
     );
@@ -337,6 +337,16 @@ async fn closures_and_boxed_handlers() {
     shared.handle(&Event::delete(cm("x")), &q);
     assert_eq!(
         drain(&q).await,
-        vec![Request::cluster("delete"), Request::namespaced("ns", "x")]
+        vec![Request::cluster("delete"), Request::namespaced("x", "ns")]
+    );
+}
+
+#[test]
+fn request_from_a_reflector_object_ref() {
+    // `From<ObjectRef<K>>` needs kcr-core's `kube-runtime` feature (on in this crate's tests).
+    let cm = cm("cm");
+    assert_eq!(
+        Request::from(kube::runtime::reflector::ObjectRef::from_obj(&cm)),
+        Request::namespaced("cm", "ns")
     );
 }

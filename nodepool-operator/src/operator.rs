@@ -25,13 +25,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::node::v1::RuntimeClass;
-use kcr_controller::{
-    LeaderElectionConfig, Manager, ManagerError, ManagerOptions, WatchOptions as CtrlWatchOptions,
-};
+use kcr_controller::{LeaderElectionConfig, Manager, ManagerError, ManagerOptions, WatchOptions};
 use kcr_handler::{EnqueueRequestsFromMapFunc, Request};
 use kcr_predicate::Funcs;
 use kcr_queue::{DefaultControllerRateLimiter, WithMaxWait};
-use kcr_source::{Cache, CacheError, WatchOptions};
+use kcr_source::{Cache, CacheError, WatchScope};
 
 use tokio_util::sync::CancellationToken;
 
@@ -137,7 +135,7 @@ pub fn register_controller(
     manager: &Manager,
     max_concurrent_reconciles: usize,
 ) -> Result<(), OperatorError> {
-    let all = WatchOptions::all;
+    let all = WatchScope::all;
     let reconciler = NodePoolReconciler::new(
         manager.client(),
         manager.reader::<NodePool>(all())?,
@@ -148,12 +146,12 @@ pub fn register_controller(
     manager
         .controller()
         .named(CONTROLLER_NAME)
-        .for_kind::<NodePool>(CtrlWatchOptions::new())
-        .owns::<RuntimeClass>(CtrlWatchOptions::new())
+        .for_kind::<NodePool>(WatchOptions::new())
+        .owns::<RuntimeClass>(WatchOptions::new())
         .watches(
             manager.cache().kind::<Node>(all())?,
             EnqueueRequestsFromMapFunc::new(pools_of_node),
-            CtrlWatchOptions::<Node>::new().predicate(node_predicate()),
+            WatchOptions::<Node>::new().predicate(node_predicate()),
         )
         .max_concurrent_reconciles(max_concurrent_reconciles.max(1))
         .rate_limiter(retry_rate_limiter())

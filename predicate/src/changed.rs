@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kube::Resource;
+use kube_core::Resource;
 
 use crate::Predicate;
 
@@ -75,7 +75,7 @@ impl<K: Resource + Send + Sync + 'static> Predicate<K> for FinalizersChanged {
 mod tests {
     use super::*;
     use crate::test_support::{all_kinds_accept_except_update, obj};
-    use kcr_source::Event;
+    use kcr_core::Event;
 
     #[test]
     fn resource_version_truth_table() {

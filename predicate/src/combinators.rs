@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kcr_source::Event;
+use kcr_core::Event;
 
 use crate::Predicate;
 
@@ -111,41 +111,30 @@ impl<K> std::fmt::Debug for Any<K> {
     }
 }
 
-impl<K: 'static> Predicate<K> for All<K> {
-    fn create(&self, object: &Arc<K>, initial: bool) -> bool {
-        self.0.iter().all(|p| p.create(object, initial))
-    }
-    fn update(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
-        self.0.iter().all(|p| p.update(old, new))
-    }
-    fn delete(&self, object: &Arc<K>, state_unknown: bool) -> bool {
-        self.0.iter().all(|p| p.delete(object, state_unknown))
-    }
-    fn generic(&self, object: &Arc<K>) -> bool {
-        self.0.iter().all(|p| p.generic(object))
-    }
-    fn evaluate(&self, event: &Event<K>) -> bool {
-        self.0.iter().all(|p| p.evaluate(event))
-    }
+/// [`All`] and [`Any`]: every method asks the list, with `Iterator::all` or `Iterator::any`.
+macro_rules! list_predicate {
+    ($($list:ident => $fold:ident),*) => {$(
+        impl<K: 'static> Predicate<K> for $list<K> {
+            fn create(&self, object: &Arc<K>, initial: bool) -> bool {
+                self.0.iter().$fold(|p| p.create(object, initial))
+            }
+            fn update(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
+                self.0.iter().$fold(|p| p.update(old, new))
+            }
+            fn delete(&self, object: &Arc<K>, state_unknown: bool) -> bool {
+                self.0.iter().$fold(|p| p.delete(object, state_unknown))
+            }
+            fn generic(&self, object: &Arc<K>) -> bool {
+                self.0.iter().$fold(|p| p.generic(object))
+            }
+            fn evaluate(&self, event: &Event<K>) -> bool {
+                self.0.iter().$fold(|p| p.evaluate(event))
+            }
+        }
+    )*};
 }
 
-impl<K: 'static> Predicate<K> for Any<K> {
-    fn create(&self, object: &Arc<K>, initial: bool) -> bool {
-        self.0.iter().any(|p| p.create(object, initial))
-    }
-    fn update(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
-        self.0.iter().any(|p| p.update(old, new))
-    }
-    fn delete(&self, object: &Arc<K>, state_unknown: bool) -> bool {
-        self.0.iter().any(|p| p.delete(object, state_unknown))
-    }
-    fn generic(&self, object: &Arc<K>) -> bool {
-        self.0.iter().any(|p| p.generic(object))
-    }
-    fn evaluate(&self, event: &Event<K>) -> bool {
-        self.0.iter().any(|p| p.evaluate(event))
-    }
-}
+list_predicate!(All => all, Any => any);
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@
 pub enum PredicateError {
     /// A label selector string did not parse.
     #[error(transparent)]
-    Selector(#[from] kcr_source::SelectorError),
+    Selector(#[from] kcr_core::SelectorError),
     /// A `metav1.LabelSelector` could not be converted (for example an unknown operator).
     #[error("invalid label selector: {0}")]
     LabelSelector(String),

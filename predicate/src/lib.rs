@@ -1,6 +1,6 @@
 //! # kcr-predicate: which events reach the handler
 //!
-//! A [`Predicate`] looks at an [`Event`](kcr_source::Event) and says yes or no. It has one method
+//! A [`Predicate`] looks at an [`Event`](kcr_core::Event) and says yes or no. It has one method
 //! per event kind, each accepting by default, and [`Predicate::evaluate`] to dispatch. Any closure
 //! `Fn(&Event<K>) -> bool` is a predicate, [`Funcs`] takes one closure per kind, and predicates
 //! combine with [`PredicateExt::and`], [`PredicateExt::or`], [`PredicateExt::not`] (or [`All`] /
@@ -17,7 +17,7 @@
 //! ```
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use kcr_predicate::{GenerationChanged, LabelsChanged, LabelSelectorPredicate, Predicate, PredicateExt};
-//! use kcr_source::Event;
+//! use kcr_core::Event;
 //!
 //! let mut old = Deployment::default();
 //! old.metadata.generation = Some(1);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kcr_source::Event;
+use kcr_core::{Event, PerKind};
 
 /// Decides whether an [`Event`] should reach the event handler.
 ///
@@ -82,41 +82,30 @@ where
     }
 }
 
-impl<K: 'static> Predicate<K> for Box<dyn Predicate<K>> {
-    fn create(&self, object: &Arc<K>, initial: bool) -> bool {
-        (**self).create(object, initial)
-    }
-    fn update(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
-        (**self).update(old, new)
-    }
-    fn delete(&self, object: &Arc<K>, state_unknown: bool) -> bool {
-        (**self).delete(object, state_unknown)
-    }
-    fn generic(&self, object: &Arc<K>) -> bool {
-        (**self).generic(object)
-    }
-    fn evaluate(&self, event: &Event<K>) -> bool {
-        (**self).evaluate(event)
-    }
+/// `Box<dyn Predicate<K>>` and `Arc<dyn Predicate<K>>` are predicates: they ask the one inside.
+macro_rules! forward_predicate {
+    ($($pointer:ident),*) => {$(
+        impl<K: 'static> Predicate<K> for $pointer<dyn Predicate<K>> {
+            fn create(&self, object: &Arc<K>, initial: bool) -> bool {
+                (**self).create(object, initial)
+            }
+            fn update(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
+                (**self).update(old, new)
+            }
+            fn delete(&self, object: &Arc<K>, state_unknown: bool) -> bool {
+                (**self).delete(object, state_unknown)
+            }
+            fn generic(&self, object: &Arc<K>) -> bool {
+                (**self).generic(object)
+            }
+            fn evaluate(&self, event: &Event<K>) -> bool {
+                (**self).evaluate(event)
+            }
+        }
+    )*};
 }
 
-impl<K: 'static> Predicate<K> for Arc<dyn Predicate<K>> {
-    fn create(&self, object: &Arc<K>, initial: bool) -> bool {
-        (**self).create(object, initial)
-    }
-    fn update(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
-        (**self).update(old, new)
-    }
-    fn delete(&self, object: &Arc<K>, state_unknown: bool) -> bool {
-        (**self).delete(object, state_unknown)
-    }
-    fn generic(&self, object: &Arc<K>) -> bool {
-        (**self).generic(object)
-    }
-    fn evaluate(&self, event: &Event<K>) -> bool {
-        (**self).evaluate(event)
-    }
-}
+forward_predicate!(Box, Arc);
 
 /// Combinator methods for predicates.
 ///
@@ -152,41 +141,30 @@ impl<P: Send + Sync + 'static> PredicateExt for P {}
 ///
 /// ```
 /// use kcr_predicate::{Funcs, Predicate};
-/// use kcr_source::Event;
+/// use kcr_core::Event;
 /// let only_real_deletes = Funcs::<String>::new().delete(|_obj, state_unknown| !state_unknown);
 /// assert!(!only_real_deletes.evaluate(&Event::Delete { object: "x".to_string().into(), state_unknown: true }));
 /// assert!(only_real_deletes.evaluate(&Event::create("x".to_string())));
 /// ```
 pub struct Funcs<K> {
-    create: Option<ObjectFlagFn<K>>,
-    update: Option<OldNewFn<K>>,
-    delete: Option<ObjectFlagFn<K>>,
-    generic: Option<ObjectFn<K>>,
+    fns: PerKind<ObjectFlagFn<K>, OldNewFn<K>, ObjectFlagFn<K>, ObjectFn<K>>,
 }
 
-type ObjectFlagFn<K> = Box<dyn Fn(&Arc<K>, bool) -> bool + Send + Sync>;
-type OldNewFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>) -> bool + Send + Sync>;
-type ObjectFn<K> = Box<dyn Fn(&Arc<K>) -> bool + Send + Sync>;
+type ObjectFlagFn<K> = dyn Fn(&Arc<K>, bool) -> bool + Send + Sync;
+type OldNewFn<K> = dyn Fn(&Arc<K>, &Arc<K>) -> bool + Send + Sync;
+type ObjectFn<K> = dyn Fn(&Arc<K>) -> bool + Send + Sync;
 
 impl<K> Default for Funcs<K> {
     fn default() -> Self {
         Self {
-            create: None,
-            update: None,
-            delete: None,
-            generic: None,
+            fns: PerKind::default(),
         }
     }
 }
 
 impl<K> std::fmt::Debug for Funcs<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Funcs")
-            .field("create", &self.create.is_some())
-            .field("update", &self.update.is_some())
-            .field("delete", &self.delete.is_some())
-            .field("generic", &self.generic.is_some())
-            .finish()
+        f.debug_tuple("Funcs").field(&self.fns).finish()
     }
 }
 
@@ -197,40 +175,41 @@ impl<K> Funcs<K> {
     }
     /// Closure for creates: `(object, initial)`.
     pub fn create(mut self, f: impl Fn(&Arc<K>, bool) -> bool + Send + Sync + 'static) -> Self {
-        self.create = Some(Box::new(f));
+        self.fns.create = Some(Box::new(f));
         self
     }
     /// Closure for updates: `(old, new)`.
     pub fn update(mut self, f: impl Fn(&Arc<K>, &Arc<K>) -> bool + Send + Sync + 'static) -> Self {
-        self.update = Some(Box::new(f));
+        self.fns.update = Some(Box::new(f));
         self
     }
     /// Closure for deletes: `(object, state_unknown)`.
     pub fn delete(mut self, f: impl Fn(&Arc<K>, bool) -> bool + Send + Sync + 'static) -> Self {
-        self.delete = Some(Box::new(f));
+        self.fns.delete = Some(Box::new(f));
         self
     }
     /// Closure for generic events.
     pub fn generic(mut self, f: impl Fn(&Arc<K>) -> bool + Send + Sync + 'static) -> Self {
-        self.generic = Some(Box::new(f));
+        self.fns.generic = Some(Box::new(f));
         self
     }
 }
 
 impl<K: 'static> Predicate<K> for Funcs<K> {
     fn create(&self, object: &Arc<K>, initial: bool) -> bool {
-        self.create.as_ref().is_none_or(|f| f(object, initial))
+        self.fns.create.as_ref().is_none_or(|f| f(object, initial))
     }
     fn update(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
-        self.update.as_ref().is_none_or(|f| f(old, new))
+        self.fns.update.as_ref().is_none_or(|f| f(old, new))
     }
     fn delete(&self, object: &Arc<K>, state_unknown: bool) -> bool {
-        self.delete
+        self.fns
+            .delete
             .as_ref()
             .is_none_or(|f| f(object, state_unknown))
     }
     fn generic(&self, object: &Arc<K>) -> bool {
-        self.generic.as_ref().is_none_or(|f| f(object))
+        self.fns.generic.as_ref().is_none_or(|f| f(object))
     }
 }
 

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as MetaLabelSelector;
-use kube::Resource;
-use kube::core::{Selector, SelectorExt};
+use kube_core::Resource;
+use kube_core::{Selector, SelectorExt};
 
 use crate::{Predicate, PredicateError};
 
@@ -28,7 +28,7 @@ impl LabelSelectorPredicate {
     /// ```
     pub fn parse(selector: &str) -> Result<Self, PredicateError> {
         Ok(Self {
-            selector: kcr_source::parse_label_selector(selector)?,
+            selector: kcr_core::parse_label_selector(selector)?,
         })
     }
 
@@ -77,7 +77,7 @@ mod tests {
     use super::*;
     use crate::test_support::obj;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
-    use kcr_source::Event;
+    use kcr_core::Event;
 
     fn labelled(pairs: &[(&str, &str)]) -> k8s_openapi::api::core::v1::ConfigMap {
         obj(|m| {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kube::Resource;
+use kube_core::Resource;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -50,7 +50,7 @@ mod tests {
     use crate::test_support::{all_kinds_accept_except_update, obj};
     use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-    use kcr_source::Event;
+    use kcr_core::Event;
 
     fn pod(phase: &str, node: &str, rv: &str, manager: &str) -> Pod {
         Pod {

@@ -2,12 +2,12 @@
 //! accepts, for code that consumes a source (or any event stream) without a kcr controller.
 
 use futures::{Stream, StreamExt, future};
-use kcr_source::Event;
+use kcr_core::Event;
 
 use crate::Predicate;
 
 /// An item of an event stream: a bare [`Event`] or a `Result` holding one (as a started
-/// [`Source`](kcr_source::Source) yields). Errors are not events and always pass the filter.
+/// kcr-source `Source` yields). Errors are not events and always pass the filter.
 pub trait EventItem<K> {
     /// The event, if the item is one.
     fn event(&self) -> Option<&Event<K>>;
@@ -31,7 +31,7 @@ impl<K, E> EventItem<K> for Result<Event<K>, E> {
 /// use futures::StreamExt;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kcr_predicate::{LabelsChanged, PredicateStreamExt};
-/// use kcr_source::Event;
+/// use kcr_core::Event;
 ///
 /// # futures::executor::block_on(async {
 /// let mut labelled = ConfigMap::default();

@@ -51,7 +51,7 @@ pub enum CacheError {
 
 /// Which objects of a type to watch. Two watches with equal options share one informer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct WatchOptions {
+pub struct WatchScope {
     /// Only this namespace (namespaced types only); `None` watches all namespaces.
     pub namespace: Option<String>,
     /// A label selector such as `app=web,tier in (a,b)`; validated when the watch is created.
@@ -60,7 +60,7 @@ pub struct WatchOptions {
     pub field_selector: Option<String>,
 }
 
-impl WatchOptions {
+impl WatchScope {
     /// All objects of the type.
     pub fn all() -> Self {
         Self::default()
@@ -137,7 +137,7 @@ impl ScopedApi for ClusterResourceScope {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct InformerKey {
     type_id: TypeId,
-    options: WatchOptions,
+    options: WatchScope,
 }
 
 /// An `Arc<Informer<K>>` with `K` erased (the map key holds `K`'s `TypeId`).
@@ -165,13 +165,13 @@ struct CacheInner {
 /// ```no_run
 /// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use k8s_openapi::api::core::v1::Node;
-/// use kcr_source::{Cache, Source, WatchOptions};
+/// use kcr_source::{Cache, Source, WatchScope};
 /// use std::time::Duration;
 ///
 /// let cache = Cache::new(client);
-/// let nodes_a = cache.kind::<Node>(WatchOptions::all())?; // controller A
-/// let nodes_b = cache.kind::<Node>(WatchOptions::all())?; // controller B: same watch
-/// let reader = cache.reader::<Node>(WatchOptions::all())?;
+/// let nodes_a = cache.kind::<Node>(WatchScope::all())?; // controller A
+/// let nodes_b = cache.kind::<Node>(WatchScope::all())?; // controller B: same watch
+/// let reader = cache.reader::<Node>(WatchScope::all())?;
 /// let started = nodes_a.start()?;
 /// reader.wait_for_sync(Duration::from_secs(30)).await?;
 /// let gpu_nodes = reader.list_labels("gpu=true")?;
@@ -241,7 +241,7 @@ impl Cache {
 
     fn informer<K, F>(
         &self,
-        options: &WatchOptions,
+        options: &WatchScope,
         make_stream: F,
     ) -> Result<Arc<Informer<K>>, CacheError>
     where
@@ -286,7 +286,7 @@ impl Cache {
         Ok(informer)
     }
 
-    fn full_informer<K>(&self, options: &WatchOptions) -> Result<Arc<Informer<K>>, CacheError>
+    fn full_informer<K>(&self, options: &WatchScope) -> Result<Arc<Informer<K>>, CacheError>
     where
         K: CacheObject,
         K::Scope: ScopedApi,
@@ -299,7 +299,7 @@ impl Cache {
     }
 
     /// A [`Kind`] source for `K`, sharing the watch with every other user of the same options.
-    pub fn kind<K>(&self, options: WatchOptions) -> Result<Kind<K>, CacheError>
+    pub fn kind<K>(&self, options: WatchScope) -> Result<Kind<K>, CacheError>
     where
         K: CacheObject,
         K::Scope: ScopedApi,
@@ -312,7 +312,7 @@ impl Cache {
     /// or status, much cheaper for large types).
     pub fn metadata_kind<K>(
         &self,
-        options: WatchOptions,
+        options: WatchScope,
     ) -> Result<Kind<PartialObjectMeta<K>>, CacheError>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
@@ -323,7 +323,7 @@ impl Cache {
     }
 
     /// A [`Reader`] of the store shared with the `Kind` sources of the same options.
-    pub fn reader<K>(&self, options: WatchOptions) -> Result<Reader<K>, CacheError>
+    pub fn reader<K>(&self, options: WatchScope) -> Result<Reader<K>, CacheError>
     where
         K: CacheObject,
         K::Scope: ScopedApi,
@@ -338,7 +338,7 @@ impl Cache {
     /// A [`Reader`] of a metadata-only store.
     pub fn metadata_reader<K>(
         &self,
-        options: WatchOptions,
+        options: WatchScope,
     ) -> Result<Reader<PartialObjectMeta<K>>, CacheError>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
@@ -350,18 +350,10 @@ impl Cache {
 }
 
 /// Reads a shared store without calling the API server.
+#[derive(Clone)] // `K: Clone` holds for every `CacheObject`; only the `Arc`s are cloned
 pub struct Reader<K: CacheObject> {
     informer: Arc<Informer<K>>,
     _lifetime: Arc<Lifetime>,
-}
-
-impl<K: CacheObject> Clone for Reader<K> {
-    fn clone(&self) -> Self {
-        Self {
-            informer: Arc::clone(&self.informer),
-            _lifetime: Arc::clone(&self._lifetime),
-        }
-    }
 }
 
 impl<K: CacheObject> std::fmt::Debug for Reader<K> {
@@ -427,10 +419,10 @@ impl<K: CacheObject> Reader<K> {
     /// the index; registering a name twice is [`IndexError::Duplicate`].
     ///
     /// ```
-    /// # use kcr_source::{Cache, WatchOptions};
+    /// # use kcr_source::{Cache, WatchScope};
     /// # use k8s_openapi::api::core::v1::Pod;
     /// # fn example(cache: &Cache) -> Result<(), Box<dyn std::error::Error>> {
-    /// let pods = cache.reader::<Pod>(WatchOptions::all())?;
+    /// let pods = cache.reader::<Pod>(WatchScope::all())?;
     /// pods.add_index("spec.nodeName", |pod: &Pod| {
     ///     pod.spec.iter().filter_map(|s| s.node_name.clone()).collect()
     /// })?;

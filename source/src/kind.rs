@@ -21,18 +21,10 @@ use crate::{DEFAULT_SUBSCRIBER_BUFFER, Source, SourceError, Started};
 /// as updates and objects that vanished as deletes with `state_unknown: true`. A subscriber that
 /// falls behind is resynced from the store instead of blocking the others (see
 /// [`KindStream`]).
+#[derive(Clone)] // `K: Clone` holds for every `CacheObject`; only the `Arc`s are cloned
 pub struct Kind<K: CacheObject> {
     informer: Arc<Informer<K>>,
     lifetime: Arc<Lifetime>,
-}
-
-impl<K: CacheObject> Clone for Kind<K> {
-    fn clone(&self) -> Self {
-        Self {
-            informer: Arc::clone(&self.informer),
-            lifetime: Arc::clone(&self.lifetime),
-        }
-    }
 }
 
 impl<K: CacheObject> std::fmt::Debug for Kind<K> {

@@ -10,8 +10,8 @@
 //! waits for all its sources with [`wait_for_sync`] and a timeout before it starts its workers.
 //!
 //! The crate does not depend on any controller: the stream can be consumed by anything. The
-//! event type lives here (not in a crate of its own) because every source produces it and both
-//! kcr-predicate and kcr-handler need nothing else from the event side.
+//! event type and the label selector parser live in kcr-core (re-exported here), so that
+//! kcr-predicate and kcr-handler need them without the kube client this crate brings.
 //!
 //! For a [`Kind`], "synced" means the shared cache holds its first complete list (like
 //! controller-runtime's `HasSynced`); the subscriber receives that list as creates with
@@ -42,7 +42,7 @@
 //! * [`Kind`]: a cached watch of one resource type (kube-runtime `watcher` + reflector store).
 //!   Updates carry the previous object from the store; after a relist (410, reconnect) changed
 //!   objects come out as updates and vanished ones as deletes with `state_unknown: true`. Options
-//!   ([`WatchOptions`]): namespace, label and field selectors; metadata-only watches through
+//!   ([`WatchScope`]): namespace, label and field selectors; metadata-only watches through
 //!   [`Cache::metadata_kind`].
 //! * [`Cache`]: the shared informer map. Every `Kind` and every [`Reader`] (cached `get`/`list`
 //!   with label selectors, and secondary indexes: [`Reader::add_index`] / [`Reader::by_index`],
@@ -105,21 +105,18 @@
 mod cache;
 mod channel;
 mod error;
-mod event;
 mod index;
 mod informer;
 mod kind;
-mod selector;
 mod source;
 mod stream;
 
-pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi, WatchOptions};
+pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi, WatchScope};
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
-pub use event::{Event, EventKind};
 pub use index::{IndexError, IndexFn};
 pub use informer::{CacheObject, KindStream};
+pub use kcr_core::{Event, EventKind, SelectorError, parse_label_selector};
 pub use kind::{Kind, KindStats};
-pub use selector::{SelectorError, parse_label_selector};
 pub use source::{EventStream, Source, Started, SyncHandle, SyncSignal, wait_for_sync};
 pub use stream::StreamSource;

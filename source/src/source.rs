@@ -53,29 +53,24 @@ pub trait Source<K>: Send + Sync + 'static {
     }
 }
 
-impl<K, S> Source<K> for Box<S>
-where
-    S: Source<K> + ?Sized,
-{
-    fn start(&self) -> Result<Started<K>, SourceError> {
-        (**self).start()
-    }
-    fn name(&self) -> String {
-        (**self).name()
-    }
+/// `Box<S>` and `Arc<S>` (also of `dyn Source<K>`) are sources: they start the source inside.
+macro_rules! forward_source {
+    ($($pointer:ident),*) => {$(
+        impl<K, S> Source<K> for $pointer<S>
+        where
+            S: Source<K> + ?Sized,
+        {
+            fn start(&self) -> Result<Started<K>, SourceError> {
+                (**self).start()
+            }
+            fn name(&self) -> String {
+                (**self).name()
+            }
+        }
+    )*};
 }
 
-impl<K, S> Source<K> for Arc<S>
-where
-    S: Source<K> + ?Sized,
-{
-    fn start(&self) -> Result<Started<K>, SourceError> {
-        (**self).start()
-    }
-    fn name(&self) -> String {
-        (**self).name()
-    }
-}
+forward_source!(Box, Arc);
 
 /// Read side of a source's "synced" flag. Cheap to clone.
 ///

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kcr_envtest::TestApiServer;
-use kcr_source::{Cache, Event, EventStream, Source, WatchOptions, wait_for_sync};
+use kcr_source::{Cache, Event, EventStream, Source, WatchScope, wait_for_sync};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -83,7 +83,7 @@ async fn kind_sees_create_update_with_old_and_delete() {
 
     let cache = Cache::new(server.client());
     let kind = cache
-        .kind::<ConfigMap>(WatchOptions::all().namespace("default"))
+        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
         .expect("kind");
     let mut started = kind.start().expect("start");
     wait_for_sync([&started.sync], WAIT).await.expect("synced");
@@ -151,7 +151,7 @@ async fn relist_after_410_yields_updates_and_unknown_deletes() {
     }
     let cache = Cache::new(server.client());
     let kind = cache
-        .kind::<ConfigMap>(WatchOptions::all().namespace("default"))
+        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
         .expect("kind");
     let mut started = kind.start().expect("start");
     let initial = next_n(&mut started.events, 3).await;
@@ -232,9 +232,9 @@ async fn two_consumers_share_one_watch_and_one_store() {
     faults.reset_counts();
 
     let cache = Cache::new(server.client());
-    let controller_a = cache.kind::<Node>(WatchOptions::all()).expect("kind");
-    let controller_b = cache.kind::<Node>(WatchOptions::all()).expect("kind");
-    let reader = cache.reader::<Node>(WatchOptions::all()).expect("reader");
+    let controller_a = cache.kind::<Node>(WatchScope::all()).expect("kind");
+    let controller_b = cache.kind::<Node>(WatchScope::all()).expect("kind");
+    let reader = cache.reader::<Node>(WatchScope::all()).expect("reader");
     let mut a = controller_a.start().expect("start");
     let mut b = controller_b.start().expect("start");
     wait_for_sync([&a.sync, &b.sync], WAIT).await.expect("sync");
@@ -291,7 +291,7 @@ async fn two_consumers_share_one_watch_and_one_store() {
 
     // different options are a different watch
     let _selected = cache
-        .kind::<Node>(WatchOptions::all().labels("kubernetes.io/hostname=envtest-node-0"))
+        .kind::<Node>(WatchScope::all().labels("kubernetes.io/hostname=envtest-node-0"))
         .expect("kind");
     assert_eq!(cache.informer_count(), 2);
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -312,7 +312,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
     // a failing list: never synced, and the error is kept for diagnostics
     server.faults().fail_next("list", "secrets", 1_000_000, 403);
     let secrets = cache
-        .kind::<k8s_openapi::api::core::v1::Secret>(WatchOptions::all())
+        .kind::<k8s_openapi::api::core::v1::Secret>(WatchScope::all())
         .expect("kind");
     let sync = secrets.start().expect("start").sync;
     assert_eq!(
@@ -331,11 +331,11 @@ async fn options_are_validated_and_metadata_only_watches_work() {
     drop(sync);
 
     assert!(matches!(
-        cache.kind::<ConfigMap>(WatchOptions::all().labels("app in (")),
+        cache.kind::<ConfigMap>(WatchScope::all().labels("app in (")),
         Err(kcr_source::CacheError::Selector(_))
     ));
     assert!(matches!(
-        cache.kind::<Node>(WatchOptions::all().namespace("default")),
+        cache.kind::<Node>(WatchScope::all().namespace("default")),
         Err(kcr_source::CacheError::NamespaceOnClusterScoped { .. })
     ));
     assert_eq!(cache.informer_count(), 1);
@@ -345,7 +345,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
         .await
         .expect("create");
     let kind = cache
-        .metadata_kind::<ConfigMap>(WatchOptions::all().labels("app=demo"))
+        .metadata_kind::<ConfigMap>(WatchScope::all().labels("app=demo"))
         .expect("metadata kind");
     let mut started = kind.start().expect("start");
     match next(&mut started.events).await {
@@ -361,7 +361,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
         other => panic!("expected create, got {other:?}"),
     }
     let reader = cache
-        .metadata_reader::<ConfigMap>(WatchOptions::all().labels("app=demo"))
+        .metadata_reader::<ConfigMap>(WatchScope::all().labels("app=demo"))
         .expect("reader");
     assert_eq!(reader.list_in("default").len(), 1);
     assert!(reader.list_in("kube-system").is_empty());
@@ -372,7 +372,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
         .await
         .expect("create");
     let by_name = cache
-        .reader::<ConfigMap>(WatchOptions::all().fields("metadata.name=other"))
+        .reader::<ConfigMap>(WatchScope::all().fields("metadata.name=other"))
         .expect("reader");
     by_name.wait_for_sync(WAIT).await.expect("synced");
     let names: Vec<_> = by_name.list().iter().map(|o| name(o)).collect();
@@ -385,7 +385,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
         .expect("ends after stop");
     assert!(rest.len() <= 1, "{rest:?}");
     assert!(matches!(
-        cache.kind::<ConfigMap>(WatchOptions::all()),
+        cache.kind::<ConfigMap>(WatchScope::all()),
         Err(kcr_source::CacheError::Stopped)
     ));
 }
@@ -402,7 +402,7 @@ async fn slow_subscriber_is_resynced_and_does_not_block_the_fast_one() {
         .expect("create");
     let cache = Cache::with_subscriber_buffer(server.client(), 2);
     let kind = cache
-        .kind::<ConfigMap>(WatchOptions::all().namespace("default"))
+        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
         .expect("kind");
     let mut fast = kind.start().expect("start");
     let mut slow = kind.start().expect("start");
@@ -466,7 +466,7 @@ async fn reader_indexes_follow_the_watch_and_are_shared() {
         .await
         .expect("create early");
     let cache = Cache::new(server.client());
-    let options = WatchOptions::all().namespace("default");
+    let options = WatchScope::all().namespace("default");
     let reader = cache.reader::<ConfigMap>(options.clone()).expect("reader");
     reader.wait_for_sync(WAIT).await.expect("synced");
     reader

@@ -142,7 +142,7 @@ async fn scenario(client: Client) {
         .expect("manager");
     let reader = mgr
         .reader::<ConfigMap>(
-            kcr_source::WatchOptions::all()
+            kcr_source::WatchScope::all()
                 .namespace(&ns_name)
                 .labels(MIRRORED),
         )

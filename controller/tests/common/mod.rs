@@ -140,7 +140,7 @@ impl CopyToSecret {
         CopyToSecret {
             client: mgr.client(),
             reader: mgr
-                .reader::<ConfigMap>(kcr_source::WatchOptions::all().namespace("default"))
+                .reader::<ConfigMap>(kcr_source::WatchScope::all().namespace("default"))
                 .unwrap(),
             recorder: None,
             identity: identity.to_string(),

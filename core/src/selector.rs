@@ -1,17 +1,19 @@
 //! Label selector strings (`app=web,tier in (a,b),!legacy`) parsed into kube's
-//! [`Selector`](kube::core::Selector).
+//! [`Selector`](kube_core::Selector).
 //!
 //! kube-core can build a `Selector` from a `LabelSelector` struct but has no string parser; this
 //! module adds one, following the Kubernetes grammar (`k8s.io/apimachinery/pkg/labels.Parse`):
 //! requirements separated by commas, each one of `key`, `!key`, `key=value`, `key==value`,
 //! `key!=value`, `key in (v1,v2)`, `key notin (v1,v2)`. Keys and values are validated like the
-//! API server does (qualified names, label values). The numeric operators `>` and `<` are
+//! API server does (qualified names, label values), by kcr-names, whose messages (the API
+//! server's) are the `reason` of [`SelectorError::InvalidKey`] and
+//! [`SelectorError::InvalidValue`]. The numeric operators `>` and `<` are
 //! rejected with [`SelectorError::UnsupportedOperator`] because kube's `Expression` cannot
 //! express them. A bad selector is always an error, never a panic.
 
 use std::collections::BTreeSet;
 
-use kube::core::{Expression, Selector};
+use kube_core::{Expression, Selector};
 
 /// Why a label selector string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,14 +61,14 @@ pub enum SelectorError {
 /// Parses a label selector string. The empty string selects everything.
 ///
 /// ```
-/// use kube::core::SelectorExt;
-/// let selector = kcr_source::parse_label_selector("app=web, tier in (a,b), !legacy").unwrap();
+/// use kube_core::SelectorExt;
+/// let selector = kcr_core::parse_label_selector("app=web, tier in (a,b), !legacy").unwrap();
 /// let labels = [("app", "web"), ("tier", "a")]
 ///     .into_iter()
 ///     .map(|(k, v)| (k.to_string(), v.to_string()))
 ///     .collect();
 /// assert!(selector.matches(&labels));
-/// assert!(kcr_source::parse_label_selector("app in (web").is_err());
+/// assert!(kcr_core::parse_label_selector("app in (web").is_err());
 /// ```
 pub fn parse_label_selector(input: &str) -> Result<Selector, SelectorError> {
     Parser {
@@ -145,10 +147,12 @@ impl Parser<'_> {
         if key.is_empty() {
             return Err(self.syntax(start, "expected a label key"));
         }
-        validate_key(&key).map_err(|reason| SelectorError::InvalidKey {
-            selector: self.input.to_string(),
-            key: key.clone(),
-            reason,
+        api_server_check(kcr_names::validate_qualified_name(&key)).map_err(|reason| {
+            SelectorError::InvalidKey {
+                selector: self.input.to_string(),
+                key: key.clone(),
+                reason,
+            }
         })?;
         Ok(key)
     }
@@ -156,10 +160,12 @@ impl Parser<'_> {
     fn value(&mut self) -> Result<String, SelectorError> {
         self.skip_ws();
         let value = self.word().to_string();
-        validate_value(&value).map_err(|reason| SelectorError::InvalidValue {
-            selector: self.input.to_string(),
-            value: value.clone(),
-            reason,
+        api_server_check(kcr_names::validate_label_value(&value)).map_err(|reason| {
+            SelectorError::InvalidValue {
+                selector: self.input.to_string(),
+                value: value.clone(),
+                reason,
+            }
         })?;
         Ok(value)
     }
@@ -237,71 +243,19 @@ impl Parser<'_> {
     }
 }
 
-fn validate_name(name: &str, what: &str) -> Result<(), String> {
-    if name.len() > 63 {
-        return Err(format!("{what} must be no more than 63 characters"));
+/// kcr-names' messages for a key or value, joined into one reason; `Ok` when there are none.
+fn api_server_check(messages: Vec<String>) -> Result<(), String> {
+    if messages.is_empty() {
+        Ok(())
+    } else {
+        Err(messages.join("; "))
     }
-    let bytes = name.as_bytes();
-    let alnum = |b: &u8| b.is_ascii_alphanumeric();
-    if !bytes.first().is_some_and(alnum) || !bytes.last().is_some_and(alnum) {
-        return Err(format!(
-            "{what} must begin and end with an alphanumeric character"
-        ));
-    }
-    if let Some(bad) = bytes
-        .iter()
-        .find(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
-    {
-        return Err(format!(
-            "{what} may contain only alphanumerics, '-', '_' and '.', found {:?}",
-            *bad as char
-        ));
-    }
-    Ok(())
-}
-
-fn validate_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() || prefix.len() > 253 {
-            return Err("prefix must be a DNS subdomain of 1 to 253 characters".into());
-        }
-        for label in prefix.split('.') {
-            let ok = !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-');
-            if !ok {
-                return Err(format!("prefix {prefix:?} is not a valid DNS subdomain"));
-            }
-        }
-    }
-    if name.is_empty() {
-        return Err("name part must not be empty".into());
-    }
-    validate_name(name, "name part")
-}
-
-fn validate_value(value: &str) -> Result<(), String> {
-    if value.is_empty() {
-        return Ok(());
-    }
-    if value.contains('/') {
-        return Err("a label value may not contain '/'".into());
-    }
-    validate_name(value, "a label value")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::SelectorExt;
+    use kube_core::SelectorExt;
     use std::collections::BTreeMap;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -397,5 +351,25 @@ mod tests {
         );
         let message = parse_label_selector("app in (web").unwrap_err().to_string();
         assert!(message.contains("app in (web"), "{message}");
+    }
+
+    #[test]
+    fn bad_keys_and_values_carry_the_api_servers_messages() {
+        match parse_label_selector(&format!("{}=x", "k".repeat(64))) {
+            Err(SelectorError::InvalidKey { reason, .. }) => {
+                assert_eq!(
+                    reason,
+                    kcr_names::validate_qualified_name(&"k".repeat(64)).join("; ")
+                );
+                assert!(reason.contains("63 characters"), "{reason}");
+            }
+            other => panic!("expected an invalid key, got {other:?}"),
+        }
+        match parse_label_selector("app=web-") {
+            Err(SelectorError::InvalidValue { reason, .. }) => {
+                assert_eq!(reason, kcr_names::validate_label_value("web-").join("; "));
+            }
+            other => panic!("expected an invalid value, got {other:?}"),
+        }
     }
 }

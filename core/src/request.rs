@@ -2,11 +2,14 @@
 
 use std::fmt;
 
-use kube::Resource;
-use kube::runtime::reflector::ObjectRef;
+use kube_core::Resource;
 
 /// What a reconciler is asked to look at: an object's name and, for namespaced objects, its
 /// namespace.
+///
+/// Constructors take the name first, then the namespace, as kube's
+/// `ObjectRef::new(name).within(namespace)` does: [`Request::new`]`(name, namespace)`,
+/// [`Request::namespaced`]`(name, namespace)`, [`Request::cluster`]`(name)`.
 ///
 /// Ordered by namespace (cluster-scoped first), then name. Displays as `namespace/name`, or just
 /// `name` for cluster-scoped objects, like controller-runtime's `types.NamespacedName`.
@@ -27,8 +30,16 @@ impl Request {
         }
     }
 
-    /// A request for a namespaced object.
-    pub fn namespaced(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    /// A request for the namespaced object `name` in `namespace` (name first, like
+    /// [`Request::new`]).
+    ///
+    /// ```
+    /// use kcr_core::Request;
+    /// let request = Request::namespaced("web", "prod");
+    /// assert_eq!(request.to_string(), "prod/web");
+    /// assert_eq!(request, Request::new("web", Some("prod".to_string())));
+    /// ```
+    pub fn namespaced(name: impl Into<String>, namespace: impl Into<String>) -> Self {
         Self::new(name, Some(namespace.into()))
     }
 
@@ -56,11 +67,13 @@ impl<K: Resource> From<&K> for Request {
     }
 }
 
-impl<K: Resource> From<ObjectRef<K>> for Request
+/// With the `kube-runtime` feature: the request for a reflector's object reference.
+#[cfg(feature = "kube-runtime")]
+impl<K: Resource> From<kube_runtime::reflector::ObjectRef<K>> for Request
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    fn from(object: ObjectRef<K>) -> Self {
+    fn from(object: kube_runtime::reflector::ObjectRef<K>) -> Self {
         Request::new(object.name, object.namespace)
     }
 }
@@ -93,24 +106,24 @@ mod tests {
 
     #[test]
     fn display_and_order() {
-        let a = Request::namespaced("ns", "a");
+        let a = Request::namespaced("a", "ns");
         let b = Request::cluster("b");
         assert_eq!(a.to_string(), "ns/a");
         assert_eq!(b.to_string(), "b");
         let mut v = vec![
-            Request::namespaced("z", "a"),
+            Request::namespaced("a", "z"),
             a.clone(),
             b.clone(),
-            Request::namespaced("ns", "0"),
+            Request::namespaced("0", "ns"),
         ];
         v.sort();
         assert_eq!(
             v,
             vec![
                 b,
-                Request::namespaced("ns", "0"),
+                Request::namespaced("0", "ns"),
                 a,
-                Request::namespaced("z", "a")
+                Request::namespaced("a", "z")
             ]
         );
     }
@@ -120,14 +133,10 @@ mod tests {
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some("cm".into());
         cm.metadata.namespace = Some("default".into());
-        assert_eq!(Request::from(&cm), Request::namespaced("default", "cm"));
+        assert_eq!(Request::from(&cm), Request::namespaced("cm", "default"));
         let mut node = Node::default();
         node.metadata.name = Some("n1".into());
         assert_eq!(Request::from_object(&node), Request::cluster("n1"));
-        assert_eq!(
-            Request::from(ObjectRef::from_obj(&cm)),
-            Request::namespaced("default", "cm")
-        );
         let mut generated = ConfigMap::default();
         generated.metadata.generate_name = Some("cm-".into());
         assert_eq!(Request::from_object(&generated).name, "cm-");

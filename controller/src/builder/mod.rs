@@ -1,0 +1,429 @@
+//! The [`Builder`]: controller-runtime's `ctrl.NewControllerManagedBy(mgr)` in Rust.
+//!
+//! ```text
+//! mgr.controller()                                   // or Builder::new() without a manager
+//!     .named("nodepool")                             // default: the `for` kind, lower-cased
+//!     .for_kind::<NodePool>(WatchOptions::new())     // primary kind → EnqueueRequestForObject
+//!     .owns::<Node>(WatchOptions::new())             // children → EnqueueRequestForOwner<NodePool>
+//!     .watches(source, handler, predicates)          // anything else
+//!     .with_event_filter(GenerationChanged)          // applied to every watch
+//!     .max_concurrent_reconciles(4)
+//!     .rate_limiter(limiter)
+//!     .complete(reconciler)?;                        // registers with the manager
+//! ```
+//!
+//! Every event passes the watch's own predicates, then every event filter, then reaches the
+//! handler, which adds requests to the controller's queue.
+//!
+//! # Event filters see the whole object
+//!
+//! One event filter applies to watches of different types, so it is a predicate over
+//! [`DynamicObject`]: the watched object converted to JSON, whole (`apiVersion`, `kind`,
+//! `metadata` and everything else: `data`, `spec`, `status`). So a filter that reads the body,
+//! such as [`IgnoreStatusOnlyUpdates`](kcr_predicate::IgnoreStatusOnlyUpdates), sees a ConfigMap's
+//! `data` edit as the change it is. The conversion costs one serialisation per object per event,
+//! paid only by controllers that have event filters; a typed predicate on the watch itself
+//! ([`WatchOptions::predicate`]) costs nothing. An object that cannot be serialised passes the
+//! filters (never dropped unseen) and a warning is logged. A metadata-only watch
+//! (`PartialObjectMeta`) has only metadata to show.
+//!
+//! # Lagged sources: every object of the primary kind is resynced
+//!
+//! A source may report that it skipped events ([`SourceError::Lagged`](kcr_source::SourceError),
+//! from a [`Channel`](kcr_source::Channel) with [`Overflow::Lag`](kcr_source::Overflow)). The
+//! requests those events stood for are unknown, so the controller recovers by resyncing **every
+//! object of its primary kind** (the [`for_kind`](Builder::for_kind) type, as listed by the shared
+//! cache with the `for_kind` options): each one is enqueued once, at [`LOW_PRIORITY`] (like a
+//! relist: most of them did not change, and fresh events overtake them), bypassing predicates and
+//! event filters. That covers every request a handler can produce for a live primary object,
+//! whichever watch lagged and whatever its handler maps to; a primary object that is gone was
+//! reported by the `for_kind` watch itself, which never lags. Requests for anything else (keys
+//! that name no primary object) cannot be recovered this way.
+//!
+//! A controller without a `for_kind` has no set of keys to resync: a lag there stops the
+//! controller with [`ControllerError::WatchFailed`](crate::ControllerError::WatchFailed) (on a
+//! [`Manager`], whose `run` then fails with it, so the process can restart and list everything
+//! afresh) rather than let it run on with requests lost. A [`SourceWatch`] made by hand resyncs
+//! what [`SourceWatch::with_resync`] says.
+
+use std::sync::Arc;
+
+use k8s_openapi::ClusterResourceScope;
+use kcr_handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler, Request};
+use kcr_predicate::Predicate;
+use kcr_queue::{RateLimiter, WorkQueue};
+use kcr_source::{Cache, CacheObject, Kind, Reader, ScopedApi, Source};
+use kube::Resource;
+use kube::core::{ApiResource, DynamicObject};
+use serde::Serialize;
+
+use crate::controller::{Controller, ControllerOptions};
+use crate::error::ManagerError;
+use crate::manager::Manager;
+use crate::reconciler::Reconciler;
+use crate::watch::Watch;
+
+mod filter;
+mod options;
+mod source_watch;
+#[cfg(test)]
+mod tests;
+
+pub use filter::EventFilter;
+pub use options::WatchOptions;
+pub use source_watch::{Probe, Resync, SourceWatch, probe_api};
+
+use options::describe_options;
+use source_watch::resync_all;
+
+/// What pending watches need when the controller is built.
+struct BuildContext {
+    filters: Vec<EventFilter>,
+    owner: Option<EnqueueRequestForOwner<DynamicObject>>,
+    /// Every object of the primary kind (set by `for_kind`).
+    resync: Option<Resync>,
+}
+
+/// `watch` with the resync of `ctx` and `probe`, if any, boxed as the controller holds it.
+fn finish_watch<K, S, H>(
+    watch: SourceWatch<K, S, H>,
+    probe: Option<Probe>,
+    ctx: &BuildContext,
+) -> Box<dyn Watch<Request>>
+where
+    K: Resource + Serialize + Send + Sync + 'static,
+    K::DynamicType: Default,
+    S: Source<K>,
+    H: EventHandler<K>,
+{
+    let watch = match &ctx.resync {
+        Some(resync) => watch.with_resync(Arc::clone(resync)),
+        None => watch,
+    };
+    Box::new(match probe {
+        Some(p) => watch.with_probe(p),
+        None => watch,
+    })
+}
+
+type PendingWatch =
+    Box<dyn FnOnce(&BuildContext) -> Result<Box<dyn Watch<Request>>, ManagerError> + Send>;
+
+/// Builds a [`Controller`] of [`Request`]s; see the [module docs](self).
+pub struct Builder<'m> {
+    manager: Option<&'m Manager>,
+    cache: Option<Cache>,
+    client: Option<kube::Client>,
+    name: Option<String>,
+    for_kind: Option<String>,
+    owner: Option<EnqueueRequestForOwner<DynamicObject>>,
+    resync: Option<Resync>,
+    watches: Vec<PendingWatch>,
+    filters: Vec<EventFilter>,
+    options: ControllerOptions,
+    rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
+    error: Option<ManagerError>,
+}
+
+impl std::fmt::Debug for Builder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("name", &self.name)
+            .field("for_kind", &self.for_kind)
+            .field("watches", &self.watches.len())
+            .field("filters", &self.filters.len())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Default for Builder<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn is_cluster_scoped<K>() -> bool
+where
+    K: Resource,
+    K::Scope: 'static,
+{
+    std::any::TypeId::of::<K::Scope>() == std::any::TypeId::of::<ClusterResourceScope>()
+}
+
+impl<'m> Builder<'m> {
+    /// A builder not tied to a manager: [`build`](Self::build) returns the controller. Give it a
+    /// [`cache`](Self::cache) to use [`for_kind`](Self::for_kind) and [`owns`](Self::owns).
+    pub fn new() -> Self {
+        Builder {
+            manager: None,
+            cache: None,
+            client: None,
+            name: None,
+            for_kind: None,
+            owner: None,
+            resync: None,
+            watches: Vec::new(),
+            filters: Vec::new(),
+            options: ControllerOptions::default(),
+            rate_limiter: None,
+            error: None,
+        }
+    }
+
+    /// A builder using the manager's cache and client, whose [`complete`](Self::complete)
+    /// registers the controller with `manager`.
+    pub fn for_manager(manager: &'m Manager) -> Self {
+        Builder {
+            manager: Some(manager),
+            cache: Some(manager.cache().clone()),
+            client: Some(manager.client()),
+            ..Self::new()
+        }
+    }
+
+    /// The shared cache that `for_kind` and `owns` watch through (set by `for_manager`).
+    pub fn cache(mut self, cache: Cache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The client used to explain cache-sync timeouts (set by `for_manager`).
+    pub fn client(mut self, client: kube::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    fn fail(&mut self, error: ManagerError) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+    }
+
+    /// Names the controller (labels its metrics, names its queue, must be unique in a manager).
+    /// Defaults to the lower-cased kind given to [`for_kind`](Self::for_kind).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// A cached watch of `K` through the shared cache, a reader of the same store, and its API
+    /// probe.
+    #[allow(clippy::type_complexity)]
+    fn kind_source<K>(
+        &mut self,
+        options: &WatchOptions<K>,
+    ) -> Option<(Kind<K>, Reader<K>, Option<Probe>)>
+    where
+        K: CacheObject,
+        K::Scope: ScopedApi,
+    {
+        let kind_name = K::kind(&K::DynamicType::default()).into_owned();
+        let Some(cache) = self.cache.clone() else {
+            self.fail(ManagerError::Builder {
+                reason: format!(
+                    "watching {kind_name} needs a cache: use Manager::controller() or Builder::cache()"
+                ),
+            });
+            return None;
+        };
+        let kind_and_reader = cache.kind::<K>(options.scope.clone()).and_then(|kind| {
+            let reader = cache.reader::<K>(options.scope.clone())?;
+            Ok((kind, reader))
+        });
+        let (kind, reader) = match kind_and_reader {
+            Ok(pair) => pair,
+            Err(source) => {
+                self.fail(ManagerError::Cache {
+                    kind: kind_name,
+                    source,
+                });
+                return None;
+            }
+        };
+        if let Some(manager) = self.manager {
+            manager.track_cache_sync(
+                format!("{kind_name}{}", describe_options(&options.scope)),
+                reader.sync(),
+            );
+        }
+        let probe = self
+            .client
+            .clone()
+            .map(|client| probe_api::<K>(client, options.scope.namespace.clone()));
+        Some((kind, reader, probe))
+    }
+
+    /// The controller's primary kind: a cached watch of `K` whose events enqueue the object itself
+    /// (`EnqueueRequestForObject`). Call once. Its objects are what the controller resyncs when
+    /// a source lags (see the
+    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
+    pub fn for_kind<K>(mut self, options: WatchOptions<K>) -> Self
+    where
+        K: CacheObject + Serialize,
+        K::Scope: ScopedApi + 'static,
+    {
+        let dt = K::DynamicType::default();
+        if let Some(previous) = &self.for_kind {
+            let reason = format!(
+                "for_kind::<{}>() called after for_kind::<{previous}>(): a controller has one primary kind",
+                K::kind(&dt)
+            );
+            self.fail(ManagerError::Builder { reason });
+            return self;
+        }
+        self.for_kind = Some(K::kind(&dt).into_owned());
+        self.owner = Some(
+            EnqueueRequestForOwner::<DynamicObject>::with_dynamic_type(&ApiResource::erase::<K>(
+                &dt,
+            ))
+            .cluster_scoped(is_cluster_scoped::<K>()),
+        );
+        let Some((kind, reader, probe)) = self.kind_source::<K>(&options) else {
+            return self;
+        };
+        self.resync = Some(resync_all(reader));
+        let predicates = options.predicates;
+        self.watches.push(Box::new(move |ctx: &BuildContext| {
+            let watch = SourceWatch::new(
+                kind,
+                EnqueueRequestForObject,
+                predicates,
+                ctx.filters.clone(),
+            );
+            Ok(finish_watch(watch, probe, ctx))
+        }));
+        self
+    }
+
+    /// A child kind: a cached watch of `C` whose events enqueue the object's controller owner of
+    /// the [`for_kind`](Self::for_kind) type (`EnqueueRequestForOwner`).
+    ///
+    /// A controller that only needs to hear that a child changed (not read it) can watch it
+    /// metadata-only, controller-runtime's `OnlyMetadata`: `owns::<PartialObjectMeta<Secret>>(..)`
+    /// (`kube::core::PartialObjectMeta`). The server then sends and the cache keeps metadata
+    /// alone, which for Secrets or ConfigMaps is most of their size saved.
+    pub fn owns<C>(mut self, options: WatchOptions<C>) -> Self
+    where
+        C: CacheObject + Serialize,
+        C::Scope: ScopedApi,
+    {
+        let child = C::kind(&C::DynamicType::default()).into_owned();
+        let Some((kind, _reader, probe)) = self.kind_source::<C>(&options) else {
+            return self;
+        };
+        let predicates = options.predicates;
+        self.watches.push(Box::new(move |ctx: &BuildContext| {
+            let owner = ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
+                reason: format!(
+                    "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
+                ),
+            })?;
+            let watch = SourceWatch::new(kind, owner, predicates, ctx.filters.clone());
+            Ok(finish_watch(watch, probe, ctx))
+        }));
+        self
+    }
+
+    /// Watches `source`: events that pass the options' predicates and every event filter go to
+    /// `handler`. If the source reports lost events, every object of the primary kind is
+    /// resynced (see the
+    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
+    pub fn watches<K, S, H>(mut self, source: S, handler: H, options: WatchOptions<K>) -> Self
+    where
+        K: Resource + Serialize + Send + Sync + 'static,
+        K::DynamicType: Default,
+        S: Source<K>,
+        H: EventHandler<K>,
+    {
+        let predicates = options.predicates;
+        self.watches.push(Box::new(move |ctx: &BuildContext| {
+            let watch = SourceWatch::new(source, handler, predicates, ctx.filters.clone());
+            Ok(finish_watch(watch, None, ctx))
+        }));
+        self
+    }
+
+    /// Adds an event filter applied to every watch of this controller. It sees each object
+    /// whole, as a [`DynamicObject`], so any predicate works, data-reading ones included (see the
+    /// [module docs](self#event-filters-see-the-whole-object)).
+    pub fn with_event_filter(mut self, filter: impl Predicate<DynamicObject>) -> Self {
+        self.filters.push(Arc::new(filter));
+        self
+    }
+
+    /// Sets the number of concurrent reconciles (default 1).
+    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
+        self.options.max_concurrent_reconciles = n;
+        self
+    }
+
+    /// Sets the rate limiter of the controller's queue (default: the queue's controller default).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<Request>) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Sets all controller options at once.
+    pub fn options(mut self, options: ControllerOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the per-reconcile timeout.
+    pub fn reconcile_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.options.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets how long start-up waits for every watch to sync.
+    pub fn cache_sync_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.options.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Whether panics in reconciles are recovered (default `true`).
+    pub fn recover_panic(mut self, recover: bool) -> Self {
+        self.options.recover_panic = recover;
+        self
+    }
+
+    /// Builds the controller without registering it anywhere.
+    pub fn build<R: Reconciler<Request>>(
+        self,
+        reconciler: R,
+    ) -> Result<Controller<Request, R>, ManagerError> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        let name = self
+            .name
+            .or_else(|| self.for_kind.as_ref().map(|k| k.to_lowercase()))
+            .ok_or(ManagerError::MissingName)?;
+        let queue = match self.rate_limiter {
+            Some(limiter) => WorkQueue::builder(name.clone())
+                .rate_limiter(limiter)
+                .build(),
+            None => WorkQueue::new(name.clone()),
+        };
+        let mut controller = Controller::with_queue(name, queue, reconciler, self.options);
+        let ctx = BuildContext {
+            filters: self.filters,
+            owner: self.owner,
+            resync: self.resync,
+        };
+        for pending in self.watches {
+            controller.add_watch(pending(&ctx)?);
+        }
+        Ok(controller)
+    }
+
+    /// Builds the controller and registers it with the manager given to
+    /// [`for_manager`](Self::for_manager); fails on a duplicate name, and with
+    /// [`ManagerError::NoManager`] for a builder made with [`new`](Self::new).
+    pub fn complete<R: Reconciler<Request>>(self, reconciler: R) -> Result<(), ManagerError> {
+        let manager = self.manager.ok_or(ManagerError::NoManager)?;
+        let controller = self.build(reconciler)?;
+        manager.add_controller(controller)
+    }
+}

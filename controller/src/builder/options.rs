@@ -1,0 +1,77 @@
+//! [`WatchOptions`]: the per-watch predicates and, for `for_kind`/`owns`, which objects to watch.
+
+use kcr_predicate::Predicate;
+
+/// Per-watch predicates and, for `for_kind`/`owns`, which objects to watch (namespace, label and
+/// field selectors: a kcr-source [`WatchScope`](kcr_source::WatchScope)).
+pub struct WatchOptions<K> {
+    pub(super) predicates: Vec<Box<dyn Predicate<K>>>,
+    pub(super) scope: kcr_source::WatchScope,
+}
+
+impl<K> Default for WatchOptions<K> {
+    fn default() -> Self {
+        WatchOptions {
+            predicates: Vec::new(),
+            scope: kcr_source::WatchScope::all(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for WatchOptions<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchOptions")
+            .field("predicates", &self.predicates.len())
+            .field("scope", &self.scope)
+            .finish()
+    }
+}
+
+impl<K> WatchOptions<K> {
+    /// No predicates; all objects in all namespaces.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a predicate; an event must pass all of them.
+    pub fn predicate(mut self, predicate: impl Predicate<K>) -> Self {
+        self.predicates.push(Box::new(predicate));
+        self
+    }
+
+    /// Watches only `namespace` (`for_kind`/`owns`).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.scope = self.scope.namespace(namespace);
+        self
+    }
+
+    /// Watches only objects matching the label selector (`for_kind`/`owns`).
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.scope = self.scope.labels(selector);
+        self
+    }
+
+    /// Watches only objects matching the field selector (`for_kind`/`owns`).
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.scope = self.scope.fields(selector);
+        self
+    }
+}
+
+pub(super) fn describe_options(options: &kcr_source::WatchScope) -> String {
+    let mut parts = Vec::new();
+    if let Some(ns) = &options.namespace {
+        parts.push(format!("namespace={ns}"));
+    }
+    if let Some(l) = &options.label_selector {
+        parts.push(format!("labels={l}"));
+    }
+    if let Some(f) = &options.field_selector {
+        parts.push(format!("fields={f}"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("[{}]", parts.join(","))
+    }
+}

@@ -1,0 +1,265 @@
+//! [`SourceWatch`]: a source, its predicates, the event filters and a handler, pumped into a
+//! controller's queue; the [`Resync`] a lagged source triggers; and [`probe_api`], which explains
+//! a watch that does not sync.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use kcr_handler::{EventHandler, Request};
+use kcr_predicate::Predicate;
+use kcr_queue::{LOW_PRIORITY, WorkQueue};
+use kcr_source::{CacheObject, Event, Reader, ScopedApi, Source, SourceError};
+use kube::Resource;
+use kube::api::ListParams;
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::filter::{EventFilter, passes_filters};
+use crate::watch::{BoxError, StartedWatch, Watch};
+
+/// Events a watch's pump moves without awaiting (see `SourceWatch::start`).
+const PUMP_BATCH: usize = 256;
+
+/// What a controller enqueues when one of its sources reports lost events
+/// ([`SourceError::Lagged`]): the [`Builder`] resyncs every object of the primary kind (see the
+/// [module docs](crate::builder#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
+pub type Resync = Arc<dyn Fn(&WorkQueue<Request>) + Send + Sync>;
+
+/// Enqueues every object `reader` holds, at low priority.
+pub(super) fn resync_all<K: CacheObject>(reader: Reader<K>) -> Resync {
+    Arc::new(move |queue: &WorkQueue<Request>| {
+        queue.add_all(
+            reader
+                .list()
+                .iter()
+                .map(|o| Request::from_object(o.as_ref())),
+            LOW_PRIORITY,
+        );
+    })
+}
+
+/// Asks the API server about a resource when its watch does not sync (see [`probe_api`]).
+pub type Probe = Box<dyn FnOnce() -> BoxFuture<'static, Option<String>> + Send>;
+
+/// A [`Source`] plus predicates, event filters and a handler, as a [`Watch`].
+///
+/// When the source reports lost events ([`SourceError::Lagged`]), the watch enqueues what its
+/// [`Resync`] gives (see [`with_resync`](Self::with_resync)); without one, its pump fails, which
+/// stops the controller with [`ControllerError::WatchFailed`](crate::ControllerError).
+pub struct SourceWatch<K, S, H> {
+    source: S,
+    handler: H,
+    predicates: Vec<Box<dyn Predicate<K>>>,
+    filters: Vec<EventFilter>,
+    probe: Option<Probe>,
+    resync: Option<Resync>,
+}
+
+impl<K, S, H> SourceWatch<K, S, H>
+where
+    K: Resource + Serialize + Send + Sync + 'static,
+    K::DynamicType: Default,
+    S: Source<K>,
+    H: EventHandler<K>,
+{
+    /// Combines a source, a handler, predicates and event filters.
+    pub fn new(
+        source: S,
+        handler: H,
+        predicates: Vec<Box<dyn Predicate<K>>>,
+        filters: Vec<EventFilter>,
+    ) -> Self {
+        SourceWatch {
+            source,
+            handler,
+            predicates,
+            filters,
+            probe: None,
+            resync: None,
+        }
+    }
+
+    /// Sets how a sync timeout is explained (by default: the last error in the event stream).
+    pub fn with_probe(mut self, probe: Probe) -> Self {
+        self.probe = Some(probe);
+        self
+    }
+
+    /// Sets what is enqueued when the source reports lost events (the [`Builder`] gives every
+    /// watch the resync of every object of the controller's primary kind).
+    pub fn with_resync(mut self, resync: Resync) -> Self {
+        self.resync = Some(resync);
+        self
+    }
+}
+
+impl<K, S, H> Watch<Request> for SourceWatch<K, S, H>
+where
+    K: Resource + Serialize + Send + Sync + 'static,
+    K::DynamicType: Default,
+    S: Source<K>,
+    H: EventHandler<K>,
+{
+    fn describe(&self) -> String {
+        let dt = K::DynamicType::default();
+        format!(
+            "watch of {} ({}) from source {}",
+            K::kind(&dt),
+            K::api_version(&dt),
+            self.source.name()
+        )
+    }
+
+    fn start(
+        self: Box<Self>,
+        queue: WorkQueue<Request>,
+        stop: CancellationToken,
+    ) -> BoxFuture<'static, Result<StartedWatch, BoxError>> {
+        let started = self.source.start();
+        Box::pin(async move {
+            let started = started?;
+            let SourceWatch {
+                handler,
+                predicates,
+                filters,
+                source,
+                probe,
+                resync,
+            } = *self;
+            let name = source.name();
+            let last_error = Arc::new(Mutex::new(None::<String>));
+            let errors = last_error.clone();
+            let mut events = started.events;
+            let pump = Box::pin(async move {
+                // `Ok(true)`: go on; `Ok(false)`: the source ended; `Err`: events were lost and
+                // cannot be recovered.
+                let deliver = |next: Option<Result<Event<K>, SourceError>>| match next {
+                    None => Ok(false),
+                    Some(Ok(event)) => {
+                        if predicates.iter().all(|p| p.evaluate(&event))
+                            && passes_filters(&filters, &event)
+                        {
+                            handler.handle(&event, &queue);
+                        }
+                        Ok(true)
+                    }
+                    Some(Err(e @ SourceError::Lagged { missed })) => match &resync {
+                        Some(resync) => {
+                            tracing::warn!(
+                                source = %name,
+                                missed,
+                                "source lagged; resyncing every object of the primary kind"
+                            );
+                            *errors.lock() = Some(e.to_string());
+                            resync(&queue);
+                            Ok(true)
+                        }
+                        None => {
+                            tracing::error!(
+                                source = %name,
+                                missed,
+                                "source lagged and this watch has nothing to resync: stopping"
+                            );
+                            Err(BoxError::from(e))
+                        }
+                    },
+                    Some(Err(e)) => {
+                        tracing::warn!(source = %name, error = %e, "source reported an error");
+                        *errors.lock() = Some(e.to_string());
+                        Ok(true)
+                    }
+                };
+                'pump: loop {
+                    // Take what is ready without touching the stop token (polling a
+                    // cancellation future takes a lock); check the flag between batches.
+                    for _ in 0..PUMP_BATCH {
+                        match events.next().now_or_never() {
+                            Some(next) => {
+                                if !deliver(next)? {
+                                    break 'pump;
+                                }
+                            }
+                            None => break,
+                        }
+                    }
+                    if stop.is_cancelled() {
+                        break;
+                    }
+                    // Nothing ready (or a full batch done): wait, letting other tasks run.
+                    tokio::task::consume_budget().await;
+                    let next = tokio::select! {
+                        biased;
+                        _ = stop.cancelled() => break,
+                        next = events.next() => next,
+                    };
+                    if !deliver(next)? {
+                        break;
+                    }
+                }
+                // Keep the source alive as long as its events are consumed.
+                drop(source);
+                Ok(())
+            });
+            let sync = started.sync;
+            Ok(StartedWatch {
+                pump,
+                synced: Box::pin(async move { sync.wait().await.map_err(BoxError::from) }),
+                diagnose: Box::new(move || {
+                    Box::pin(async move {
+                        let from_stream = last_error.lock().clone();
+                        let from_api = match probe {
+                            Some(probe) => probe().await,
+                            None => None,
+                        };
+                        match (from_stream, from_api) {
+                            (Some(s), Some(a)) => Some(format!("{a}; last stream error: {s}")),
+                            (s, a) => a.or(s),
+                        }
+                    })
+                }),
+            })
+        })
+    }
+}
+
+/// Lists one object of `K` to explain why its watch does not sync: `404` means the API server does
+/// not serve the resource (a CRD that is not installed), `403` that RBAC forbids it.
+pub fn probe_api<K>(client: kube::Client, namespace: Option<String>) -> Probe
+where
+    K: CacheObject,
+    K::Scope: ScopedApi,
+{
+    Box::new(move || {
+        Box::pin(async move {
+            let dt = K::DynamicType::default();
+            let group = K::group(&dt);
+            let what = if group.is_empty() {
+                format!("{} ({})", K::plural(&dt), K::api_version(&dt))
+            } else {
+                format!("{}.{} ({})", K::plural(&dt), group, K::api_version(&dt))
+            };
+            let api = match <K::Scope as ScopedApi>::api::<K>(client, namespace.as_deref()) {
+                Ok(api) => api,
+                Err(e) => return Some(e.to_string()),
+            };
+            let reason = match api.list_metadata(&ListParams::default().limit(1)).await {
+                Ok(_) => format!(
+                    "listing {what} succeeds now; the watch may have been failing earlier (see the logs)"
+                ),
+                Err(kube::Error::Api(status)) if status.code == 404 => format!(
+                    "the API server does not serve {what} (404 Not Found): is its \
+                     CustomResourceDefinition installed?"
+                ),
+                Err(kube::Error::Api(status)) if status.code == 403 => format!(
+                    "RBAC forbids listing {what} (403 Forbidden: {}): grant list and watch on it to \
+                     the service account",
+                    status.message
+                ),
+                Err(e) => format!("listing {what} failed: {e}"),
+            };
+            Some(reason)
+        })
+    })
+}

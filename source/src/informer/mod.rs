@@ -1,0 +1,409 @@
+//! The shared informer behind [`Kind`](crate::Kind): one watch, one reflector store, many
+//! subscribers.
+//!
+//! # Events
+//!
+//! The watch (kube-runtime's `watcher`) feeds a reflector `Writer`. Before each change is applied
+//! the previous object is read from the store, so an update carries the cached `old` object.
+//! A (re)list arrives as `Init`, `InitApply`..., `InitDone`; at `InitDone` the new list is diffed
+//! against the store: new objects become creates with `initial: true` (for the very first list
+//! and for every relist, e.g. after a `410 Gone`: a create found by a list goes into a
+//! controller's queue at low priority, so that fresh changes overtake it), objects whose
+//! `resourceVersion` changed become updates, and objects that vanished become deletes with
+//! `state_unknown: true` (their deletion happened while the watch was down). Unchanged objects
+//! produce nothing. Creates seen as watch events have `initial: false`.
+//!
+//! # Slow subscribers
+//!
+//! Each subscriber has a bounded buffer (the cache's `subscriber_buffer`). The informer never
+//! waits for a subscriber: if an event does not fit, the subscriber is marked *lagged* and gets no
+//! more events. Each subscriber remembers the last state of every object it was told about (its
+//! *view*: `Arc`s, not copies). When a lagged subscriber has consumed its buffer, it takes a
+//! snapshot of the store (atomically with leaving the lagged state) and receives the difference
+//! between its view and the snapshot, with the same rules as a relist: creates, updates (old =
+//! what this subscriber saw last), deletes with `state_unknown: true`. Its creates have
+//! `initial: true` when it missed a list (the first list, or a relist) while lagged, as they
+//! would have had without the lag. So a slow subscriber never
+//! blocks the others, and never loses a change silently: intermediate versions of an object are
+//! collapsed into one update, which is what a level-triggered controller needs.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Waker;
+
+use futures::{Stream, StreamExt};
+use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::watcher;
+use parking_lot::{Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
+
+use crate::index::{IndexError, IndexFn, Indexes};
+use crate::{Event, SourceError, SyncHandle, SyncSignal};
+
+mod stream;
+#[cfg(test)]
+mod tests;
+
+pub use stream::KindStream;
+
+/// The bounds an object type needs to be watched and cached.
+///
+/// Implemented for every type that satisfies them (all `k8s-openapi` types, `kube::CustomResource`
+/// types, `PartialObjectMeta<K>`).
+pub trait CacheObject:
+    Resource<DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> CacheObject for K where
+    K: Resource<DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+struct Subscriber<K> {
+    buffer: VecDeque<Event<K>>,
+    /// Fell behind: gets nothing until it resyncs from the store.
+    lagged: bool,
+    /// Still owed its initial list (its creates are `initial: true`).
+    initial: bool,
+    /// Missed (some of) a list's events while lagged: its resync's creates are `initial: true`.
+    missed_list: bool,
+    waker: Option<Waker>,
+}
+
+struct State<K: CacheObject> {
+    writer: Writer<K>,
+    subscribers: HashMap<u64, Subscriber<K>>,
+    next_id: u64,
+    synced: bool,
+    stopped: bool,
+    /// An index was registered: the event path must keep the indexes up to date.
+    indexed: bool,
+}
+
+/// Counters of one informer (for tests, benchmarks and metrics).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) watch_events: AtomicU64,
+    pub(crate) relists: AtomicU64,
+    pub(crate) lags: AtomicU64,
+}
+
+pub(crate) struct Informer<K: CacheObject> {
+    store: Store<K>,
+    state: Mutex<State<K>>,
+    /// Secondary indexes, changed only with `state` locked (so in step with the store).
+    indexes: RwLock<Indexes<K>>,
+    sync: SyncHandle,
+    capacity: usize,
+    dt: K::DynamicType,
+    pub(crate) counters: Counters,
+    /// The most recent watch error (kept after recovery, for diagnostics).
+    last_error: Mutex<Option<String>>,
+}
+
+impl<K: CacheObject> Informer<K> {
+    /// Creates the informer and spawns its task on the current tokio runtime. The task ends when
+    /// `token` is cancelled or the stream ends.
+    pub(crate) fn spawn<S>(
+        stream: S,
+        capacity: usize,
+        token: CancellationToken,
+        name: String,
+    ) -> Result<Arc<Self>, SourceError>
+    where
+        S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    {
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| SourceError::NoRuntime {
+                source_name: name.clone(),
+            })?;
+        let (informer, signal) = Self::new(capacity);
+        let task_informer = Arc::clone(&informer);
+        runtime.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    next = stream.next() => match next {
+                        Some(Ok(event)) => task_informer.process(event, &signal),
+                        Some(Err(error)) => {
+                            tracing::warn!(informer = %name, %error, "watch error (retrying with backoff)");
+                            *task_informer.last_error.lock() = Some(error.to_string());
+                        }
+                        None => break,
+                    },
+                }
+            }
+            task_informer.stop();
+        });
+        Ok(informer)
+    }
+
+    /// A new informer that is fed by hand with [`Informer::process`] (used by `spawn`, tests and
+    /// benchmarks).
+    pub(crate) fn new(capacity: usize) -> (Arc<Self>, SyncSignal) {
+        let dt = K::DynamicType::default();
+        let writer = Writer::new(dt.clone());
+        let (signal, sync) = SyncHandle::pair();
+        let informer = Arc::new(Self {
+            store: writer.as_reader(),
+            state: Mutex::new(State {
+                writer,
+                subscribers: HashMap::new(),
+                next_id: 0,
+                synced: false,
+                stopped: false,
+                indexed: false,
+            }),
+            indexes: RwLock::new(Indexes::default()),
+            sync,
+            capacity: capacity.max(1),
+            dt,
+            counters: Counters::default(),
+            last_error: Mutex::new(None),
+        });
+        (informer, signal)
+    }
+
+    pub(crate) fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    pub(crate) fn sync_handle(&self) -> SyncHandle {
+        self.sync.clone()
+    }
+
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
+    }
+
+    pub(crate) fn subscriber_count(&self) -> usize {
+        self.state.lock().subscribers.len()
+    }
+
+    /// Registers a secondary index, filing the objects cached so far.
+    pub(crate) fn add_index(&self, name: String, extract: IndexFn<K>) -> Result<(), IndexError> {
+        // The state lock keeps the store and the event path still while the index is built.
+        let mut state = self.state.lock();
+        let current = self.store.state().into_iter().map(|o| (self.key(&o), o));
+        self.indexes.write().add(name, extract, current)?;
+        state.indexed = true;
+        Ok(())
+    }
+
+    /// The objects filed under `value` in the index `name`.
+    pub(crate) fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        self.indexes.read().get(name, value)
+    }
+
+    fn key(&self, object: &K) -> ObjectRef<K> {
+        ObjectRef::from_obj_with(object, self.dt.clone())
+    }
+
+    /// Applies one watcher event to the store and fans the resulting events out.
+    pub(crate) fn process(&self, event: watcher::Event<K>, signal: &SyncSignal) {
+        self.counters.watch_events.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.state.lock();
+        let mut from_list = false;
+        let (events, first_sync) = match event {
+            watcher::Event::Apply(object) => {
+                let key = self.key(&object);
+                let old = self.store.get(&key);
+                let event = watcher::Event::Apply(object);
+                st.writer.apply_watcher_event(&event);
+                let new = match (self.store.get(&key), event) {
+                    (Some(new), _) => new,
+                    // Unreachable in practice (we are the only writer and hold the lock), but
+                    // never panic: fall back to the watched object itself.
+                    (None, watcher::Event::Apply(object)) => Arc::new(object),
+                    (None, _) => return,
+                };
+                let event = match old {
+                    // A replayed event for a version already cached (same resourceVersion) is
+                    // not a change.
+                    Some(old)
+                        if old.meta().resource_version.is_some()
+                            && old.meta().resource_version == new.meta().resource_version =>
+                    {
+                        return;
+                    }
+                    Some(old) => Event::Update { old, new },
+                    None => Event::Create {
+                        object: new,
+                        initial: false,
+                    },
+                };
+                (vec![event], false)
+            }
+            watcher::Event::Delete(object) => {
+                let event = watcher::Event::Delete(object);
+                st.writer.apply_watcher_event(&event);
+                let watcher::Event::Delete(object) = event else {
+                    return;
+                };
+                (
+                    vec![Event::Delete {
+                        object: Arc::new(object),
+                        state_unknown: false,
+                    }],
+                    false,
+                )
+            }
+            event @ (watcher::Event::Init | watcher::Event::InitApply(_)) => {
+                st.writer.apply_watcher_event(&event);
+                return;
+            }
+            watcher::Event::InitDone => {
+                self.counters.relists.fetch_add(1, Ordering::Relaxed);
+                let before: HashMap<ObjectRef<K>, Arc<K>> = self
+                    .store
+                    .state()
+                    .into_iter()
+                    .map(|o| (self.key(&o), o))
+                    .collect();
+                st.writer
+                    .apply_watcher_event(&watcher::Event::<K>::InitDone);
+                let first = !st.synced;
+                // Every list's creates are list creates, not only the first list's: a relist
+                // (after a 410 or a reconnect) can find many objects at once, and fresh changes
+                // must overtake them.
+                from_list = true;
+                let events = diff(&before, self.store.state(), true, |o| self.key(o));
+                st.synced = true;
+                (events, first)
+            }
+        };
+        // The indexes follow the store before any subscriber hears of the change (no index
+        // lock on this path until an index exists).
+        if st.indexed {
+            self.indexes.write().apply(&events, |o| self.key(o));
+        }
+        let mut wakers = Vec::new();
+        let capacity = self.capacity;
+        for sub in st.subscribers.values_mut() {
+            if sub.lagged {
+                sub.missed_list |= from_list;
+                continue;
+            }
+            if sub.buffer.len() + events.len() > capacity {
+                sub.lagged = true;
+                sub.missed_list |= from_list;
+                self.counters.lags.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    object_type = std::any::type_name::<K>(),
+                    capacity,
+                    "subscriber fell behind; it will be resynced from the store"
+                );
+            } else {
+                sub.buffer.extend(events.iter().cloned());
+                if first_sync {
+                    sub.initial = false;
+                }
+            }
+            if let Some(waker) = sub.waker.take() {
+                wakers.push(waker);
+            }
+        }
+        drop(st);
+        if first_sync {
+            signal.set_synced();
+        }
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Marks the informer stopped: streams end once their buffers are drained.
+    pub(crate) fn stop(&self) {
+        let wakers: Vec<Waker> = {
+            let mut st = self.state.lock();
+            st.stopped = true;
+            st.subscribers
+                .values_mut()
+                .filter_map(|s| s.waker.take())
+                .collect()
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// A new subscriber. If the informer has already synced, the subscriber starts from a snapshot
+    /// of the store (as `initial: true` creates); otherwise it receives the first list as it
+    /// arrives.
+    pub(crate) fn subscribe<L: Send + Sync + 'static>(
+        self: &Arc<Self>,
+        keep_alive: L,
+    ) -> KindStream<K> {
+        let mut st = self.state.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        let synced = st.synced;
+        st.subscribers.insert(
+            id,
+            Subscriber {
+                buffer: VecDeque::new(),
+                lagged: synced,
+                initial: true,
+                missed_list: false,
+                waker: None,
+            },
+        );
+        KindStream {
+            informer: Arc::clone(self),
+            id,
+            view: HashMap::new(),
+            pending: VecDeque::new(),
+            _keep_alive: Box::new(keep_alive),
+        }
+    }
+}
+
+/// The difference between `before` and `after` as events (see the module docs).
+fn diff<K: CacheObject>(
+    before: &HashMap<ObjectRef<K>, Arc<K>>,
+    after: Vec<Arc<K>>,
+    initial: bool,
+    key: impl Fn(&K) -> ObjectRef<K>,
+) -> Vec<Event<K>> {
+    let mut events = Vec::new();
+    let mut seen = std::collections::HashSet::with_capacity(after.len());
+    for new in after {
+        let k = key(&new);
+        match before.get(&k) {
+            Some(old) => {
+                if old.meta().resource_version != new.meta().resource_version {
+                    events.push(Event::Update {
+                        old: Arc::clone(old),
+                        new,
+                    });
+                }
+            }
+            None => events.push(Event::Create {
+                object: new,
+                initial,
+            }),
+        }
+        seen.insert(k);
+    }
+    for (k, old) in before {
+        if !seen.contains(k) {
+            events.push(Event::Delete {
+                object: Arc::clone(old),
+                state_unknown: true,
+            });
+        }
+    }
+    events
+}
