@@ -128,7 +128,7 @@ pub fn parse_apply_body(body: &[u8]) -> Result<Value, ApplyError> {
     };
     let value: Value = match json {
         Some(v) => v,
-        None => serde_yaml::from_slice(body)
+        None => serde_saphyr::from_slice(body)
             .map_err(|e| ApplyError::InvalidBody(format!("error decoding YAML: {e}")))?,
     };
     if !value.is_object() {
