@@ -1,3 +1,5 @@
+//! Unit tests of webhook matching, the review exchange and denial messages.
+
 use super::*;
 use serde_json::json;
 

@@ -1,3 +1,5 @@
+//! Unit tests of schema validation, pruning, defaulting and the structural checks.
+
 use super::*;
 use serde_json::{Value, json};
 

@@ -1,3 +1,6 @@
+//! Unit tests of the store: metadata rules, the global resourceVersion, the event window and
+//! compaction.
+
 use super::*;
 use serde_json::json;
 

@@ -1,3 +1,5 @@
+//! Unit tests of server-side apply and Update ownership.
+
 use super::*;
 
 const T1: &str = "2024-01-01T00:00:00Z";

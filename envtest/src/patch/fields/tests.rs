@@ -1,3 +1,5 @@
+//! Unit tests of field sets, FieldsV1 and the incremental diff.
+
 use super::*;
 use serde_json::json;
 

@@ -1,13 +1,14 @@
-//! FieldsV1 JSON built and read directly, without an intermediate [`FieldSet`](super::FieldSet): the fields of
-//! a created object, and membership tests on stored entries.
+//! FieldsV1 JSON built and read directly, without an intermediate
+//! [`FieldSet`](super::FieldSet): the fields of a created object, and membership tests on
+//! stored entries.
 
 use serde_json::{Map, Value};
 
 use super::{key_element, tracked_fields};
 use crate::patch::strategy::{ListType, MergeStrategy};
 
-/// The FieldsV1 JSON of [`FieldSet::of_object`], built directly from the object (no
-/// intermediate path set; what a create records).
+/// The FieldsV1 JSON of [`FieldSet::of_object`](super::FieldSet::of_object), built directly
+/// from the object (no intermediate path set; what a create records).
 pub fn fields_v1_of_object(object: &Value, strategy: &MergeStrategy) -> Value {
     let mut root = Map::new();
     let mut metadata = Map::new();
