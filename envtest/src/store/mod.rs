@@ -78,7 +78,7 @@ impl EventKind {
 pub struct LogEvent {
     /// The resourceVersion of the write.
     pub rv: u64,
-    /// The resource key ([`ResourceType::key`]).
+    /// The resource key ([`ResourceType::key`](crate::resources::ResourceType::key)).
     pub resource: Arc<str>,
     /// Namespace and name.
     pub key: ObjKey,
