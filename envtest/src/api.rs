@@ -845,7 +845,7 @@ fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
     }
     match serde_json::from_slice::<Value>(body) {
         Ok(v) => Ok(v),
-        Err(json_err) => serde_yaml::from_slice::<Value>(body).map_err(|_| {
+        Err(json_err) => serde_saphyr::from_slice::<Value>(body).map_err(|_| {
             ApiError::bad_request(format!(
                 "the body of the request could not be decoded: {json_err}"
             ))

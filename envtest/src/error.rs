@@ -150,9 +150,8 @@ impl ApiError {
 
     /// 404 NotFound for `resource` (plural, with group if any) named `name`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        let qualified = qualified(group, resource);
-        ApiError::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
-            .with_details(json!({"name": name, "group": group, "kind": resource}))
+        let message = format!("{} \"{name}\" not found", qualified(group, resource));
+        Self::about(404, "NotFound", group, resource, name, message)
     }
 
     /// 404 NotFound for a path that names no served resource.
@@ -167,24 +166,29 @@ impl ApiError {
 
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        let qualified = qualified(group, resource);
-        ApiError::new(
-            409,
-            "AlreadyExists",
-            format!("{qualified} \"{name}\" already exists"),
-        )
-        .with_details(json!({"name": name, "group": group, "kind": resource}))
+        let message = format!("{} \"{name}\" already exists", qualified(group, resource));
+        Self::about(409, "AlreadyExists", group, resource, name, message)
     }
 
     /// 409 Conflict (stale resourceVersion or failed precondition).
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let qualified = qualified(group, resource);
-        ApiError::new(
-            409,
-            "Conflict",
-            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
-        )
-        .with_details(json!({"name": name, "group": group, "kind": resource}))
+        let message = format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}");
+        Self::about(409, "Conflict", group, resource, name, message)
+    }
+
+    /// An error about object `name` of `resource` (plural) in `group`, which the Status
+    /// details name (`kind` holds the resource, as upstream).
+    fn about(
+        code: u16,
+        reason: &str,
+        group: &str,
+        resource: &str,
+        name: &str,
+        message: String,
+    ) -> Self {
+        ApiError::new(code, reason, message)
+            .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
     /// 422 Invalid with field causes `(field, reason, message)`.

@@ -1,7 +1,7 @@
 //! Waiting in tests for something the server or a controller does in the background.
 //!
 //! Tests against a [`TestApiServer`](crate::TestApiServer) talk to it over sockets, so tokio's
-//! paused clock cannot stand in for real time: [`eventually`] polls a check every [`POLL`]
+//! paused clock cannot stand in for real time: [`eventually`] polls a check every 20 ms
 //! until it holds, and fails the test with a message saying what was awaited (and, for a
 //! check that returns a `Result`, why it last failed) once `timeout` has passed.
 //!
@@ -39,7 +39,7 @@ use std::future::Future;
 use std::time::Duration;
 
 /// How often [`eventually`] checks again.
-pub const POLL: Duration = Duration::from_millis(20);
+const POLL: Duration = Duration::from_millis(20);
 
 /// What a check given to [`eventually`] returns: `bool`, or `Result<(), E>` whose error says
 /// why the condition does not hold yet.
@@ -64,7 +64,7 @@ impl<E: Display> Check for Result<(), E> {
     }
 }
 
-/// Polls `check` every [`POLL`] until it holds.
+/// Polls `check` every 20 ms until it holds.
 ///
 /// # Panics
 /// When `check` still does not hold after `timeout` (the test fails), with `what` and the

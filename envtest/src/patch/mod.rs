@@ -62,6 +62,15 @@ pub use strategy::{ListType, MergeStrategy};
 
 use serde_json::Value;
 
+/// The dotted path of field `key` below `path` (`key` alone at the root): `spec.replicas`.
+pub(crate) fn join_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
 /// The patch flavour of a request, from its `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PatchType {

@@ -20,8 +20,8 @@
 
 use serde_json::{Map, Value};
 
-use super::PatchError;
 use super::strategy::{ListType, MergeStrategy};
+use super::{PatchError, join_path};
 
 /// Applies a strategic merge patch to a copy of `target` using `strategy` for lists.
 pub fn strategic_merge_patch(
@@ -41,14 +41,6 @@ pub fn strategic_merge_patch(
         None => Err(PatchError::Unprocessable(
             "$patch: delete at the top level would delete the object".into(),
         )),
-    }
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
     }
 }
 
@@ -93,32 +85,24 @@ fn merge_map(
                 display_path(path)
             )));
         }
-        let child_path = join(path, key);
+        let child_path = join_path(path, key);
         match value {
             Value::Null => {
                 out.remove(key);
             }
             Value::Object(pm) => {
                 let empty = Map::new();
-                let tm = match out.get(key) {
-                    Some(Value::Object(m)) => m,
-                    _ => &empty,
-                };
+                let tm = out.get(key).and_then(Value::as_object).unwrap_or(&empty);
                 match merge_map(tm, pm, &child_path, strategy)? {
-                    Some(m) => {
-                        out.insert(key.clone(), Value::Object(m));
-                    }
-                    None => {
-                        out.remove(key);
-                    }
-                }
+                    Some(m) => out.insert(key.clone(), Value::Object(m)),
+                    None => out.remove(key),
+                };
             }
             Value::Array(pl) => {
-                let empty = Vec::new();
-                let tl = match out.get(key) {
-                    Some(Value::Array(l)) => l,
-                    _ => &empty,
-                };
+                let tl = out
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .map_or(&[][..], Vec::as_slice);
                 let merged = merge_list(tl, pl, &child_path, strategy)?;
                 out.insert(key.clone(), Value::Array(merged));
             }
@@ -138,7 +122,7 @@ fn merge_map(
             Some(Value::Array(l)) => l,
             _ => &[],
         };
-        let list_type = strategy.list_type(&join(path, field));
+        let list_type = strategy.list_type(&join_path(path, field));
         if let Some(sorted) = apply_element_order(result, order, server, list_type) {
             out.insert(field.to_string(), Value::Array(sorted));
         }

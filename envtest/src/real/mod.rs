@@ -232,7 +232,7 @@ impl ControlPlane {
 
         let kcm_kubeconfig = path("pki/controller-manager.kubeconfig");
         if let Some(kcm) = &binaries.kube_controller_manager {
-            let yaml = serde_yaml::to_string(&direct_kubeconfig)
+            let yaml = serde_saphyr::to_string(&direct_kubeconfig)
                 .map_err(|e| prepare("the controller manager's kubeconfig", e))?;
             std::fs::write(&kcm_kubeconfig, yaml)
                 .map_err(|e| prepare("the controller manager's kubeconfig", e))?;

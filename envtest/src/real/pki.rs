@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 use crate::error::EnvtestError;
@@ -44,6 +44,35 @@ fn prepare(what: &str) -> impl Fn(rcgen::Error) -> EnvtestError + '_ {
     }
 }
 
+/// A fresh key and its certificate signed by `issuer`: DNS names `dns`, IP addresses `ips`,
+/// subject `subject`, extended key usage `usage`. `what` names the
+/// credential in errors (`the <what> key`, `the <what> certificate`).
+fn signed(
+    what: &str,
+    issuer: &Issuer<'_, &KeyPair>,
+    dns: Vec<String>,
+    ips: &[&str],
+    subject: &[(DnType, &str)],
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<(KeyPair, Certificate), EnvtestError> {
+    let (key_what, cert_what) = (format!("the {what} key"), format!("the {what} certificate"));
+    let key = KeyPair::generate().map_err(prepare(&key_what))?;
+    let mut params = CertificateParams::new(dns).map_err(prepare(&cert_what))?;
+    for ip in ips {
+        if let Ok(ip) = ip.parse() {
+            params.subject_alt_names.push(SanType::IpAddress(ip));
+        }
+    }
+    for (field, value) in subject {
+        params.distinguished_name.push(field.clone(), *value);
+    }
+    params.extended_key_usages = vec![usage];
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(prepare(&cert_what))?;
+    Ok((key, cert))
+}
+
 impl Pki {
     /// Fresh keys and certificates (ECDSA P-256).
     pub fn generate() -> Result<Pki, EnvtestError> {
@@ -60,41 +89,31 @@ impl Pki {
         let ca_cert = ca.self_signed(&ca_key).map_err(prepare("the CA"))?;
         let issuer = Issuer::new(ca, &ca_key);
 
-        let serving_key = KeyPair::generate().map_err(prepare("the serving key"))?;
-        let mut serving = CertificateParams::new(vec![
-            "localhost".to_string(),
-            "kubernetes".to_string(),
-            "kubernetes.default".to_string(),
-            "kubernetes.default.svc".to_string(),
-            "kubernetes.default.svc.cluster.local".to_string(),
-        ])
-        .map_err(prepare("the serving certificate"))?;
-        for ip in ["127.0.0.1", "10.0.0.1"] {
-            if let Ok(ip) = ip.parse() {
-                serving.subject_alt_names.push(SanType::IpAddress(ip));
-            }
-        }
-        serving
-            .distinguished_name
-            .push(DnType::CommonName, "kube-apiserver");
-        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let serving_cert = serving
-            .signed_by(&serving_key, &issuer)
-            .map_err(prepare("the serving certificate"))?;
-
-        let admin_key = KeyPair::generate().map_err(prepare("the admin key"))?;
-        let mut admin = CertificateParams::new(Vec::<String>::new())
-            .map_err(prepare("the admin certificate"))?;
-        admin
-            .distinguished_name
-            .push(DnType::CommonName, ADMIN_USER);
-        admin
-            .distinguished_name
-            .push(DnType::OrganizationName, "system:masters");
-        admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let admin_cert = admin
-            .signed_by(&admin_key, &issuer)
-            .map_err(prepare("the admin certificate"))?;
+        let (serving_key, serving_cert) = signed(
+            "serving",
+            &issuer,
+            vec![
+                "localhost".to_string(),
+                "kubernetes".to_string(),
+                "kubernetes.default".to_string(),
+                "kubernetes.default.svc".to_string(),
+                "kubernetes.default.svc.cluster.local".to_string(),
+            ],
+            &["127.0.0.1", "10.0.0.1"],
+            &[(DnType::CommonName, "kube-apiserver")],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        let (admin_key, admin_cert) = signed(
+            "admin",
+            &issuer,
+            Vec::new(),
+            &[],
+            &[
+                (DnType::CommonName, ADMIN_USER),
+                (DnType::OrganizationName, "system:masters"),
+            ],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
 
         let sa_key = KeyPair::generate().map_err(prepare("the service-account key"))?;
         Ok(Pki {
