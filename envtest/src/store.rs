@@ -315,6 +315,7 @@ impl Store {
 
     /// Events with rv > `after`, in order (all resources). Fails when `after` is older than
     /// the window.
+    #[cfg(test)]
     pub fn events_since(&self, after: u64, max: usize) -> Result<Vec<Arc<LogEvent>>, Expired> {
         if after < self.compacted {
             return Err(Expired {
