@@ -20,6 +20,7 @@
 //! | Namespace | create | `spec.finalizers` gains `kubernetes`; `status` is `{phase: Active}` whatever was sent (the namespace strategy's `PrepareForCreate`) |
 //! | Namespace | update | `spec.finalizers` keeps its stored value (only the `finalize` subresource changes it upstream; `PrepareForUpdate`) |
 //! | Namespace | every write | `status.phase: Active` when absent (`SetDefaults_NamespaceStatus`) |
+//! | PersistentVolumeClaim | every write | `spec.volumeMode: Filesystem` and `status.phase: Pending` when absent (`SetDefaults_PersistentVolumeClaimSpec`, `SetDefaults_PersistentVolumeClaim`) |
 //!
 //! `kcr-envtest/tests/builtin_writes.rs` pins these through the API, on either backend.
 //!
@@ -194,6 +195,18 @@ pub(crate) fn namespace(old: Option<&Value>, obj: &mut Value) {
                 status.entry("phase").or_insert_with(|| json!("Active"));
             }
         }
+    }
+}
+
+/// A PersistentVolumeClaim's `spec.volumeMode` (`Filesystem`) and `status.phase` (`Pending`)
+/// when absent (`SetDefaults_PersistentVolumeClaimSpec`, `SetDefaults_PersistentVolumeClaim`).
+pub(crate) fn persistent_volume_claim(_old: Option<&Value>, obj: &mut Value) {
+    if let Some(spec) = object_field(obj, "spec") {
+        spec.entry("volumeMode")
+            .or_insert_with(|| json!("Filesystem"));
+    }
+    if let Some(status) = object_field(obj, "status") {
+        status.entry("phase").or_insert_with(|| json!("Pending"));
     }
 }
 

@@ -232,6 +232,16 @@ pub(crate) const KINDS: &[Kind] = &[
         ..BASE
     },
     Kind {
+        plural: "persistentvolumeclaims",
+        kind: "PersistentVolumeClaim",
+        short_names: &["pvc"],
+        status: true,
+        lists: Lists::rows(CONDITIONS),
+        printer: Printer::Columns(columns::persistent_volume_claim),
+        defaults: Some(defaults::persistent_volume_claim),
+        ..BASE
+    },
+    Kind {
         short_names: &["deploy"],
         scale: true,
         printer: Printer::Columns(columns::deployment),

@@ -440,3 +440,87 @@ pub(crate) fn runtime_class() -> Vec<Column> {
 pub(crate) fn none() -> Vec<Column> {
     Vec::new()
 }
+
+/// A PersistentVolumeClaim, as upstream's `printPersistentVolumeClaim`: the phase
+/// (`Terminating` while being deleted), the bound volume, and, once bound, the capacity and
+/// access modes of the volume; the storage class (the beta annotation, else
+/// `spec.storageClassName`), the volume attributes class (`<unset>` when not set), and, wide, the volume
+/// mode (`<unset>` when not set).
+pub(crate) fn persistent_volume_claim() -> Vec<Column> {
+    fn bound(o: &Value) -> bool {
+        o.pointer("/spec/volumeName")
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty())
+    }
+    fn or_unset(v: Option<&Value>) -> Value {
+        json!(v.and_then(Value::as_str).unwrap_or("<unset>"))
+    }
+    vec![
+        col("Status", |o| {
+            json!(if o.pointer("/metadata/deletionTimestamp").is_some() {
+                "Terminating"
+            } else {
+                o.pointer("/status/phase")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            })
+        }),
+        col("Volume", |o| {
+            json!(
+                o.pointer("/spec/volumeName")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            )
+        }),
+        col("Capacity", |o| {
+            let capacity = o
+                .pointer("/status/capacity/storage")
+                .and_then(Value::as_str);
+            json!(if bound(o) {
+                capacity.unwrap_or_default()
+            } else {
+                ""
+            })
+        }),
+        col("Access Modes", |o| {
+            json!(if bound(o) {
+                access_modes(o.pointer("/status/accessModes"))
+            } else {
+                String::new()
+            })
+        }),
+        col("StorageClass", |o| {
+            // The beta annotation first, as upstream's `GetPersistentVolumeClaimClass`.
+            let class = o
+                .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+                .or_else(|| o.pointer("/spec/storageClassName"))
+                .and_then(Value::as_str);
+            json!(class.unwrap_or_default())
+        }),
+        col("VolumeAttributesClass", |o| {
+            or_unset(o.pointer("/spec/volumeAttributesClassName"))
+        }),
+        wide("VolumeMode", |o| or_unset(o.pointer("/spec/volumeMode"))),
+    ]
+}
+
+/// Access modes as kubectl abbreviates them (`RWO,ROX,RWX,RWOP`, in that order, each once).
+fn access_modes(modes: Option<&Value>) -> String {
+    let modes: Vec<&str> = modes
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .iter()
+    .filter(|(mode, _)| modes.contains(mode))
+    .map(|(_, short)| *short)
+    .collect::<Vec<_>>()
+    .join(",")
+}

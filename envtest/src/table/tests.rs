@@ -299,3 +299,58 @@ fn node_status_column() {
     let age = t["rows"][0]["cells"][4].as_str().unwrap();
     assert!(age.ends_with('y') || age.ends_with('d'), "{age}");
 }
+
+#[test]
+fn persistent_volume_claim_columns_follow_kubectl() {
+    let reg = crate::resources::Registry::with_builtins();
+    let pvcs = reg.get("persistentvolumeclaims").unwrap();
+    let bound = json!({"metadata": {"name": "data",
+                        "annotations": {"volume.beta.kubernetes.io/storage-class": "old"}},
+                       "spec": {"volumeName": "pv-1", "volumeMode": "Block",
+                                "volumeAttributesClassName": "gold"},
+                       "status": {"phase": "Bound", "capacity": {"storage": "10Gi"},
+                                  "accessModes": ["ReadWriteMany", "ReadWriteOnce", "ReadWriteOnce"]}});
+    let (columns, cells) = layout(&table(pvcs, "v1", &[&bound], false, None));
+    let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Status",
+            "Volume",
+            "Capacity",
+            "Access Modes",
+            "StorageClass",
+            "VolumeAttributesClass",
+            "Age",
+            "VolumeMode"
+        ]
+    );
+    assert_eq!(
+        [&cells[..7], &cells[8..]].concat(),
+        [
+            json!("data"),
+            json!("Bound"),
+            json!("pv-1"),
+            json!("10Gi"),
+            json!("RWO,RWX"),
+            json!("old"),
+            json!("gold"),
+            json!("Block")
+        ]
+    );
+    let deleting = json!({"metadata": {"name": "d", "deletionTimestamp": "2020-01-01T00:00:00Z"},
+                          "spec": {}, "status": {"phase": "Pending", "capacity": {"storage": "1Gi"}}});
+    let (_, cells) = layout(&table(pvcs, "v1", &[&deleting], false, None));
+    assert_eq!(
+        cells[1..7],
+        [
+            json!("Terminating"),
+            json!(""),
+            json!(""),
+            json!(""),
+            json!(""),
+            json!("<unset>")
+        ]
+    );
+}

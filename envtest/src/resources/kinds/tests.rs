@@ -79,6 +79,8 @@ fn descriptors_reach_the_registry() {
     assert_eq!(deploy.categories, ["all"]);
     assert!(deploy.scale.is_some() && deploy.status_subresource);
     assert!(reg.get("apps/daemonsets").unwrap().scale.is_none());
+    let pvc = reg.get("persistentvolumeclaims").unwrap();
+    assert!(pvc.namespaced && pvc.status_subresource && pvc.categories.is_empty());
     assert_eq!(of(nodes).map(|k| k.fields.len()), Some(1));
     assert!(lists("", "ReplicationController").is_some());
     assert!(lists("apps", "Pod").is_none());
