@@ -39,7 +39,7 @@ use std::future::Future;
 use std::time::Duration;
 
 /// How often [`eventually`] checks again.
-pub const POLL: Duration = Duration::from_millis(20);
+pub(crate) const POLL: Duration = Duration::from_millis(20);
 
 /// What a check given to [`eventually`] returns: `bool`, or `Result<(), E>` whose error says
 /// why the condition does not hold yet.
@@ -64,7 +64,7 @@ impl<E: Display> Check for Result<(), E> {
     }
 }
 
-/// Polls `check` every [`POLL`] until it holds.
+/// Polls `check` every 20 ms until it holds.
 ///
 /// # Panics
 /// When `check` still does not hold after `timeout` (the test fails), with `what` and the
