@@ -8,7 +8,8 @@
 //! `status.nodeInfo` finds the other fields there, a selector on `kubernetes.io/metadata.name`
 //! matches every Namespace.
 //!
-//! [`apply`] runs on every object the store writes (create, update, patch, server-side apply and
+//! Which function a kind gets is part of its descriptor (`src/resources/kinds.rs`: `defaults`,
+//! `on_create`). [`apply`] runs on every object the store writes (create, update, patch, server-side apply and
 //! [`TestApiServer::upsert`](crate::TestApiServer::upsert)) and, before admission, on the
 //! object mutating webhooks see. It does only what the real server is known to do:
 //!
@@ -19,6 +20,7 @@
 //! | Namespace | create | `spec.finalizers` gains `kubernetes`; `status` is `{phase: Active}` whatever was sent (the namespace strategy's `PrepareForCreate`) |
 //! | Namespace | update | `spec.finalizers` keeps its stored value (only the `finalize` subresource changes it upstream; `PrepareForUpdate`) |
 //! | Namespace | every write | `status.phase: Active` when absent (`SetDefaults_NamespaceStatus`) |
+//! | PersistentVolumeClaim | every write | `spec.volumeMode: Filesystem` and `status.phase: Pending` when absent (`SetDefaults_PersistentVolumeClaimSpec`, `SetDefaults_PersistentVolumeClaim`) |
 //!
 //! `kcr-envtest/tests/builtin_writes.rs` pins these through the API, on either backend.
 //!
@@ -44,12 +46,20 @@ use crate::resources::ResourceType;
 /// The taint `TaintNodesByCondition` gives every new Node.
 pub(crate) const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
-/// The built-in mutating admission of a create through the API: a new Node gets the
-/// not-ready `NoSchedule` taint unless a taint with that key and effect is there.
+/// The built-in mutating admission of a create through the API (the descriptor's
+/// `on_create`): see [`taint_not_ready`].
 pub(crate) fn admit_create(t: &ResourceType, obj: &mut Value) {
-    if t.custom.is_some() || !t.group.is_empty() || t.kind != "Node" || !obj.is_object() {
+    if !obj.is_object() {
         return;
     }
+    if let Some(on_create) = crate::resources::kinds::of(t).and_then(|k| k.on_create) {
+        on_create(obj);
+    }
+}
+
+/// A new Node gets the not-ready `NoSchedule` taint unless a taint with that key and effect
+/// is there.
+pub(crate) fn taint_not_ready(obj: &mut Value) {
     if !obj["spec"].is_object() {
         obj["spec"] = json!({});
     }
@@ -91,13 +101,11 @@ const NODE_INFO_FIELDS: [&str; 10] = [
 /// the stored object an update replaces (`None`: a create). Objects of other kinds, custom
 /// resources and bodies that are not JSON objects are left as they are.
 pub(crate) fn apply(t: &ResourceType, old: Option<&Value>, obj: &mut Value) {
-    if t.custom.is_some() || !t.group.is_empty() || !obj.is_object() {
+    if !obj.is_object() {
         return;
     }
-    match t.kind.as_str() {
-        "Node" => node(obj),
-        "Namespace" => namespace(old, obj),
-        _ => {}
+    if let Some(defaults) = crate::resources::kinds::of(t).and_then(|k| k.defaults) {
+        defaults(old, obj);
     }
 }
 
@@ -113,7 +121,8 @@ fn object_field<'a>(obj: &'a mut Value, field: &str) -> Option<&'a mut Map<Strin
     slot.as_object_mut()
 }
 
-fn node(obj: &mut Value) {
+/// A Node's always-encoded fields (see the module docs).
+pub(crate) fn node(_old: Option<&Value>, obj: &mut Value) {
     object_field(obj, "spec");
     let Some(status) = object_field(obj, "status") else {
         return;
@@ -141,7 +150,8 @@ fn node(obj: &mut Value) {
     }
 }
 
-fn namespace(old: Option<&Value>, obj: &mut Value) {
+/// A Namespace's name label, finalizer and phase (see the module docs).
+pub(crate) fn namespace(old: Option<&Value>, obj: &mut Value) {
     if let Some(name) = obj["metadata"]["name"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -185,6 +195,18 @@ fn namespace(old: Option<&Value>, obj: &mut Value) {
                 status.entry("phase").or_insert_with(|| json!("Active"));
             }
         }
+    }
+}
+
+/// A PersistentVolumeClaim's `spec.volumeMode` (`Filesystem`) and `status.phase` (`Pending`)
+/// when absent (`SetDefaults_PersistentVolumeClaimSpec`, `SetDefaults_PersistentVolumeClaim`).
+pub(crate) fn persistent_volume_claim(_old: Option<&Value>, obj: &mut Value) {
+    if let Some(spec) = object_field(obj, "spec") {
+        spec.entry("volumeMode")
+            .or_insert_with(|| json!("Filesystem"));
+    }
+    if let Some(status) = object_field(obj, "status") {
+        status.entry("phase").or_insert_with(|| json!("Pending"));
     }
 }
 

@@ -77,6 +77,16 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
     Some(doc)
 }
 
+/// The short names and categories of `t`, when it has any, into a discovery entry.
+fn add_names(entry: &mut Value, t: &ResourceType) {
+    if !t.short_names.is_empty() {
+        entry["shortNames"] = json!(t.short_names);
+    }
+    if !t.categories.is_empty() {
+        entry["categories"] = json!(t.categories);
+    }
+}
+
 const VERBS: [&str; 8] = [
     "create",
     "delete",
@@ -96,12 +106,7 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         "kind": t.kind,
         "verbs": VERBS,
     });
-    if !t.short_names.is_empty() {
-        main["shortNames"] = json!(t.short_names);
-    }
-    if !t.categories.is_empty() {
-        main["categories"] = json!(t.categories);
-    }
+    add_names(&mut main, t);
     let mut out = vec![main];
     if t.status_subresource {
         out.push(json!({
@@ -188,12 +193,7 @@ fn aggregated_resource(t: &ResourceType, version: &str) -> Value {
         "singularResource": t.singular,
         "verbs": VERBS,
     });
-    if !t.short_names.is_empty() {
-        r["shortNames"] = json!(t.short_names);
-    }
-    if !t.categories.is_empty() {
-        r["categories"] = json!(t.categories);
-    }
+    add_names(&mut r, t);
     if !subresources.is_empty() {
         r["subresources"] = json!(subresources);
     }

@@ -39,7 +39,7 @@ use std::future::Future;
 use std::time::Duration;
 
 /// How often [`eventually`] checks again.
-const POLL: Duration = Duration::from_millis(20);
+pub(crate) const POLL: Duration = Duration::from_millis(20);
 
 /// What a check given to [`eventually`] returns: `bool`, or `Result<(), E>` whose error says
 /// why the condition does not hold yet.

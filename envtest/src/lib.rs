@@ -39,14 +39,14 @@
 //! (client- and server-side), `create -f`, `get` (server-side Table printing), `describe`,
 //! `scale`, `label`, `taint`, `cordon`, `patch`, `delete`, `get -w`, `wait`, `diff`, `run`,
 //! and the `create namespace|configmap|secret|serviceaccount|deployment|job|cronjob|service`
-//! generators (protobuf bodies). A minimal `/openapi/v3` ([`openapi`]) tells kubectl that the server validates fields itself
+//! generators (protobuf bodies). A minimal `/openapi/v3` tells kubectl that the server validates fields itself
 //! (`fieldValidation=Strict`); `/openapi/v2` is not served and `kubectl explain` shows no field
 //! documentation.
 //!
 //! # Backends
 //! [`TestApiServer::start`] runs the backend `KCR_ENVTEST_BACKEND` names ([`Backend`]): this
 //! crate's in-process server (`in-process`, the default) or a real kube-apiserver, etcd and
-//! kube-controller-manager built by `tools/control-plane/build.sh` (`real`, see [`real`]),
+//! kube-controller-manager built by `tools/control-plane/build.sh` (`real`, see [`Binaries`]),
 //! behind a loopback proxy that applies the same [`Faults`]. The same test code runs on both;
 //! the write helpers (`add_nodes`, `upsert`, `install_crd`) are `async` because on the real
 //! backend they are API requests. What exists on one backend only is a typed
@@ -55,7 +55,7 @@
 //!
 //! # Design
 //! Objects are kept as `serde_json::Value` plus pre-serialised bytes in a `BTreeMap` keyed by
-//! `(namespace, name)` per resource ([`store`]). One global resourceVersion counter is bumped by
+//! `(namespace, name)` per resource. One global resourceVersion counter is bumped by
 //! every write; each write appends to a bounded event log that watches read in batches (one
 //! HTTP chunk per batch) and that paginated lists use to serve a consistent snapshot.
 //! [`TestApiServer::upsert`] writes objects straight into the store (fast seeding, no HTTP).
@@ -69,49 +69,54 @@
 //! |---|---|---|---|
 //! | Transport | HTTP/1.1 and h2c on 127.0.0.1, JSON | no TLS, no authentication or authorization (every request is admin; the real backend has both, see [`TestApiServer::client_as`]) | protobuf bodies other than those of kubectl's `create` generators (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, with the fields the generators fill in: [`protobuf`]; other kinds and fields get 415 naming what was not decoded — use `create -f`/`apply -f`; a body that is not well-formed protobuf is a 400, as upstream), CBOR, websockets (exec/attach/port-forward) |
 //! | Discovery | `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}` with verbs, short names, categories, subresources; aggregated discovery (`apidiscovery.k8s.io/v2`, used by kubectl and `Discovery::run_aggregated`); `/openapi/v3` index and per-group-version documents with paths and the `fieldValidation` parameter; a path in no served API group answers the plain-text `404 page not found` (no Status), as upstream | OpenAPI documents carry no schemas | `/openapi/v2` |
-//! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, core and events.k8s.io events, apps/v1 deployments, replicasets, statefulsets and daemonsets, batch/v1 jobs and cronjobs, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope; the `scale` subresource of deployments, replicasets and statefulsets (`kubectl scale`, `Api::patch_scale`; [`scale`]); core/v1 and events.k8s.io/v1 Events are one set of objects (same storage, names, uids and resourceVersions; get/list/watch/write through either API, fields converted as upstream: `regarding`↔`involvedObject`, `note`↔`message`, `reportingController`↔`reportingComponent`, `deprecated*`↔`source`/`count`/`firstTimestamp`/`lastTimestamp`, see [`convert`]) | built-ins are stored as given except where clients see the real server's writes (`src/defaults.rs`: a Node always has `spec` and the always-encoded `status` fields, a Node created through the API gets the `node.kubernetes.io/not-ready:NoSchedule` taint, a Namespace its name label, `kubernetes` finalizer and `Active` phase; Secrets: `stringData` merged into `data`, `type` defaulted to `Opaque`); no other defaulting (pods, services and workloads are not defaulted); per-type validation only where cheap and certain (`metadata.name`; a Secret's type-specific `data` keys; a RuntimeClass's `handler` is immutable; events.k8s.io/v1 Events: on create `eventTime`, `type`, the reporting fields, `action` and `reason` required and the `deprecated*` fields unset, on update only `series` may change; a Job's pod template is immutable), unknown fields kept (also under `fieldValidation=Strict`), no controllers (pods never run, deployments create no replicasets, jobs run nothing) | other built-in resources; `pods/log`, `exec`, `binding`, `eviction` subresources |
-//! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status and scale subresources ([`scale`]); printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes; `fieldValidation=Strict` turns pruned unknown fields into 400 BadRequest (default/`Warn`: a `Warning` header per field; `Ignore`: silent) | `Established` at once (the real server sets it asynchronously, and deletes a CRD's objects and then the CRD in the background); several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | CEL validation rules, `selectableFields` |
+//! | Resources | namespaces, nodes, pods, configmaps, secrets, services, serviceaccounts, persistentvolumeclaims, core and events.k8s.io events, apps/v1 deployments, replicasets, statefulsets and daemonsets, batch/v1 jobs and cronjobs, leases, runtimeclasses, CRDs, mutating/validating webhook configurations; CRD resources of either scope; the `scale` subresource of deployments, replicasets and statefulsets (`kubectl scale`, `Api::patch_scale`); core/v1 and events.k8s.io/v1 Events are one set of objects (same storage, names, uids and resourceVersions; get/list/watch/write through either API, fields converted as upstream: `regarding`↔`involvedObject`, `note`↔`message`, `reportingController`↔`reportingComponent`, `deprecated*`↔`source`/`count`/`firstTimestamp`/`lastTimestamp`) | built-ins are stored as given except where clients see the real server's writes (`src/defaults.rs`: a Node always has `spec` and the always-encoded `status` fields, a Node created through the API gets the `node.kubernetes.io/not-ready:NoSchedule` taint, a Namespace its name label, `kubernetes` finalizer and `Active` phase, a PersistentVolumeClaim its `Filesystem` volume mode and `Pending` phase; Secrets: `stringData` merged into `data`, `type` defaulted to `Opaque`); no other defaulting (pods, services and workloads are not defaulted); per-type validation only where cheap and certain (`metadata.name`; a Secret's type-specific `data` keys; a RuntimeClass's `handler` is immutable; events.k8s.io/v1 Events: on create `eventTime`, `type`, the reporting fields, `action` and `reason` required and the `deprecated*` fields unset, on update only `series` may change; a Job's pod template is immutable), unknown fields kept (also under `fieldValidation=Strict`), no controllers (pods never run, deployments create no replicasets, jobs run nothing) | other built-in resources; `pods/log`, `exec`, `binding`, `eviction` subresources |
+//! | CRDs | served on create, unserved (objects deleted) on delete, status `Established`/`NamesAccepted`; status and scale subresources; printer columns in Table output; openAPIV3Schema pruning, defaulting and validation → 422 with causes; `fieldValidation=Strict` turns pruned unknown fields into 400 BadRequest (default/`Warn`: a `Warning` header per field; `Ignore`: silent) | `Established` at once (the real server sets it asynchronously, and deletes a CRD's objects and then the CRD in the background); several served versions share one stored object (only `apiVersion` is rewritten; no conversion webhooks) | CEL validation rules, `selectableFields` |
 //! | Metadata | global monotonically increasing resourceVersion; uid; creationTimestamp; generateName; `generation` for the kinds upstream keeps it for (pods, apps and batch workloads, CRDs and custom resources, webhook configurations): 1 on create, bumped when anything outside metadata (and status, with a status subresource; for Deployments also annotations) changes; other kinds keep what a create sent, unchanged; status subresource separation; 409 on stale update / AlreadyExists; managedFields via server-side apply and `Update` entries | unconditional updates (no resourceVersion) are allowed for all kinds; creating in a missing namespace is 404 and in a terminating one 403 | |
-//! | List | label selectors (full syntax), field selectors (`metadata.name`, `metadata.namespace`, a few per-kind fields such as pods' `spec.nodeName`), limit/continue over a consistent snapshot, resourceVersion + resourceVersionMatch (`NotOlderThan`, `Exact`, legacy), 410 for expired continue tokens, `PartialObjectMetadataList` and `Table` output (upstream's columns for pods, the six workload kinds, services, nodes, namespaces, configmaps, secrets, leases and events; see [`table`]) | `remainingItemCount` is not set; other built-ins print only NAME and AGE; a too large resourceVersion answers 504 at once (no wait) | |
+//! | List | label selectors (full syntax), field selectors (`metadata.name`, `metadata.namespace`, a few per-kind fields such as pods' `spec.nodeName`), limit/continue over a consistent snapshot, resourceVersion + resourceVersionMatch (`NotOlderThan`, `Exact`, legacy), 410 for expired continue tokens, `PartialObjectMetadataList` and `Table` output (upstream's columns for pods, the six workload kinds, services, nodes, namespaces, configmaps, secrets, leases, events and persistentvolumeclaims) | `remainingItemCount` is not set; other built-ins print only NAME and AGE; a too large resourceVersion answers 504 at once (no wait) | |
 //! | Watch | from a resourceVersion; from none/`0` (ADDED for the current state, with `allowWatchBookmarks` the `k8s.io/initial-events-end` bookmark as kube-apiserver 1.34 sends it, then live); bookmarks (interval configurable); `sendInitialEvents` + `k8s.io/initial-events-end`; `timeoutSeconds`; selector transitions as DELETED/ADDED; bounded history window → ERROR 410 Expired; watches of a deleted CRD end; `PartialObjectMetadata` and `Table` events | a running watch that falls behind the window gets 410 (the real server keeps a per-watcher buffer) | watch via the legacy `/watch/` paths |
 //! | Patch | JSON patch, merge patch, strategic merge (built-ins; 415 for custom resources; map lists ordered as upstream: without `$setElementOrder` new items first; Node `spec.taints` atomic), server-side apply with fieldManager/force and managedFields (no fieldManager: 422); resourceVersion in a patch is a precondition | see [`patch`] for list strategies | |
 //! | Delete | finalizers + deletionTimestamp (the DELETED event after the last finalizer carries the last stored state); owner-reference GC with background (default; batch/v1 Jobs orphan by default, as upstream), foreground and orphan propagation, a dependent that keeps a live owner loses its reference to the deleted one; preconditions (uid, resourceVersion); deletecollection; namespace deletion removes its contents | GC and namespace deletion run synchronously inside the request (deterministic; on the real backend kube-controller-manager does them asynchronously: wait with [`eventually()`]); grace periods are ignored (pods go at once) | |
 //! | Admission | mutating and validating webhook configurations matched by rules (groups, versions, resources, operations); AdmissionReview v1 over HTTPS with caBundle; JSONPatch responses; failurePolicy; timeoutSeconds; namespaceSelector/objectSelector; dry-run vs sideEffects; webhook warnings as `Warning` headers; order mutating → schema/metadata validation → validating | see [`admission`] (validating webhooks run concurrently, reported in configuration order; `IfNeeded` reinvocation); a configuration is in effect once written (kube-apiserver picks changes up asynchronously) | `matchConditions` (CEL), `matchPolicy: Equivalent`, `clientConfig.service` (only `url`) |
-//! | Faults | fail next N (verb, resource) with any status, 429 with Retry-After, latency, close all watches, compact history, pause/resume (with a count of held requests), request counters ([`Faults`]); the same on the real backend, applied by its proxy ([`real`]) | on the real backend `compact_history` expires resourceVersions older than a Lease the proxy writes at the next resume (not the ones handed out before the call) | |
+//! | Faults | fail next N (verb, resource) with any status, 429 with Retry-After, latency, close all watches, compact history, pause/resume (with a count of held requests), request counters ([`Faults`]); the same on the real backend, applied by its proxy | on the real backend `compact_history` expires resourceVersions older than a Lease the proxy writes at the next resume (not the ones handed out before the call) | |
 //! | Helpers | `add_nodes` (Ready nodes with capacity/allocatable and the usual labels), `install_crd`, `upsert`; namespaces `default`, `kube-system`, `kube-public`, `kube-node-lease` exist at start | simulated nodes have no kubelet Lease | |
+
+//! # Public API
+//! The handle and its builder ([`TestApiServer`], [`TestApiServerBuilder`]), the backends
+//! ([`Backend`]), faults ([`Faults`]), errors ([`EnvtestError`], [`ApiError`]), the test helpers
+//! ([`eventually()`], [`kubectl_path`], [`Binaries`]), and the pure engines other crates use on
+//! their own: [`selector`], [`patch`], [`schema`], [`admission`] and [`protobuf`]. Everything
+//! else (the HTTP layer, the store, the registry of kinds and their descriptors, printing,
+//! discovery) is internal.
 
 #![forbid(unsafe_code)]
 
 pub mod admission;
-mod admission_glue;
 mod api;
-pub mod backend;
-pub mod convert;
+mod backend;
+mod convert;
 mod defaults;
-pub mod discovery;
-pub mod error;
-pub mod eventually;
-pub mod faults;
+mod discovery;
+mod error;
+mod eventually;
+mod faults;
 mod immutable;
-pub mod nodes;
-pub mod openapi;
+mod nodes;
+mod openapi;
 pub mod patch;
-mod patch_glue;
 pub mod protobuf;
-pub mod real;
-pub mod resources;
-pub mod scale;
+mod real;
+mod resources;
+mod scale;
 pub mod schema;
 pub mod selector;
 mod serve;
 mod server;
-pub mod store;
-pub mod table;
-mod watch;
+mod store;
+mod table;
 
 pub use backend::{BACKEND_ENV, Backend};
 pub use error::{ApiError, EnvtestError};
-pub use eventually::eventually;
+pub use eventually::{Check, eventually};
 pub use faults::Faults;
-pub use real::binaries::{Binaries, kubectl_for_tests, kubectl_path};
+pub use real::{Binaries, kubectl_for_tests, kubectl_path};
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};

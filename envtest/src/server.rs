@@ -1,55 +1,24 @@
 //! The server handle: listener, connection handling, kube client and kubeconfig, helpers.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
 use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::api::Shared;
 use crate::backend::Backend;
 use crate::defaults::NOT_READY_TAINT;
 use crate::error::{ApiError, EnvtestError, kube_error};
 use crate::faults::Faults;
 use crate::real::ControlPlane;
-use crate::store::Store;
-
-/// HTTP body type of every response.
-pub(crate) type Body = BoxBody<Bytes, Infallible>;
-
-/// State shared by all request handlers of one server.
-pub(crate) struct Shared {
-    pub store: Arc<Mutex<Store>>,
-    /// The latest resourceVersion, published after every write (watchers wait on it).
-    pub rv_tx: Arc<watch::Sender<u64>>,
-    pub faults: Faults,
-    pub bookmark_interval: Duration,
-    pub shutdown: watch::Sender<bool>,
-}
-
-impl Shared {
-    /// Run `f` on the locked store and wake watchers if it wrote anything.
-    pub fn mutate<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
-        let (result, rv) = {
-            let mut store = self.store.lock();
-            let before = store.rv();
-            let result = f(&mut store);
-            let after = store.rv();
-            (result, (after != before).then_some(after))
-        };
-        if let Some(rv) = rv {
-            self.rv_tx.send_replace(rv);
-        }
-        result
-    }
-}
+use crate::resources::ResourceType;
+use crate::store::{Store, StoredObject};
 
 /// Options for [`TestApiServer`]; obtained from [`TestApiServer::builder`].
 #[derive(Debug, Clone, Default)]
@@ -519,15 +488,29 @@ fn upsert_in_process(shared: &Shared, mut obj: Value) -> Result<Value, EnvtestEr
         obj["metadata"]["namespace"] = json!("default");
     }
     obj["apiVersion"] = json!(t.api_version(t.storage_version()));
-    let name = obj["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let stored = upsert_stored(shared, &t, obj)?;
+    Ok(crate::convert::from_storage(
+        &t,
+        t.storage_version(),
+        &stored.value,
+    ))
+}
+
+/// Writes `obj` straight into the store as a `t`; an error names the object (`Kind name`).
+fn upsert_stored(
+    shared: &Shared,
+    t: &ResourceType,
+    obj: Value,
+) -> Result<Arc<StoredObject>, EnvtestError> {
+    let what = format!(
+        "{} {}",
+        t.kind,
+        obj["metadata"]["name"].as_str().unwrap_or_default()
+    );
     shared
-        .mutate(|s| s.upsert(&t, obj))
-        .map(|stored| crate::convert::from_storage(&t, t.storage_version(), &stored.value))
+        .mutate(|s| s.upsert(t, obj))
         .map_err(|error| EnvtestError::Api {
-            what: format!("{kind} {name}"),
+            what,
             error: Box::new(error),
         })
 }
@@ -540,17 +523,7 @@ fn install_crd_in_process(shared: &Shared, crd: Value) -> Result<(), EnvtestErro
         .get("apiextensions.k8s.io/customresourcedefinitions")
         .cloned()
         .ok_or_else(|| EnvtestError::Client("CRDs not registered".into()))?;
-    let name = crd["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    shared
-        .mutate(|s| s.upsert(&t, crd))
-        .map(|_| ())
-        .map_err(|error: ApiError| EnvtestError::Api {
-            what: format!("CustomResourceDefinition {name}"),
-            error: Box::new(error),
-        })
+    upsert_stored(shared, &t, crd).map(|_| ())
 }
 
 /// What the node lifecycle controller does for a Ready node: remove the not-ready taint from

@@ -43,7 +43,7 @@ use kcr_controller::{Manager, ManagerError};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use kcr_envtest::eventually::eventually;
+pub use kcr_envtest::eventually;
 
 /// A [`Manager`] running on a task of its own, as an operator's `main` would run it.
 #[derive(Debug)]

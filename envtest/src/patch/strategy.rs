@@ -5,15 +5,17 @@
 //! list of every container. A list not in the table is **atomic** (replaced as a whole), which
 //! is what the real server does for lists without a patch strategy / `listType`.
 //!
-//! # Built-in table ([`MergeStrategy::builtin`])
+//! # Built-in kinds ([`MergeStrategy::builtin`])
 //!
-//! | kinds (group)                                        | path                                    | list type                      |
+//! Every built-in kind's list rules are part of its descriptor (the `lists` of each entry in
+//! `src/resources/kinds.rs`, one entry per kind): the rows below that every kind shares, plus,
+//! for kinds with a pod template, the pod spec rows under the template's path, plus the kind's
+//! own rows (`status.conditions` by `type`, a Service's `spec.ports` by `port`, ...).
+//!
+//! | rows                                                 | path                                    | list type                      |
 //! |------------------------------------------------------|-----------------------------------------|--------------------------------|
 //! | every built-in kind                                  | `metadata.finalizers`                   | set (merge primitives)         |
 //! | every built-in kind                                  | `metadata.ownerReferences`              | map, key `uid`                 |
-//! | Pod (core)                                           | `spec.` + pod spec rows below           |                                |
-//! | Deployment, ReplicaSet, StatefulSet, DaemonSet (apps), Job (batch), ReplicationController, PodTemplate (core) | `spec.template.spec.` + pod spec rows |                       |
-//! | CronJob (batch)                                      | `spec.jobTemplate.spec.template.spec.` + pod spec rows |          |
 //! | pod spec                                             | `containers`, `initContainers`, `ephemeralContainers` | map, key `name`  |
 //! | pod spec                                             | `<containers>.env`                      | map, key `name`                |
 //! | pod spec                                             | `<containers>.ports`                    | map, key `containerPort`       |
@@ -24,16 +26,6 @@
 //! | pod spec                                             | `hostAliases`                           | map, key `ip`                  |
 //! | pod spec                                             | `topologySpreadConstraints`             | map, keys `topologyKey`, `whenUnsatisfiable` |
 //! | pod spec                                             | `tolerations`, `<containers>.args`/`command`/`envFrom` | atomic          |
-//! | Pod (core)                                           | `status.conditions`                     | map, key `type`                |
-//! | Pod (core)                                           | `status.podIPs`, `status.hostIPs`       | map, key `ip`                  |
-//! | Node (core)                                          | `spec.podCIDRs`                         | set                            |
-//! | Node (core)                                          | `status.conditions`, `status.addresses` | map, key `type`                |
-//! | Namespace (core)                                     | `status.conditions`                     | map, key `type`                |
-//! | Service (core)                                       | `spec.ports`                            | map, key `port`                |
-//! | Service (core)                                       | `status.conditions`                     | map, key `type`                |
-//! | apps kinds, Job, CustomResourceDefinition (apiextensions.k8s.io) | `status.conditions`         | map, key `type`                |
-//! | Mutating/ValidatingWebhookConfiguration (admissionregistration.k8s.io) | `webhooks`            | map, key `name`                |
-//! | ConfigMap, Secret, Event (core and events.k8s.io), Lease (coordination.k8s.io), RuntimeClass (node.k8s.io), Endpoints, ServiceAccount, Namespace | common rows only | |
 //!
 //! Node `spec.taints` is atomic, as upstream declares it (`+listType=atomic`, no patch
 //! strategy): a strategic merge patch or an apply of `taints` replaces the whole list (the real
@@ -72,11 +64,54 @@ pub struct MergeStrategy {
 
 const POD_SPEC_CONTAINERS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
 
-enum Row {
+/// One row of a kind's list rules: how the list at a path merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Row {
+    /// A set of primitives.
     Set,
+    /// A list of objects identified by these keys.
     Map(&'static [&'static str]),
 }
 
+/// A built-in kind's list rules, as its descriptor declares them: the pod spec rows under
+/// `pod_spec` (a dotted prefix such as `spec.template.spec.`) when the kind has a pod template,
+/// and the kind's own rows. The common metadata rows are always added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lists {
+    /// Where the kind's pod spec is (`spec.`, `spec.template.spec.`), if it has one.
+    pub pod_spec: Option<&'static str>,
+    /// The kind's own rows.
+    pub rows: &'static [(&'static str, Row)],
+}
+
+impl Lists {
+    /// Only the common metadata rows.
+    pub(crate) const NONE: Lists = Lists {
+        pod_spec: None,
+        rows: &[],
+    };
+
+    /// The kind's own rows and no pod spec.
+    pub(crate) const fn rows(rows: &'static [(&'static str, Row)]) -> Lists {
+        Lists {
+            pod_spec: None,
+            rows,
+        }
+    }
+
+    /// A pod spec at `prefix` and the kind's own rows.
+    pub(crate) const fn pod_spec(
+        prefix: &'static str,
+        rows: &'static [(&'static str, Row)],
+    ) -> Lists {
+        Lists {
+            pod_spec: Some(prefix),
+            rows,
+        }
+    }
+}
+
+/// The rows every kind has.
 const COMMON: &[(&str, Row)] = &[
     ("metadata.finalizers", Row::Set),
     ("metadata.ownerReferences", Row::Map(&["uid"])),
@@ -102,26 +137,8 @@ const CONTAINER: &[(&str, Row)] = &[
     ("resizePolicy", Row::Map(&["resourceName"])),
 ];
 
-const CONDITIONS: &[(&str, Row)] = &[("status.conditions", Row::Map(&["type"]))];
-
-const POD: &[(&str, Row)] = &[
-    ("status.conditions", Row::Map(&["type"])),
-    ("status.podIPs", Row::Map(&["ip"])),
-    ("status.hostIPs", Row::Map(&["ip"])),
-];
-
-const NODE: &[(&str, Row)] = &[
-    ("spec.podCIDRs", Row::Set),
-    ("status.conditions", Row::Map(&["type"])),
-    ("status.addresses", Row::Map(&["type"])),
-];
-
-const SERVICE: &[(&str, Row)] = &[
-    ("spec.ports", Row::Map(&["port"])),
-    ("status.conditions", Row::Map(&["type"])),
-];
-
-const WEBHOOKS: &[(&str, Row)] = &[("webhooks", Row::Map(&["name"]))];
+/// `status.conditions` merged by `type`, the rows of most kinds with conditions.
+pub(crate) const CONDITIONS: &[(&str, Row)] = &[("status.conditions", Row::Map(&["type"]))];
 
 impl MergeStrategy {
     /// A strategy where every list is atomic.
@@ -129,42 +146,25 @@ impl MergeStrategy {
         Self::default()
     }
 
-    /// The built-in table for `(apiVersion, kind)` (see the module docs), `None` for kinds it
-    /// does not know (custom resources).
+    /// The list rules of the built-in kind `(apiVersion, kind)` (see the module docs), `None`
+    /// for kinds the server does not know as built-ins (custom resources).
     pub fn builtin(api_version: &str, kind: &str) -> Option<Self> {
         let group = match api_version.split_once('/') {
             Some((g, _)) => g,
             None => "",
         };
+        crate::resources::kinds::lists(group, kind).map(|lists| Self::from_lists(&lists))
+    }
+
+    /// The strategy of a built-in kind's descriptor.
+    pub(crate) fn from_lists(lists: &Lists) -> Self {
         let mut s = Self::default();
         s.add_rows("", COMMON);
-        match (group, kind) {
-            ("", "Pod") => {
-                s.add_pod_spec("spec.");
-                s.add_rows("", POD);
-            }
-            ("", "ReplicationController" | "PodTemplate")
-            | ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
-            | ("batch", "Job") => {
-                s.add_pod_spec("spec.template.spec.");
-                s.add_rows("", CONDITIONS);
-            }
-            ("batch", "CronJob") => s.add_pod_spec("spec.jobTemplate.spec.template.spec."),
-            ("", "Node") => s.add_rows("", NODE),
-            ("", "Namespace") => s.add_rows("", CONDITIONS),
-            ("", "Service") => s.add_rows("", SERVICE),
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => s.add_rows("", CONDITIONS),
-            (
-                "admissionregistration.k8s.io",
-                "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
-            ) => s.add_rows("", WEBHOOKS),
-            ("", "ConfigMap" | "Secret" | "Event" | "Endpoints" | "ServiceAccount")
-            | ("events.k8s.io", "Event")
-            | ("coordination.k8s.io", "Lease")
-            | ("node.k8s.io", "RuntimeClass") => {}
-            _ => return None,
+        if let Some(prefix) = lists.pod_spec {
+            s.add_pod_spec(prefix);
         }
-        Some(s)
+        s.add_rows("", lists.rows);
+        s
     }
 
     /// Reads `x-kubernetes-list-type` (`atomic`, `set`, `map`) and `x-kubernetes-list-map-keys`

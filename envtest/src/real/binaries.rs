@@ -44,7 +44,7 @@ impl Binaries {
 
     /// Find the binaries: `KUBEBUILDER_ASSETS` when set (and then only there), else the newest
     /// `control-plane/<version>-<os>-<arch>/` directory under the target directories
-    /// ([`target_dirs`]). The error lists every place searched and the command that builds them.
+    /// (`target_dirs`). The error lists every place searched and the command that builds them.
     pub fn find() -> Result<Binaries, EnvtestError> {
         if let Some(dir) = std::env::var_os(ASSETS_ENV).filter(|d| !d.is_empty()) {
             let dir = PathBuf::from(dir);

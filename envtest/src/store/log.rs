@@ -31,12 +31,13 @@ impl Store {
     }
 
     /// Events with rv > `after`, in order (all resources). Fails when `after` is older than
-    /// the window.
+    /// the window. (Watches resume through `events_since_live`; this is the tests' view.)
+    #[cfg(test)]
     pub fn events_since(&self, after: u64, max: usize) -> Result<Vec<Arc<LogEvent>>, Expired> {
         self.read_log(after, max, self.compacted)
     }
 
-    /// Like [`Store::events_since`] for a watch that is already running: fails only when
+    /// Events with rv > `after`, in order (all resources), for a watch that is already running: fails only when
     /// events it has not read yet were dropped (window overflow or compaction).
     pub fn events_since_live(&self, after: u64, max: usize) -> Result<Vec<Arc<LogEvent>>, Expired> {
         self.read_log(after, max, self.dropped)

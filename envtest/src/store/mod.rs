@@ -22,8 +22,6 @@ use serde_json::Value;
 
 use crate::resources::Registry;
 
-pub use write::tracks_generation;
-
 /// `(namespace, name)`; the namespace is `""` for cluster-scoped objects.
 pub type ObjKey = (String, String);
 
@@ -114,7 +112,7 @@ pub struct DeleteOpts {
     pub resource_version: Option<String>,
 }
 
-/// Error of [`Store::events_since`]: the requested resourceVersion is older than the window.
+/// Error of [`Store::events_since_live`]: the requested resourceVersion is older than the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expired {
     /// The oldest resourceVersion a watch can still resume from.

@@ -1,5 +1,8 @@
 //! The resource registry: which resources are served (built-ins plus the resources of installed
-//! CustomResourceDefinitions), their scope, kinds, short names and subresources.
+//! CustomResourceDefinitions), their scope, kinds, short names and subresources. The built-ins
+//! come from their descriptors ([`kinds`]), one entry per kind.
+
+pub(crate) mod kinds;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -99,153 +102,30 @@ pub fn res_key(group: &str, plural: &str) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    version: &str,
-    plural: &str,
-    kind: &str,
-    namespaced: bool,
-    short_names: &[&str],
-    status: bool,
-) -> ResourceType {
-    ResourceType {
-        group: group.to_string(),
-        versions: vec![version.to_string()],
-        plural: plural.to_string(),
-        singular: kind.to_lowercase(),
-        kind: kind.to_string(),
-        namespaced,
-        short_names: short_names.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
-        status_subresource: status,
-        strategic_merge: true,
-        scale: None,
-        custom: None,
+impl ResourceType {
+    /// The served resource of a built-in kind's descriptor.
+    pub(crate) fn from_kind(k: &kinds::Kind) -> Self {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        ResourceType {
+            group: k.group.to_string(),
+            versions: vec![k.version.to_string()],
+            plural: k.plural.to_string(),
+            singular: k.kind.to_lowercase(),
+            kind: k.kind.to_string(),
+            namespaced: k.namespaced,
+            short_names: strings(k.short_names),
+            categories: if k.all { strings(&["all"]) } else { Vec::new() },
+            status_subresource: k.status,
+            strategic_merge: true,
+            scale: k.scale.then(crate::scale::builtin),
+            custom: None,
+        }
     }
 }
 
-/// The built-in resources every server starts with.
+/// The built-in resources every server starts with, one per descriptor in [`kinds::KINDS`].
 pub fn builtins() -> Vec<ResourceType> {
-    let mut pods = builtin("", "v1", "pods", "Pod", true, &["po"], true);
-    pods.categories = vec!["all".to_string()];
-    let mut services = builtin("", "v1", "services", "Service", true, &["svc"], true);
-    services.categories = vec!["all".to_string()];
-    let mut deployments = builtin(
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        true,
-        &["deploy"],
-        true,
-    );
-    deployments.categories = vec!["all".to_string()];
-    deployments.scale = Some(crate::scale::builtin());
-    let mut replicasets = builtin(
-        "apps",
-        "v1",
-        "replicasets",
-        "ReplicaSet",
-        true,
-        &["rs"],
-        true,
-    );
-    replicasets.categories = vec!["all".to_string()];
-    replicasets.scale = Some(crate::scale::builtin());
-    // The other workload kinds, served as stored objects (nothing runs them); their pod
-    // templates merge as upstream (see `patch::strategy`).
-    let workloads = [
-        ("apps", "statefulsets", "StatefulSet", "sts"),
-        ("apps", "daemonsets", "DaemonSet", "ds"),
-        ("batch", "jobs", "Job", ""),
-        ("batch", "cronjobs", "CronJob", "cj"),
-    ]
-    .map(|(group, plural, kind, short)| {
-        let short: &[&str] = if short.is_empty() { &[] } else { &[short] };
-        let mut r = builtin(group, "v1", plural, kind, true, short, true);
-        r.categories = vec!["all".to_string()];
-        if kind == "StatefulSet" {
-            r.scale = Some(crate::scale::builtin());
-        }
-        r
-    });
-    let mut all = vec![
-        builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true),
-        builtin("", "v1", "nodes", "Node", false, &["no"], true),
-        pods,
-        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false),
-        builtin("", "v1", "secrets", "Secret", true, &[], false),
-        builtin("", "v1", "events", "Event", true, &["ev"], false),
-        services,
-        builtin(
-            "",
-            "v1",
-            "serviceaccounts",
-            "ServiceAccount",
-            true,
-            &["sa"],
-            false,
-        ),
-        deployments,
-        replicasets,
-        builtin(
-            "events.k8s.io",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-        ),
-        builtin(
-            "coordination.k8s.io",
-            "v1",
-            "leases",
-            "Lease",
-            true,
-            &[],
-            false,
-        ),
-        builtin(
-            "node.k8s.io",
-            "v1",
-            "runtimeclasses",
-            "RuntimeClass",
-            false,
-            &[],
-            false,
-        ),
-        builtin(
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-            false,
-            &["crd", "crds"],
-            true,
-        ),
-        builtin(
-            "admissionregistration.k8s.io",
-            "v1",
-            "mutatingwebhookconfigurations",
-            "MutatingWebhookConfiguration",
-            false,
-            &[],
-            false,
-        ),
-        builtin(
-            "admissionregistration.k8s.io",
-            "v1",
-            "validatingwebhookconfigurations",
-            "ValidatingWebhookConfiguration",
-            false,
-            &[],
-            false,
-        ),
-    ];
-    all.extend(workloads);
-    all
+    kinds::KINDS.iter().map(ResourceType::from_kind).collect()
 }
 
 /// Build the served resource of a CustomResourceDefinition object (apiextensions.k8s.io/v1).

@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{Query, Route};
+use super::decode::check_patched_builtin;
+use super::query::Query;
+use super::route::Route;
 use crate::error::ApiError;
 use crate::patch::{
     ApplyError, ApplyOptions, MergeStrategy, PatchError, PatchType, parse_apply_body, patch_object,
@@ -130,7 +132,7 @@ pub(crate) fn apply_patch(
             (_, e) => patch_error(t, name, e),
         },
     )?;
-    crate::api::check_patched_builtin(t, &patched)?;
+    check_patched_builtin(t, &patched)?;
     Ok(patched)
 }
 

@@ -20,9 +20,12 @@ use hyper::body::Frame;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::api::{OutputMode, Query, Route, Selectors, render};
+use super::query::{OutputMode, Query};
+use super::response::render;
+use super::route::Route;
+use super::selectors::Selectors;
+use super::{Body, Shared};
 use crate::error::ApiError;
-use crate::server::{Body, Shared};
 use crate::store::{EventKind, LogEvent, StoredObject};
 
 /// Events read from the log per lock acquisition.

@@ -7,12 +7,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::Shared;
+use super::decode::decode_builtin;
+use super::route::Route;
+use super::validate::validate;
 use crate::admission::{
     AdmissionError, Attributes, Operation, UserInfo, run_mutating, run_validating,
 };
-use crate::api::Route;
 use crate::error::ApiError;
-use crate::server::Shared;
 
 const MUTATING: &str = "admissionregistration.k8s.io/mutatingwebhookconfigurations";
 const VALIDATING: &str = "admissionregistration.k8s.io/validatingwebhookconfigurations";
@@ -68,11 +70,11 @@ pub(crate) async fn admit(
         if op == Operation::Create && route.subresource.is_none() {
             crate::defaults::admit_create(&route.t, &mut object);
         }
-        crate::api::decode_builtin(route, &mut object)?;
+        decode_builtin(route, &mut object)?;
     }
     if !mutating && !validating {
         if op != Operation::Delete {
-            crate::api::validate(route, operation, old, &mut object)?;
+            validate(route, operation, old, &mut object)?;
         }
         return Ok(object);
     }
@@ -145,7 +147,7 @@ pub(crate) async fn admit(
         object
     };
     object["apiVersion"] = json!(t.api_version(t.storage_version()));
-    crate::api::validate(route, operation, old, &mut object)?;
+    validate(route, operation, old, &mut object)?;
     if validating {
         let admitted = run_validating(
             &configurations(shared, VALIDATING),

@@ -1,0 +1,84 @@
+//! The create verb (POST).
+
+use http::{Response, StatusCode};
+use serde_json::json;
+
+use super::decode::{check_type, parse_body};
+use super::query::dry_run;
+use super::response::{dry_run_response, written};
+use super::{Body, Call};
+use crate::error::ApiError;
+
+/// A random suffix for `generateName`, from the alphabet upstream uses.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let id = uuid::Uuid::new_v4();
+    id.as_bytes()
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// A create: defaults, admission and validation, then the store.
+pub(crate) async fn create(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
+    let t = route.t.clone();
+    let mut obj = parse_body(body)?;
+    check_type(route, &mut obj)?;
+    let meta = &mut obj["metadata"];
+    if meta["resourceVersion"]
+        .as_str()
+        .is_some_and(|r| !r.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    if t.namespaced {
+        let ns = route.ns();
+        match meta["namespace"].as_str() {
+            None | Some("") => meta["namespace"] = json!(ns),
+            Some(body_ns) if body_ns == ns => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+    } else if let Some(m) = meta.as_object_mut() {
+        m.remove("namespace");
+    }
+    if meta["name"].as_str().is_none_or(str::is_empty) {
+        match meta["generateName"].as_str() {
+            Some(prefix) if !prefix.is_empty() => {
+                meta["name"] = json!(format!("{prefix}{}", random_suffix()));
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    &t.group,
+                    &t.kind,
+                    "",
+                    vec![(
+                        "metadata.name".into(),
+                        "FieldValueRequired".into(),
+                        "Required value: name or generateName is required".into(),
+                    )],
+                ));
+            }
+        }
+    }
+    if t.status_subresource
+        && t.custom.is_some()
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
+    }
+    let obj = super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
+    if dry_run(q) {
+        return Ok(dry_run_response(StatusCode::CREATED, obj));
+    }
+    let obj = super::patch::track_update(route, q, None, obj);
+    let stored = shared.mutate(|s| s.create(&t, obj))?;
+    Ok(written(StatusCode::CREATED, &stored, route))
+}

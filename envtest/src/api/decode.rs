@@ -1,0 +1,208 @@
+//! Decoding request bodies: JSON or YAML objects (protobuf ones are turned into JSON before,
+//! see [`decode_protobuf`]), the check of their apiVersion and kind against the route, and what
+//! the real server does to a built-in kind's body when it decodes it (a Secret's
+//! `stringData`).
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::route::Route;
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+
+/// A request body of media type `content_type` as JSON bytes: protobuf bodies of the kinds
+/// kubectl's `create` generators send are decoded ([`crate::protobuf`]); other protobuf and
+/// CBOR bodies are 415, a body that is not well-formed protobuf is a 400, as upstream.
+pub(crate) fn decode_protobuf(content_type: &str, body: Bytes) -> Result<Bytes, ApiError> {
+    let media = content_type.to_ascii_lowercase();
+    if body.is_empty() {
+        return Ok(body);
+    }
+    if media.contains("protobuf") {
+        return match crate::protobuf::decode(&body) {
+            Ok(v) => Ok(Bytes::from(serde_json::to_vec(&v).unwrap_or_default())),
+            Err(crate::protobuf::DecodeError::Unsupported(e)) => {
+                let mut err = ApiError::unsupported_media_type(content_type);
+                err.message = format!("{}: {e}", err.message);
+                Err(err)
+            }
+            Err(crate::protobuf::DecodeError::Malformed(e)) => Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized: {e}"
+            ))),
+        };
+    }
+    if media.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(content_type));
+    }
+    Ok(body)
+}
+
+/// A JSON (or YAML) object body; 400 when empty or not decodable.
+pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request("request body is empty"));
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => Ok(v),
+        Err(json_err) => serde_saphyr::from_slice::<Value>(body).map_err(|_| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded: {json_err}"
+            ))
+        }),
+    }
+}
+
+/// Check apiVersion/kind of a body against the route and fill them in when absent.
+pub(crate) fn check_type(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    let t = &route.t;
+    let want_av = t.api_version(&route.version);
+    match obj["apiVersion"].as_str() {
+        None | Some("") => obj["apiVersion"] = json!(want_av),
+        Some(av) if av == want_av => {}
+        Some(av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+    }
+    match obj["kind"].as_str() {
+        None | Some("") => obj["kind"] = json!(t.kind),
+        Some(k) if k == t.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                t.kind
+            )));
+        }
+    }
+    // Store the storage version.
+    obj["apiVersion"] = json!(t.api_version(t.storage_version()));
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    Ok(())
+}
+
+/// What the real server does to a built-in kind's body when it decodes it, before admission,
+/// whatever the body's encoding: a Secret's `stringData` is merged into `data` (base64, a
+/// `stringData` key wins) and dropped, and a Secret without a type is `Opaque`. A
+/// `stringData` value that is not a string is a 400, as upstream.
+pub(crate) fn decode_builtin(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
+    use base64::Engine;
+    let t = &route.t;
+    if t.custom.is_some() || !t.group.is_empty() || t.kind != "Secret" {
+        return Ok(());
+    }
+    let Some(map) = obj.as_object_mut() else {
+        return Ok(());
+    };
+    if let Some(Value::Object(string_data)) = map.remove("stringData") {
+        let data = map
+            .entry("data")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !data.is_object() {
+            *data = Value::Object(Default::default());
+        }
+        if let Value::Object(data) = data {
+            for (k, v) in string_data {
+                let Some(text) = v.as_str() else {
+                    return Err(ApiError::bad_request(format!(
+                        "Secret in version \"v1\" cannot be handled as a Secret: {}",
+                        not_a_string_data_value(&v)
+                    )));
+                };
+                data.insert(
+                    k,
+                    json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                );
+            }
+        }
+    }
+    if map
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        map.insert("type".into(), json!("Opaque"));
+    }
+    Ok(())
+}
+
+/// Go's JSON decoding error for a `stringData` value that is not a string.
+fn not_a_string_data_value(v: &Value) -> String {
+    let json_type = match v {
+        Value::Null | Value::String(_) => "string",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    format!(
+        "json: cannot unmarshal {json_type} into Go struct field Secret.stringData of type string"
+    )
+}
+
+/// The real server decodes a patched object into its Go type: a patched Secret whose
+/// `stringData` holds a value that is not a string fails that decoding, which it reports as
+/// 422 Invalid on the field `patch` (a create with such a body is a 400, see
+/// [`decode_builtin`]).
+pub(crate) fn check_patched_builtin(t: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    if t.custom.is_some() || !t.group.is_empty() || t.kind != "Secret" {
+        return Ok(());
+    }
+    let Some(Value::Object(string_data)) = obj.get("stringData") else {
+        return Ok(());
+    };
+    let Some(bad) = string_data.values().find(|v| !v.is_string()) else {
+        return Ok(());
+    };
+    let message = format!(
+        "Invalid value: {}: {}",
+        Value::String(obj.to_string()),
+        not_a_string_data_value(bad)
+    );
+    Err(ApiError::invalid(
+        "",
+        "",
+        "",
+        vec![("patch".into(), "FieldValueInvalid".into(), message)],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_are_json_or_yaml_objects() {
+        assert_eq!(parse_body(br#"{"a": 1}"#).unwrap(), json!({"a": 1}));
+        assert_eq!(
+            parse_body(b"kind: ConfigMap\ndata:\n  k: v\n").unwrap(),
+            json!({"kind": "ConfigMap", "data": {"k": "v"}})
+        );
+        assert_eq!(parse_body(b"").unwrap_err().code, 400);
+        assert_eq!(parse_body(b"{").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn cbor_and_unknown_protobuf_are_refused() {
+        let body = Bytes::from_static(b"\xa1\x61\x61\x01");
+        assert_eq!(
+            decode_protobuf("application/cbor", body.clone())
+                .unwrap_err()
+                .code,
+            415
+        );
+        assert_eq!(
+            decode_protobuf("application/json", body.clone()).unwrap(),
+            body
+        );
+        assert!(decode_protobuf("application/vnd.kubernetes.protobuf", Bytes::new()).is_ok());
+        assert!(decode_protobuf("application/vnd.kubernetes.protobuf", body).is_err());
+    }
+}

@@ -1,0 +1,272 @@
+//! The REST API over HTTP: every request enters at [`handle`], which reads the body, applies
+//! faults, routes the path ([`route`]), decodes the body ([`decode`]) and runs the verb; the
+//! answer is rendered by [`response`].
+//!
+//! | module | concern |
+//! |---|---|
+//! | this module | the shared server state, the entry point, verb dispatch |
+//! | [`query`] | query string parsing, output mode, flags |
+//! | [`route`] | paths to documents and resources, the verb of a request |
+//! | [`response`] | JSON and text responses, Status errors, rendering of objects and lists |
+//! | [`pagination`] | limit/continue, resourceVersion semantics, snapshot merge |
+//! | [`selectors`] | label and field selectors of a request, per the resource's descriptor |
+//! | [`decode`] | body decoding (JSON, YAML, protobuf), apiVersion/kind checks, Secret decoding |
+//! | [`validate`] | object validation (name, built-in checks, CRD schemas) |
+//! | [`read`], [`create`], [`update`], [`scale`], [`delete`], [`watch`] | the verbs |
+//! | [`admission`], [`patch`] | the wiring of the admission and patch engines into the verbs |
+//!
+//! Dependencies point one way: the entry point uses the verbs, the verbs use the wiring
+//! modules, and everything uses the plumbing (query, route, response, decode, validate); the
+//! engines ([`crate::patch`], [`crate::admission`], [`crate::table`], [`crate::selector`]) know
+//! nothing of HTTP.
+
+mod admission;
+mod create;
+mod decode;
+mod delete;
+mod pagination;
+mod patch;
+mod query;
+mod read;
+mod response;
+mod route;
+mod scale;
+mod selectors;
+mod update;
+mod validate;
+mod watch;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::watch as signal;
+
+pub(crate) use response::error_response;
+
+use crate::error::ApiError;
+use crate::faults::Faults;
+use crate::store::Store;
+use query::{OutputMode, Query, output_mode, parse_query};
+use response::{json_value, text};
+use route::{Route, Target, route, verb_of};
+
+/// Largest accepted request body.
+const MAX_BODY: usize = 32 * 1024 * 1024;
+
+/// HTTP body type of every response.
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
+
+/// State shared by all request handlers of one server.
+pub(crate) struct Shared {
+    /// The objects.
+    pub store: Arc<Mutex<Store>>,
+    /// The latest resourceVersion, published after every write (watchers wait on it).
+    pub rv_tx: Arc<signal::Sender<u64>>,
+    /// Fault injection and request counters.
+    pub faults: Faults,
+    /// How often watches with bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// Set to `true` to stop the server (and end its watches).
+    pub shutdown: signal::Sender<bool>,
+}
+
+impl Shared {
+    /// Run `f` on the locked store and wake watchers if it wrote anything.
+    pub fn mutate<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
+        let (result, rv) = {
+            let mut store = self.store.lock();
+            let before = store.rv();
+            let result = f(&mut store);
+            let after = store.rv();
+            (result, (after != before).then_some(after))
+        };
+        if let Some(rv) = rv {
+            self.rv_tx.send_replace(rv);
+        }
+        result
+    }
+}
+
+/// Entry point for every request.
+pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let query = parse_query(parts.uri.query());
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return error_response(&ApiError::bad_request(format!("cannot read body: {e}"))),
+    };
+    shared.faults.wait_unpaused().await;
+    let user_agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let aggregated = accept
+        .as_deref()
+        .is_some_and(crate::discovery::wants_aggregated);
+    let routed = if aggregated && (path == "/api" || path == "/apis") {
+        let store = shared.store.lock();
+        Ok(Target::Aggregated(crate::discovery::aggregated(
+            &store.registry,
+            path == "/api",
+        )))
+    } else {
+        route(&shared.store.lock().registry, &path, &query, user_agent)
+    };
+    let (verb, resource) = match &routed {
+        Ok(Target::Resource(r)) => (
+            verb_of(&parts.method, r, &query).to_string(),
+            match &r.subresource {
+                Some(sub) => format!("{}/{sub}", r.t.plural),
+                None => r.t.plural.clone(),
+            },
+        ),
+        _ => (parts.method.as_str().to_lowercase(), path.clone()),
+    };
+    let (fault, latency) = shared.faults.on_request(&verb, &resource);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(err) = fault {
+        return error_response(&err);
+    }
+    let target = match routed {
+        Ok(t) => t,
+        Err(e) => return error_response(&e),
+    };
+    // JSON (and YAML) bodies; protobuf only for the kinds kubectl's `create` generators send;
+    // anything else (CBOR, other protobuf kinds) gets 415.
+    let body = match decode::decode_protobuf(&content_type, body) {
+        Ok(body) => body,
+        Err(e) => return error_response(&e),
+    };
+    let mode = output_mode(accept.as_deref(), &query);
+    let mut warnings = None;
+    let result = match target {
+        Target::Fixed(v) => Ok(json_value(StatusCode::OK, &v)),
+        Target::Aggregated(v) => {
+            let mut resp = json_value(StatusCode::OK, &v);
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(crate::discovery::AGGREGATED_V2),
+            );
+            Ok(resp)
+        }
+        Target::PageNotFound => Ok(text(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"404 page not found\n"),
+        )),
+        Target::Text(t) => Ok(text(StatusCode::OK, "text/plain", t)),
+        Target::Resource(route) => {
+            warnings = Some(route.warnings.clone());
+            dispatch(
+                &shared,
+                &parts.method,
+                route,
+                &query,
+                mode,
+                &content_type,
+                body,
+                &verb,
+            )
+            .await
+        }
+    };
+    let mut resp = match result {
+        Ok(resp) => resp,
+        Err(e) => error_response(&e),
+    };
+    for w in warnings
+        .map(|w| std::mem::take(&mut *w.lock()))
+        .unwrap_or_default()
+    {
+        let text = format!("299 - {}", json!(w));
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    tracing::debug!(%verb, %resource, %path, code = resp.status().as_u16(), "request");
+    resp
+}
+
+/// One resource request, as the verbs that take a body get it.
+#[derive(Clone, Copy)]
+pub(crate) struct Call<'a> {
+    /// The server state.
+    pub shared: &'a Arc<Shared>,
+    /// The routed request.
+    pub route: &'a Route,
+    /// Its query parameters.
+    pub q: &'a Query,
+    /// Its `Content-Type`.
+    pub content_type: &'a str,
+    /// Its body, decoded to JSON where it was protobuf.
+    pub body: &'a [u8],
+}
+
+/// Runs a resource request's verb.
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    shared: &Arc<Shared>,
+    method: &Method,
+    route: Route,
+    q: &Query,
+    mode: OutputMode,
+    content_type: &str,
+    body: Bytes,
+    verb: &str,
+) -> Result<Response<Body>, ApiError> {
+    let call = Call {
+        shared,
+        route: &route,
+        q,
+        content_type,
+        body: &body,
+    };
+    if route.subresource.as_deref() == Some("scale") {
+        return scale::scale(&call, verb).await;
+    }
+    match verb {
+        "get" => read::get(shared, &route, mode),
+        "list" => read::list(shared, &route, q, mode),
+        "watch" => watch::start(shared.clone(), route.clone(), q, mode),
+        "create" => {
+            if route.subresource.is_some() || route.name.is_some() {
+                return Err(ApiError::method_not_allowed(format!(
+                    "POST is not supported on {}",
+                    route.t.plural
+                )));
+            }
+            create::create(&call).await
+        }
+        "update" => update::update(&call).await,
+        "patch" => update::patch(&call).await,
+        "delete" => delete::delete(&call).await,
+        "deletecollection" => delete::delete_collection(&call).await,
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        ))),
+    }
+}

@@ -1,0 +1,99 @@
+//! The read verbs (get and list) and the lookups of stored objects the other verbs share.
+
+use std::sync::Arc;
+
+use http::{Response, StatusCode};
+
+use super::pagination::{ListParams, encode_continue, merge_page};
+use super::query::{OutputMode, Query};
+use super::response::{json_bytes, render, render_list};
+use super::route::Route;
+use super::selectors::Selectors;
+use super::{Body, Shared};
+use crate::error::ApiError;
+use crate::store::{ObjKey, StoredObject};
+
+/// The object name on the URL, which `verb` requires.
+pub(crate) fn url_name(route: &Route, verb: &str) -> Result<String, ApiError> {
+    route
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::method_not_allowed(format!("{verb} requires a name")))
+}
+
+/// The stored object named `name` at the route's resource and namespace, if any.
+pub(crate) fn stored_object(
+    shared: &Shared,
+    route: &Route,
+    name: &str,
+) -> Option<Arc<StoredObject>> {
+    shared
+        .store
+        .lock()
+        .get(&crate::convert::storage_key(&route.t), route.ns(), name)
+}
+
+/// Like [`stored_object`], or 404 NotFound.
+pub(crate) fn existing_object(
+    shared: &Shared,
+    route: &Route,
+    name: &str,
+) -> Result<Arc<StoredObject>, ApiError> {
+    stored_object(shared, route, name)
+        .ok_or_else(|| ApiError::not_found(&route.t.group, &route.t.plural, name))
+}
+
+/// A get: the named object, rendered for the output mode.
+pub(crate) fn get(
+    shared: &Shared,
+    route: &Route,
+    mode: OutputMode,
+) -> Result<Response<Body>, ApiError> {
+    let name = route.name.as_deref().unwrap_or_default();
+    let obj = existing_object(shared, route, name)?;
+    Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
+}
+
+/// A list: one page of the objects the selectors select, from the snapshot the pagination
+/// parameters name ([`super::pagination`]).
+pub(crate) fn list(
+    shared: &Shared,
+    route: &Route,
+    q: &Query,
+    mode: OutputMode,
+) -> Result<Response<Body>, ApiError> {
+    let t = &route.t;
+    let sel = Selectors::parse(t, q)?;
+    let params = ListParams::parse(q)?;
+    let ns = route.namespace.as_deref();
+    let resource = crate::convert::storage_key(t);
+    let store = shared.store.lock();
+    let (snapshot_rv, after) = params.snapshot(store.rv())?;
+    let list_rv = snapshot_rv.unwrap_or(store.rv());
+    let overlay = match snapshot_rv {
+        Some(at) => store.overlay_at(&resource, at).map_err(|e| {
+            ApiError::expired(format!(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. (oldest available resourceVersion {})",
+                e.oldest
+            ))
+        })?,
+        None => Default::default(),
+    };
+    let in_scope =
+        |k: &ObjKey| ns.is_none_or(|ns| k.0 == ns) && after.as_ref().is_none_or(|a| k > a);
+    let page = merge_page(
+        store.range(&resource, ns, after.as_ref()),
+        overlay.iter().filter(|(k, _)| in_scope(k)),
+        |obj: &Arc<StoredObject>| sel.is_everything() || sel.matches(&obj.value),
+        params.limit,
+    );
+    drop(store);
+    let continue_token = page
+        .next
+        .map(|k| encode_continue(list_rv, &k))
+        .unwrap_or_default();
+    Ok(json_bytes(
+        StatusCode::OK,
+        render_list(route, &page.items, list_rv, &continue_token, mode),
+    ))
+}

@@ -1,0 +1,222 @@
+//! The write verbs on an existing object: update (PUT) and patch (PATCH, including
+//! server-side apply, which creates an absent object), and the steps they share.
+
+use std::sync::Arc;
+
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::decode::{check_type, parse_body};
+use super::pagination::parse_rv;
+use super::query::{Query, dry_run};
+use super::read::{existing_object, stored_object, url_name};
+use super::response::{dry_run_response, view, written};
+use super::route::Route;
+use super::{Body, Call, Shared};
+use crate::error::ApiError;
+
+/// Combine the incoming object with the current one according to the status subresource rules.
+fn split_status(route: &Route, current: &Value, mut incoming: Value) -> Value {
+    if route.subresource.as_deref() == Some("status") {
+        let mut out = current.clone();
+        out["status"] = incoming.get("status").cloned().unwrap_or(Value::Null);
+        if out["status"].is_null()
+            && let Some(o) = out.as_object_mut()
+        {
+            o.remove("status");
+        }
+        // The resourceVersion precondition comes from the incoming object, and so does field
+        // ownership computed for this write (server-side apply to /status).
+        out["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
+        if let Some(mf) = incoming["metadata"].get("managedFields") {
+            out["metadata"]["managedFields"] = mf.clone();
+        }
+        out
+    } else if route.t.status_subresource {
+        match current.get("status") {
+            Some(s) => incoming["status"] = s.clone(),
+            None => {
+                if let Some(o) = incoming.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        incoming
+    } else {
+        incoming
+    }
+}
+
+/// What an update-shaped write (PUT or PATCH of an existing object) yields before it is stored.
+pub(crate) enum Prepared {
+    /// A dry run: the response to send; nothing is stored.
+    DryRun(Response<Body>),
+    /// The object to store.
+    Store(Value),
+}
+
+/// The steps PUT and PATCH share between computing the new object and storing it: keep the
+/// status subresource separation, run admission (operation UPDATE), answer dry runs, and record
+/// `Update` field ownership when `track` is set (server-side apply records its own).
+pub(crate) async fn prepare_update(
+    shared: &Arc<Shared>,
+    route: &Route,
+    q: &Query,
+    current_view: &Value,
+    new: Value,
+    track: bool,
+) -> Result<Prepared, ApiError> {
+    let candidate = split_status(route, current_view, new);
+    let candidate = super::admission::admit(
+        shared,
+        route,
+        "UPDATE",
+        Some(current_view),
+        candidate,
+        dry_run(q),
+    )
+    .await?;
+    crate::immutable::check(&route.t, current_view, &candidate)?;
+    if dry_run(q) {
+        return Ok(Prepared::DryRun(dry_run_response(
+            StatusCode::OK,
+            candidate,
+        )));
+    }
+    Ok(Prepared::Store(if track {
+        super::patch::track_update(route, q, Some(current_view), candidate)
+    } else {
+        candidate
+    }))
+}
+
+/// An update (PUT): the body replaces the object (a resourceVersion in it is a precondition).
+pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
+    let t = route.t.clone();
+    let name = url_name(route, "PUT")?;
+    let mut obj = parse_body(body)?;
+    check_type(route, &mut obj)?;
+    match obj["metadata"]["name"].as_str() {
+        Some(n) if n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => obj["metadata"]["name"] = json!(name),
+    }
+    if t.namespaced {
+        match obj["metadata"]["namespace"].as_str() {
+            Some(n) if !n.is_empty() && n != route.ns() => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => obj["metadata"]["namespace"] = json!(route.ns()),
+        }
+    }
+    let expected = match obj["metadata"]["resourceVersion"].as_str() {
+        Some(r) if !r.is_empty() => Some(parse_rv(r)?),
+        _ => None,
+    };
+    loop {
+        let current = existing_object(shared, route, &name)?;
+        let current_view = view(route, &current.value);
+        let candidate =
+            match prepare_update(shared, route, q, &current_view, obj.clone(), true).await? {
+                Prepared::DryRun(response) => return Ok(response),
+                Prepared::Store(candidate) => candidate,
+            };
+        let base = expected.unwrap_or(current.rv);
+        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
+            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
+            // Unconditional update raced with another write: recompute on the new state.
+            Err(e) if e.code == 409 && expected.is_none() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A patch (PATCH) of any type; server-side apply of an absent object creates it.
+pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
+    let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
+    let content_type = call.content_type;
+    let t = route.t.clone();
+    let name = url_name(route, "PATCH")?;
+    let patch_type = crate::patch::PatchType::from_content_type(content_type)
+        .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+    loop {
+        let current = stored_object(shared, route, &name);
+        let current_view = current.as_ref().map(|c| view(route, &c.value));
+        if current.is_none() && route.subresource.is_some() {
+            // No create through a subresource, whatever the patch type.
+            return Err(ApiError::not_found(&t.group, &t.plural, &name));
+        }
+        let patched = super::patch::apply_patch(route, q, patch_type, current_view.as_ref(), body)?;
+        let Some(current) = current else {
+            // Server-side apply of an absent object creates it.
+            let mut obj = patched;
+            check_type(route, &mut obj)?;
+            obj["metadata"]["name"] = json!(name);
+            if t.namespaced {
+                obj["metadata"]["namespace"] = json!(route.ns());
+            }
+            if t.status_subresource
+                && t.custom.is_some()
+                && let Some(o) = obj.as_object_mut()
+            {
+                o.remove("status");
+            }
+            let obj =
+                super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
+            if dry_run(q) {
+                return Ok(dry_run_response(StatusCode::CREATED, obj));
+            }
+            match shared.mutate(|s| s.create(&t, obj)) {
+                Ok(stored) => return Ok(written(StatusCode::CREATED, &stored, route)),
+                Err(e) if e.code == 409 && e.reason == "AlreadyExists" => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        let mut patched = patched;
+        check_type(route, &mut patched)?;
+        if patched["metadata"]["name"].as_str() != Some(name.as_str()) {
+            return Err(ApiError::invalid(
+                &t.group,
+                &t.kind,
+                &name,
+                vec![(
+                    "metadata.name".into(),
+                    "FieldValueInvalid".into(),
+                    "field is immutable".into(),
+                )],
+            ));
+        }
+        // A resourceVersion in the patch is a precondition.
+        if let Some(r) = patched["metadata"]["resourceVersion"].as_str()
+            && !r.is_empty()
+            && r != current.rv.to_string()
+        {
+            return Err(ApiError::conflict(
+                &t.group,
+                &t.plural,
+                &name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        let current_view = current_view.unwrap_or_default();
+        // Server-side apply has recorded its own field ownership.
+        let track = patch_type != crate::patch::PatchType::Apply;
+        let candidate =
+            match prepare_update(shared, route, q, &current_view, patched, track).await? {
+                Prepared::DryRun(response) => return Ok(response),
+                Prepared::Store(candidate) => candidate,
+            };
+        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
+            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
+            // Lost a race with another writer: re-apply the patch on the new state.
+            Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}

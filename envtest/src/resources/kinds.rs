@@ -1,0 +1,365 @@
+//! Data table: one descriptor per built-in kind, the one place a built-in is registered.
+//!
+//! A descriptor ([`Kind`]) says how the kind is served (group, version, plural, scope, short
+//! names, `all` category, `status` and `scale` subresources), how its lists merge under
+//! strategic merge patch and server-side apply ([`Lists`], see [`crate::patch::strategy`]),
+//! how `kubectl get` prints it ([`Printer`], see [`crate::table`]), which fields a field
+//! selector may name besides `metadata.name` and `metadata.namespace` and what an absent one
+//! reads as ([`SelectableField`]), and what the real server writes into it besides what a
+//! client sent ([`Kind::defaults`], [`Kind::on_create`], see [`crate::defaults`]).
+//!
+//! Adding a built-in kind is adding one entry to [`KINDS`] (with a printer function in
+//! `table/columns.rs` when it has columns of its own). Protobuf bodies are decoded by message
+//! type in `protobuf.rs`, not per kind. The unit tests check that every entry is served, has a
+//! merge strategy and columns, and that no two entries collide.
+
+use serde_json::Value;
+
+use crate::defaults;
+use crate::patch::strategy::{CONDITIONS, Lists, Row};
+use crate::selector::{FieldDefault, SelectableField};
+use crate::table::{Printer, columns};
+
+/// What the server knows about one built-in kind (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kind {
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    /// The one served version.
+    pub version: &'static str,
+    /// Plural resource name used in URLs.
+    pub plural: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// Short names (`po`).
+    pub short_names: &'static [&'static str],
+    /// In the `all` category (`kubectl get all`).
+    pub all: bool,
+    /// Whether the `status` subresource is served.
+    pub status: bool,
+    /// Whether the `scale` subresource is served (replicas at `.spec.replicas`).
+    pub scale: bool,
+    /// How its lists merge.
+    pub lists: Lists,
+    /// How `kubectl get` prints it.
+    pub printer: Printer,
+    /// Field selector paths besides `metadata.name` and `metadata.namespace`.
+    pub fields: &'static [SelectableField],
+    /// What the real server writes on every write (`old`: the stored object of an update).
+    pub defaults: Option<fn(Option<&Value>, &mut Value)>,
+    /// The built-in mutating admission of a create through the API.
+    pub on_create: Option<fn(&mut Value)>,
+}
+
+/// A descriptor with the common values: namespaced, no short names, not in `all`, no
+/// subresources, common list rules only, NAME and AGE, no selectable fields, no defaults.
+const BASE: Kind = Kind {
+    group: "",
+    version: "v1",
+    plural: "",
+    kind: "",
+    namespaced: true,
+    short_names: &[],
+    all: false,
+    status: false,
+    scale: false,
+    lists: Lists::NONE,
+    printer: Printer::Columns(columns::none),
+    fields: &[],
+    defaults: None,
+    on_create: None,
+};
+
+/// A selectable field that reads as the empty string when absent.
+const fn field(path: &'static str) -> SelectableField {
+    SelectableField {
+        path,
+        absent: FieldDefault::Empty,
+    }
+}
+
+/// A selectable field with a value when absent.
+const fn field_or(path: &'static str, value: &'static str) -> SelectableField {
+    SelectableField {
+        path,
+        absent: FieldDefault::Value(value),
+    }
+}
+
+const POD_FIELDS: &[SelectableField] = &[
+    field("spec.nodeName"),
+    field("status.phase"),
+    field("spec.restartPolicy"),
+    field("spec.schedulerName"),
+    field("spec.serviceAccountName"),
+    field_or("spec.hostNetwork", "false"),
+    SelectableField {
+        path: "status.podIP",
+        absent: FieldDefault::Pointer("/status/podIPs/0/ip"),
+    },
+];
+
+/// Both Event APIs accept both sets of names (core/v1's and events.k8s.io/v1's).
+const EVENT_FIELDS: &[SelectableField] = &[
+    field("involvedObject.kind"),
+    field("involvedObject.namespace"),
+    field("involvedObject.name"),
+    field("involvedObject.uid"),
+    field("involvedObject.apiVersion"),
+    field("involvedObject.resourceVersion"),
+    field("involvedObject.fieldPath"),
+    field("reason"),
+    field("reportingComponent"),
+    field("source"),
+    field("type"),
+    field("regarding.kind"),
+    field("regarding.name"),
+    field("regarding.namespace"),
+    field("regarding.uid"),
+    field("regarding.apiVersion"),
+    field("regarding.resourceVersion"),
+    field("regarding.fieldPath"),
+    field("reportingController"),
+];
+
+/// core/v1 Events; events.k8s.io/v1 Events are the same objects ([`crate::convert`]).
+const EVENTS: Kind = Kind {
+    plural: "events",
+    kind: "Event",
+    short_names: &["ev"],
+    printer: Printer::Complete(columns::events),
+    fields: EVENT_FIELDS,
+    ..BASE
+};
+
+/// A workload kind of the `all` category with a pod template at `spec.template` and
+/// `status.conditions`.
+const fn workload(group: &'static str, plural: &'static str, kind: &'static str) -> Kind {
+    Kind {
+        group,
+        plural,
+        kind,
+        all: true,
+        status: true,
+        lists: Lists::pod_spec("spec.template.spec.", CONDITIONS),
+        ..BASE
+    }
+}
+
+/// Every built-in kind the server serves.
+pub(crate) const KINDS: &[Kind] = &[
+    Kind {
+        plural: "namespaces",
+        kind: "Namespace",
+        namespaced: false,
+        short_names: &["ns"],
+        status: true,
+        lists: Lists::rows(CONDITIONS),
+        printer: Printer::Columns(columns::namespace),
+        fields: &[field("status.phase")],
+        defaults: Some(defaults::namespace),
+        ..BASE
+    },
+    Kind {
+        plural: "nodes",
+        kind: "Node",
+        namespaced: false,
+        short_names: &["no"],
+        status: true,
+        lists: Lists::rows(&[
+            ("spec.podCIDRs", Row::Set),
+            ("status.conditions", Row::Map(&["type"])),
+            ("status.addresses", Row::Map(&["type"])),
+        ]),
+        printer: Printer::Columns(columns::node),
+        fields: &[field_or("spec.unschedulable", "false")],
+        defaults: Some(defaults::node),
+        on_create: Some(defaults::taint_not_ready),
+        ..BASE
+    },
+    Kind {
+        plural: "pods",
+        kind: "Pod",
+        short_names: &["po"],
+        all: true,
+        status: true,
+        lists: Lists::pod_spec(
+            "spec.",
+            &[
+                ("status.conditions", Row::Map(&["type"])),
+                ("status.podIPs", Row::Map(&["ip"])),
+                ("status.hostIPs", Row::Map(&["ip"])),
+            ],
+        ),
+        printer: Printer::Columns(columns::pod),
+        fields: POD_FIELDS,
+        ..BASE
+    },
+    Kind {
+        plural: "configmaps",
+        kind: "ConfigMap",
+        short_names: &["cm"],
+        printer: Printer::Columns(columns::config_map),
+        ..BASE
+    },
+    Kind {
+        plural: "secrets",
+        kind: "Secret",
+        printer: Printer::Columns(columns::secret),
+        fields: &[field("type")],
+        ..BASE
+    },
+    EVENTS,
+    Kind {
+        plural: "services",
+        kind: "Service",
+        short_names: &["svc"],
+        all: true,
+        status: true,
+        lists: Lists::rows(&[
+            ("spec.ports", Row::Map(&["port"])),
+            ("status.conditions", Row::Map(&["type"])),
+        ]),
+        printer: Printer::Columns(columns::service),
+        ..BASE
+    },
+    Kind {
+        plural: "serviceaccounts",
+        kind: "ServiceAccount",
+        short_names: &["sa"],
+        ..BASE
+    },
+    Kind {
+        plural: "persistentvolumeclaims",
+        kind: "PersistentVolumeClaim",
+        short_names: &["pvc"],
+        status: true,
+        lists: Lists::rows(CONDITIONS),
+        printer: Printer::Columns(columns::persistent_volume_claim),
+        defaults: Some(defaults::persistent_volume_claim),
+        ..BASE
+    },
+    Kind {
+        short_names: &["deploy"],
+        scale: true,
+        printer: Printer::Columns(columns::deployment),
+        ..workload("apps", "deployments", "Deployment")
+    },
+    Kind {
+        short_names: &["rs"],
+        scale: true,
+        printer: Printer::Columns(columns::replica_set),
+        ..workload("apps", "replicasets", "ReplicaSet")
+    },
+    Kind {
+        short_names: &["sts"],
+        scale: true,
+        printer: Printer::Columns(columns::stateful_set),
+        ..workload("apps", "statefulsets", "StatefulSet")
+    },
+    Kind {
+        short_names: &["ds"],
+        printer: Printer::Columns(columns::daemon_set),
+        ..workload("apps", "daemonsets", "DaemonSet")
+    },
+    Kind {
+        printer: Printer::Columns(columns::job),
+        ..workload("batch", "jobs", "Job")
+    },
+    Kind {
+        short_names: &["cj"],
+        lists: Lists::pod_spec("spec.jobTemplate.spec.template.spec.", &[]),
+        printer: Printer::Columns(columns::cron_job),
+        ..workload("batch", "cronjobs", "CronJob")
+    },
+    Kind {
+        group: "events.k8s.io",
+        ..EVENTS
+    },
+    Kind {
+        group: "coordination.k8s.io",
+        plural: "leases",
+        kind: "Lease",
+        printer: Printer::Columns(columns::lease),
+        ..BASE
+    },
+    Kind {
+        group: "node.k8s.io",
+        plural: "runtimeclasses",
+        kind: "RuntimeClass",
+        namespaced: false,
+        printer: Printer::Columns(columns::runtime_class),
+        ..BASE
+    },
+    Kind {
+        group: "apiextensions.k8s.io",
+        plural: "customresourcedefinitions",
+        kind: "CustomResourceDefinition",
+        namespaced: false,
+        short_names: &["crd", "crds"],
+        status: true,
+        lists: Lists::rows(CONDITIONS),
+        ..BASE
+    },
+    Kind {
+        group: "admissionregistration.k8s.io",
+        plural: "mutatingwebhookconfigurations",
+        kind: "MutatingWebhookConfiguration",
+        namespaced: false,
+        lists: Lists::rows(WEBHOOKS),
+        ..BASE
+    },
+    Kind {
+        group: "admissionregistration.k8s.io",
+        plural: "validatingwebhookconfigurations",
+        kind: "ValidatingWebhookConfiguration",
+        namespaced: false,
+        lists: Lists::rows(WEBHOOKS),
+        ..BASE
+    },
+];
+
+const WEBHOOKS: &[(&str, Row)] = &[("webhooks", Row::Map(&["name"]))];
+
+/// Core kinds the server does not serve whose list rules [`crate::patch::MergeStrategy::builtin`]
+/// knows all the same (for callers of the patch engine).
+const UNSERVED_LISTS: &[(&str, Lists)] = &[
+    (
+        "ReplicationController",
+        Lists::pod_spec("spec.template.spec.", CONDITIONS),
+    ),
+    (
+        "PodTemplate",
+        Lists::pod_spec("spec.template.spec.", CONDITIONS),
+    ),
+    ("Endpoints", Lists::NONE),
+];
+
+/// The descriptor of a served resource, `None` for custom resources.
+pub(crate) fn of(t: &super::ResourceType) -> Option<&'static Kind> {
+    if t.custom.is_some() {
+        return None;
+    }
+    KINDS
+        .iter()
+        .find(|k| k.group == t.group && k.plural == t.plural)
+}
+
+/// The list rules of the built-in kind `kind` in `group`.
+pub(crate) fn lists(group: &str, kind: &str) -> Option<Lists> {
+    KINDS
+        .iter()
+        .find(|k| k.group == group && k.kind == kind)
+        .map(|k| k.lists)
+        .or_else(|| {
+            UNSERVED_LISTS
+                .iter()
+                .find(|(k, _)| group.is_empty() && *k == kind)
+                .map(|(_, lists)| *lists)
+        })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,167 @@
+//! Built-in kinds as their descriptors declare them: selectable fields with the API server's
+//! defaults, and a kind added as one descriptor entry (PersistentVolumeClaim) served, listed and
+//! printed as kube-apiserver v1.34 does. Everything goes through the Kubernetes API, so these
+//! hold on a real API server too.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
+use kcr_envtest::{TestApiServer, eventually};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn names<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
+    items.iter().filter_map(|o| o.meta().name.clone()).collect()
+}
+
+/// kube-apiserver defaults an absent `spec.unschedulable` to `false` for field selection, so
+/// `kubectl get nodes --field-selector spec.unschedulable=false` finds nodes without the field.
+#[tokio::test]
+async fn unschedulable_false_selects_nodes_without_the_field() {
+    let server = TestApiServer::start().await.unwrap();
+    let nodes: Api<Node> = Api::all(server.client());
+    for (name, spec) in [
+        ("plain", json!({})),
+        ("cordoned", json!({"unschedulable": true})),
+    ] {
+        let node: Node =
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let plain = nodes.get("plain").await.unwrap();
+    assert_eq!(
+        plain.spec.and_then(|s| s.unschedulable),
+        None,
+        "the node has no spec.unschedulable"
+    );
+    let select = |selector: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            names(
+                nodes
+                    .list(&ListParams::default().fields(selector))
+                    .await
+                    .unwrap()
+                    .items,
+            )
+        }
+    };
+    let schedulable = select("spec.unschedulable=false").await;
+    assert!(
+        schedulable.contains(&"plain".to_string()),
+        "{schedulable:?}"
+    );
+    assert!(
+        !schedulable.contains(&"cordoned".to_string()),
+        "{schedulable:?}"
+    );
+    let cordoned = select("spec.unschedulable=true").await;
+    assert!(cordoned.contains(&"cordoned".to_string()), "{cordoned:?}");
+    assert!(!cordoned.contains(&"plain".to_string()), "{cordoned:?}");
+    let not_cordoned = select("spec.unschedulable!=true").await;
+    assert!(
+        not_cordoned.contains(&"plain".to_string()),
+        "{not_cordoned:?}"
+    );
+}
+
+/// The Table rows of the PersistentVolumeClaims in `default`, as `kubectl get pvc -o wide`
+/// asks for them: `(column name, priority)` and each row's cells.
+async fn pvc_table(client: &kube::Client) -> (Vec<(String, i64)>, Vec<Vec<Value>>) {
+    let request = http::Request::get("/api/v1/namespaces/default/persistentvolumeclaims")
+        .header(
+            http::header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = client.request(request).await.unwrap();
+    assert_eq!(table["kind"], "Table", "{table}");
+    let columns = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["priority"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let rows = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cells"].as_array().unwrap().clone())
+        .collect();
+    (columns, rows)
+}
+
+#[tokio::test]
+async fn persistent_volume_claims_are_served_and_printed() {
+    let server = TestApiServer::start().await.unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(server.client(), "default");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": "standard"
+        }
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &claim).await.unwrap();
+    let got = pvcs.get("data").await.unwrap();
+    let spec = got.spec.unwrap();
+    assert_eq!(spec.volume_mode.as_deref(), Some("Filesystem"), "defaulted");
+    assert_eq!(spec.storage_class_name.as_deref(), Some("standard"));
+    let listed = pvcs
+        .list(&ListParams::default().fields("metadata.name=data"))
+        .await
+        .unwrap();
+    assert_eq!(names(listed.items), ["data"]);
+    // No volume binds it (no provisioner): it stays Pending.
+    eventually("the claim is Pending", LIMIT, || async {
+        pvcs.get("data")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.phase)
+            .as_deref()
+            == Some("Pending")
+    })
+    .await;
+    let (columns, rows) = pvc_table(&server.client()).await;
+    assert_eq!(
+        columns,
+        [
+            ("Name", 0),
+            ("Status", 0),
+            ("Volume", 0),
+            ("Capacity", 0),
+            ("Access Modes", 0),
+            ("StorageClass", 0),
+            ("VolumeAttributesClass", 0),
+            ("Age", 0),
+            ("VolumeMode", 1),
+        ]
+        .map(|(n, p)| (n.to_string(), p))
+    );
+    assert_eq!(rows.len(), 1);
+    let cells = &rows[0];
+    assert_eq!(
+        [&cells[..7], &cells[8..]].concat(),
+        [
+            json!("data"),
+            json!("Pending"),
+            json!(""),
+            json!(""),
+            json!(""),
+            json!("standard"),
+            json!("<unset>"),
+            json!("Filesystem"),
+        ]
+    );
+}
