@@ -68,9 +68,21 @@ pub enum EmbeddedError {
     },
 }
 
-fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EmbeddedError {
+pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EmbeddedError {
     let what = what.into();
     move |source| EmbeddedError::Api { what, source }
+}
+
+/// Every object of kind `K` in the cluster; `what` names the list in the error.
+pub(crate) async fn list_all<K>(client: &kube::Client, what: &str) -> Result<Vec<K>, EmbeddedError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Api::<K>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|list| list.items)
+        .map_err(api_err(what))
 }
 
 /// An embedded API server prepared for the operator.
@@ -278,24 +290,14 @@ pub async fn wait_converged(
 /// RuntimeClasses missing or drifted, statuses that are not Ready with the right count for the
 /// current generation, finalizers missing.
 pub async fn convergence_problems(client: &kube::Client) -> Result<Vec<String>, EmbeddedError> {
-    let pools: Vec<NodePool> = Api::<NodePool>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing pools"))?
-        .items;
-    let nodes: Vec<Node> = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing nodes"))?
-        .items;
-    let rcs: BTreeMap<String, RuntimeClass> = Api::<RuntimeClass>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing runtimeclasses"))?
-        .items
-        .into_iter()
-        .map(|r| (r.name_any(), r))
-        .collect();
+    let pools: Vec<NodePool> = list_all(client, "listing pools").await?;
+    let nodes: Vec<Node> = list_all(client, "listing nodes").await?;
+    let rcs: BTreeMap<String, RuntimeClass> =
+        list_all::<RuntimeClass>(client, "listing runtimeclasses")
+            .await?
+            .into_iter()
+            .map(|r| (r.name_any(), r))
+            .collect();
     let mut problems = Vec::new();
     let live: Vec<String> = pools
         .iter()
