@@ -7,8 +7,9 @@
 //!
 //! The crate is split by concern:
 //! - [`crd`]: the resource types and the generated CustomResourceDefinition.
-//! - [`demo`]: `nodepool-operator demo`.
-//! - [`embedded`]: the operator on kcr-envtest, for the demo, tests and benchmark.
+//! - `demo`: `nodepool-operator demo` (cargo feature `demo`, on by default).
+//! - `embedded`: the operator on kcr-envtest, for the demo, tests and benchmark (cargo feature
+//!   `demo`: without it the crate, and the binary's `run`, do without the in-process API server).
 //! - [`deploy`]: generated deployment objects (RBAC with exactly the verbs used, webhook
 //!   configurations).
 //! - [`nodes`]: what a pool changes on its nodes (labels, taints, the applied record) and the
@@ -59,8 +60,10 @@
 #![forbid(unsafe_code)]
 
 pub mod crd;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod deploy;
+#[cfg(feature = "demo")]
 pub mod embedded;
 pub mod nodes;
 pub mod operator;
