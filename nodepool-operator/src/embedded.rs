@@ -6,6 +6,40 @@
 //! [`Embedded::start_operator`] then runs the real [`Operator`] against it (manager, cache,
 //! controller, HTTPS webhook server) and points the webhook configurations at that operator's
 //! webhook server. [`convergence_problems`] compares the cluster with what the pools ask for.
+//!
+//! Run the operator exactly as in production against the embedded API server, create a pool and
+//! put a node in it:
+//!
+//! ```
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Node;
+//! use kube::api::{Api, Patch, PatchParams, PostParams};
+//! use nodepool_operator::crd::{NodePool, NodePoolSpec, membership_label};
+//! use nodepool_operator::embedded::Embedded;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let env = Embedded::start(2).await?; // API server, 2 nodes, CRD, webhook certificate
+//! let operator = env.start_operator(&env.run_options(), true).await?;
+//!
+//! let mut spec = NodePoolSpec::default();
+//! spec.labels.insert("node-pool.lailin.xyz/worker".into(), "10".into());
+//! let pools: Api<NodePool> = Api::all(env.client.clone());
+//! let created = pools.create(&PostParams::default(), &NodePool::new("worker", spec)).await?;
+//! assert_eq!(created.spec.handler, "runc"); // defaulted by the mutating webhook
+//!
+//! let nodes: Api<Node> = Api::all(env.client.clone());
+//! let join = serde_json::json!({"metadata": {"labels": {membership_label("worker"): ""}}});
+//! nodes.patch("envtest-node-0", &PatchParams::default(), &Patch::Merge(&join)).await?;
+//!
+//! env.wait_converged(Duration::from_secs(30)).await?;
+//! let node = nodes.get("envtest-node-0").await?;
+//! assert_eq!(node.metadata.labels.unwrap()["node-pool.lailin.xyz/worker"], "10");
+//! assert_eq!(pools.get("worker").await?.status.unwrap().node_count, 1);
+//! operator.stop().await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -142,7 +142,7 @@ pub fn is_json_patch_refusal(e: &kube::Error) -> bool {
             && s.details.as_ref().is_none_or(|d| d.causes.iter().all(|c| c.field.is_empty())))
 }
 
-/// What a refused node patch means (see the [module docs](self)).
+/// What a refused node patch means (see the [reconciler docs](super)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The node changed since it was read: a 409, or a `test` of the patch fails on the node
