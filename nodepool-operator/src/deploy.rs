@@ -164,23 +164,6 @@ fn rules() -> Vec<RuleWithOperations> {
     }]
 }
 
-/// One webhook of either kind: `MutatingWebhook` and `ValidatingWebhook` are two types with the
-/// same fields, and both webhooks share every setting but their name and path.
-macro_rules! webhook {
-    ($kind:ident, $name:expr, $target:expr, $path:expr) => {
-        $kind {
-            name: $name.to_owned(),
-            admission_review_versions: vec!["v1".to_owned()],
-            client_config: $target.client_config($path),
-            failure_policy: Some("Fail".to_owned()),
-            side_effects: "None".to_owned(),
-            timeout_seconds: Some(10),
-            rules: Some(rules()),
-            ..Default::default()
-        }
-    };
-}
-
 /// The mutating and validating webhook configurations for `target`.
 pub fn webhook_configurations(
     target: &WebhookTarget,
@@ -190,23 +173,31 @@ pub fn webhook_configurations(
         annotations: target.annotations(),
         ..Default::default()
     };
+    // One webhook of either kind: `MutatingWebhook` and `ValidatingWebhook` are two types with
+    // the same fields, and both webhooks share every setting but their name and path.
+    macro_rules! webhook {
+        ($kind:ident, $name:expr, $path:expr) => {
+            $kind {
+                name: $name.to_owned(),
+                admission_review_versions: vec!["v1".to_owned()],
+                client_config: target.client_config($path),
+                failure_policy: Some("Fail".to_owned()),
+                side_effects: "None".to_owned(),
+                timeout_seconds: Some(10),
+                rules: Some(rules()),
+                ..Default::default()
+            }
+        };
+    }
+    let mutating_webhook = webhook!(MutatingWebhook, MUTATING_WEBHOOK, MUTATE_PATH);
+    let validating_webhook = webhook!(ValidatingWebhook, VALIDATING_WEBHOOK, VALIDATE_PATH);
     let mutating = MutatingWebhookConfiguration {
         metadata: metadata(MUTATING_CONFIGURATION),
-        webhooks: Some(vec![webhook!(
-            MutatingWebhook,
-            MUTATING_WEBHOOK,
-            target,
-            MUTATE_PATH
-        )]),
+        webhooks: Some(vec![mutating_webhook]),
     };
     let validating = ValidatingWebhookConfiguration {
         metadata: metadata(VALIDATING_CONFIGURATION),
-        webhooks: Some(vec![webhook!(
-            ValidatingWebhook,
-            VALIDATING_WEBHOOK,
-            target,
-            VALIDATE_PATH
-        )]),
+        webhooks: Some(vec![validating_webhook]),
     };
     (mutating, validating)
 }
