@@ -40,6 +40,16 @@ fn mib(kib: Option<u64>) -> String {
     )
 }
 
+/// Merge-patches the object `name` of `api`.
+async fn merge<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -61,13 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for i in 0..nodes {
         let patch = json!({"metadata": {"labels": {format!("node-role.kubernetes.io/pool{}", i % pools): ""}}});
-        node_api
-            .patch(
-                &format!("envtest-node-{i}"),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        merge(&node_api, &format!("envtest-node-{i}"), &patch).await?;
     }
     let rss_before = proc_status("VmRSS:");
 
@@ -87,13 +91,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let patch = json!({"spec": {
             "labels": {format!("node-pool.lailin.xyz/pool{p}"): "2"},
             "taints": [{"key": "node-pool.lailin.xyz", "value": format!("pool{p}-v2"), "effect": "NoSchedule"}]}});
-        pool_api
-            .patch(
-                &format!("pool{p}"),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        merge(&pool_api, &format!("pool{p}"), &patch).await?;
     }
     env.wait_converged(Duration::from_secs(120)).await?;
     let change = start.elapsed();

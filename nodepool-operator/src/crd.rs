@@ -144,8 +144,8 @@ pub fn runtime_class_name(pool: &str) -> String {
 }
 
 /// The CustomResourceDefinition of `NodePool`, as YAML (what `nodepool-operator crd` prints).
-pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
-    serde_yaml::to_string(&NodePool::crd())
+pub fn crd_yaml() -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(&NodePool::crd())
 }
 
 #[cfg(test)]
@@ -244,7 +244,7 @@ spec:
   taints: [{key: node-pool.lailin.xyz, value: worker, effect: NoSchedule}]
   handler: runc
 "#;
-        let pool: NodePool = serde_yaml::from_str(yaml).unwrap();
+        let pool: NodePool = serde_saphyr::from_str(yaml).unwrap();
         assert_eq!(pool.metadata.name.as_deref(), Some("worker"));
         assert_eq!(pool.spec.labels["node-pool.lailin.xyz/worker"], "10");
         assert_eq!(pool.spec.taints[0].key, "node-pool.lailin.xyz");
@@ -304,7 +304,7 @@ spec:
     #[test]
     fn crd_yaml_round_trips() {
         let yaml = crd_yaml().unwrap();
-        let back: CustomResourceDefinition = serde_yaml::from_str(&yaml).unwrap();
+        let back: CustomResourceDefinition = serde_saphyr::from_str(&yaml).unwrap();
         assert_eq!(back, crd());
     }
 }

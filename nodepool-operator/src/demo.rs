@@ -19,12 +19,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::{NodePool, membership_label, runtime_class_name};
-use crate::embedded::{Embedded, EmbeddedError};
+use crate::embedded::{Embedded, EmbeddedError, api_err, list_all};
 
 /// Options of the demo.
 #[derive(Debug, Clone)]
@@ -66,15 +66,8 @@ pub struct DemoReport {
 type Snapshot = BTreeMap<String, (BTreeMap<String, String>, Vec<String>)>;
 
 async fn snapshot(client: &kube::Client) -> Result<Snapshot, EmbeddedError> {
-    let nodes = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| EmbeddedError::Api {
-            what: "listing nodes".into(),
-            source,
-        })?;
+    let nodes: Vec<Node> = list_all(client, "listing nodes").await?;
     Ok(nodes
-        .items
         .into_iter()
         .map(|n| {
             let taints = n
@@ -136,16 +129,10 @@ async fn pool_table(
     client: &kube::Client,
     report: &mut DemoReport,
 ) -> Result<String, EmbeddedError> {
-    let pools = Api::<NodePool>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| EmbeddedError::Api {
-            what: "listing pools".into(),
-            source,
-        })?;
+    let pools: Vec<NodePool> = list_all(client, "listing pools").await?;
     let rcs = Api::<RuntimeClass>::all(client.clone());
     let mut rows = Vec::new();
-    for p in &pools.items {
+    for p in &pools {
         let s = p.status.clone().unwrap_or_default();
         let q = |r: &str| {
             s.allocatable
@@ -231,17 +218,10 @@ pub async fn run_demo(
     let client = env.client.clone();
     let nodes_api: Api<Node> = Api::all(client.clone());
     let pools_api: Api<NodePool> = Api::all(client.clone());
-    let api_err = |what: &str| {
-        let what = what.to_owned();
-        move |source| EmbeddedError::Api { what, source }
-    };
 
     // Mixed units on two nodes, as real kubelets report them.
-    let mut names: Vec<String> = nodes_api
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing nodes"))?
-        .items
+    let mut names: Vec<String> = list_all::<Node>(&client, "listing nodes")
+        .await?
         .iter()
         .map(ResourceExt::name_any)
         .collect();

@@ -168,39 +168,36 @@ fn rules() -> Vec<RuleWithOperations> {
 pub fn webhook_configurations(
     target: &WebhookTarget,
 ) -> (MutatingWebhookConfiguration, ValidatingWebhookConfiguration) {
+    let metadata = |name: &str| ObjectMeta {
+        name: Some(name.to_owned()),
+        annotations: target.annotations(),
+        ..Default::default()
+    };
+    // One webhook of either kind: `MutatingWebhook` and `ValidatingWebhook` are two types with
+    // the same fields, and both webhooks share every setting but their name and path.
+    macro_rules! webhook {
+        ($kind:ident, $name:expr, $path:expr) => {
+            $kind {
+                name: $name.to_owned(),
+                admission_review_versions: vec!["v1".to_owned()],
+                client_config: target.client_config($path),
+                failure_policy: Some("Fail".to_owned()),
+                side_effects: "None".to_owned(),
+                timeout_seconds: Some(10),
+                rules: Some(rules()),
+                ..Default::default()
+            }
+        };
+    }
+    let mutating_webhook = webhook!(MutatingWebhook, MUTATING_WEBHOOK, MUTATE_PATH);
+    let validating_webhook = webhook!(ValidatingWebhook, VALIDATING_WEBHOOK, VALIDATE_PATH);
     let mutating = MutatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(MUTATING_CONFIGURATION.to_owned()),
-            annotations: target.annotations(),
-            ..Default::default()
-        },
-        webhooks: Some(vec![MutatingWebhook {
-            name: MUTATING_WEBHOOK.to_owned(),
-            admission_review_versions: vec!["v1".to_owned()],
-            client_config: target.client_config(MUTATE_PATH),
-            failure_policy: Some("Fail".to_owned()),
-            side_effects: "None".to_owned(),
-            timeout_seconds: Some(10),
-            rules: Some(rules()),
-            ..Default::default()
-        }]),
+        metadata: metadata(MUTATING_CONFIGURATION),
+        webhooks: Some(vec![mutating_webhook]),
     };
     let validating = ValidatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(VALIDATING_CONFIGURATION.to_owned()),
-            annotations: target.annotations(),
-            ..Default::default()
-        },
-        webhooks: Some(vec![ValidatingWebhook {
-            name: VALIDATING_WEBHOOK.to_owned(),
-            admission_review_versions: vec!["v1".to_owned()],
-            client_config: target.client_config(VALIDATE_PATH),
-            failure_policy: Some("Fail".to_owned()),
-            side_effects: "None".to_owned(),
-            timeout_seconds: Some(10),
-            rules: Some(rules()),
-            ..Default::default()
-        }]),
+        metadata: metadata(VALIDATING_CONFIGURATION),
+        webhooks: Some(vec![validating_webhook]),
     };
     (mutating, validating)
 }
@@ -210,7 +207,7 @@ pub fn webhook_configurations(
 pub enum ManifestError {
     /// YAML rendering failed.
     #[error("rendering YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] serde_saphyr::SerializeError),
     /// Writing a file failed.
     #[error("{path}: {source}")]
     Io {
@@ -221,32 +218,16 @@ pub enum ManifestError {
     },
 }
 
-fn with_kind<T: serde::Serialize + k8s_openapi::Resource>(
-    obj: &T,
-) -> Result<serde_yaml::Value, serde_yaml::Error> {
-    // k8s-openapi serialises apiVersion and kind for its resource types.
-    serde_yaml::to_value(obj).map(|mut v| {
-        if let serde_yaml::Value::Mapping(m) = &mut v {
-            m.insert("apiVersion".into(), T::API_VERSION.into());
-            m.insert("kind".into(), T::KIND.into());
-        }
-        v
-    })
-}
-
-fn multi_doc(docs: &[serde_yaml::Value]) -> Result<String, serde_yaml::Error> {
-    let mut out = String::new();
-    for (i, d) in docs.iter().enumerate() {
-        if i > 0 {
-            out.push_str("---\n");
-        }
-        out.push_str(&serde_yaml::to_string(d)?);
-    }
-    Ok(out)
+/// YAML documents joined with `---` lines (kinds differ, so not one `to_string_multiple`).
+fn multi_doc(docs: &[String]) -> String {
+    docs.join("---\n")
 }
 
 /// The generated files, as `(path relative to config/, contents)`.
-pub fn generated_manifests() -> Result<Vec<(&'static str, String)>, serde_yaml::Error> {
+///
+/// k8s-openapi serialises `apiVersion` and `kind` first for its resource types, so each object
+/// is written as it is.
+pub fn generated_manifests() -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
     let (m, v) = webhook_configurations(&WebhookTarget::Service {
         namespace: NAMESPACE.to_owned(),
         name: WEBHOOK_SERVICE.to_owned(),
@@ -256,17 +237,14 @@ pub fn generated_manifests() -> Result<Vec<(&'static str, String)>, serde_yaml::
             "crd/nodes.lailin.xyz_nodepools.yaml",
             crate::crd::crd_yaml()?,
         ),
-        (
-            "rbac/role.yaml",
-            serde_yaml::to_string(&with_kind(&cluster_role())?)?,
-        ),
+        ("rbac/role.yaml", serde_saphyr::to_string(&cluster_role())?),
         (
             "rbac/leader_election_role.yaml",
-            serde_yaml::to_string(&with_kind(&leader_election_role())?)?,
+            serde_saphyr::to_string(&leader_election_role())?,
         ),
         (
             "webhook/manifests.yaml",
-            multi_doc(&[with_kind(&m)?, with_kind(&v)?])?,
+            multi_doc(&[serde_saphyr::to_string(&m)?, serde_saphyr::to_string(&v)?]),
         ),
     ])
 }

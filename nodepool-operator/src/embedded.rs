@@ -6,6 +6,40 @@
 //! [`Embedded::start_operator`] then runs the real [`Operator`] against it (manager, cache,
 //! controller, HTTPS webhook server) and points the webhook configurations at that operator's
 //! webhook server. [`convergence_problems`] compares the cluster with what the pools ask for.
+//!
+//! Run the operator exactly as in production against the embedded API server, create a pool and
+//! put a node in it:
+//!
+//! ```
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Node;
+//! use kube::api::{Api, Patch, PatchParams, PostParams};
+//! use nodepool_operator::crd::{NodePool, NodePoolSpec, membership_label};
+//! use nodepool_operator::embedded::Embedded;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let env = Embedded::start(2).await?; // API server, 2 nodes, CRD, webhook certificate
+//! let operator = env.start_operator(&env.run_options(), true).await?;
+//!
+//! let mut spec = NodePoolSpec::default();
+//! spec.labels.insert("node-pool.lailin.xyz/worker".into(), "10".into());
+//! let pools: Api<NodePool> = Api::all(env.client.clone());
+//! let created = pools.create(&PostParams::default(), &NodePool::new("worker", spec)).await?;
+//! assert_eq!(created.spec.handler, "runc"); // defaulted by the mutating webhook
+//!
+//! let nodes: Api<Node> = Api::all(env.client.clone());
+//! let join = serde_json::json!({"metadata": {"labels": {membership_label("worker"): ""}}});
+//! nodes.patch("envtest-node-0", &PatchParams::default(), &Patch::Merge(&join)).await?;
+//!
+//! env.wait_converged(Duration::from_secs(30)).await?;
+//! let node = nodes.get("envtest-node-0").await?;
+//! assert_eq!(node.metadata.labels.unwrap()["node-pool.lailin.xyz/worker"], "10");
+//! assert_eq!(pools.get("worker").await?.status.unwrap().node_count, 1);
+//! operator.stop().await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -68,9 +102,21 @@ pub enum EmbeddedError {
     },
 }
 
-fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EmbeddedError {
+pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EmbeddedError {
     let what = what.into();
     move |source| EmbeddedError::Api { what, source }
+}
+
+/// Every object of kind `K` in the cluster; `what` names the list in the error.
+pub(crate) async fn list_all<K>(client: &kube::Client, what: &str) -> Result<Vec<K>, EmbeddedError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Api::<K>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|list| list.items)
+        .map_err(api_err(what))
 }
 
 /// An embedded API server prepared for the operator.
@@ -278,24 +324,14 @@ pub async fn wait_converged(
 /// RuntimeClasses missing or drifted, statuses that are not Ready with the right count for the
 /// current generation, finalizers missing.
 pub async fn convergence_problems(client: &kube::Client) -> Result<Vec<String>, EmbeddedError> {
-    let pools: Vec<NodePool> = Api::<NodePool>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing pools"))?
-        .items;
-    let nodes: Vec<Node> = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing nodes"))?
-        .items;
-    let rcs: BTreeMap<String, RuntimeClass> = Api::<RuntimeClass>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing runtimeclasses"))?
-        .items
-        .into_iter()
-        .map(|r| (r.name_any(), r))
-        .collect();
+    let pools: Vec<NodePool> = list_all(client, "listing pools").await?;
+    let nodes: Vec<Node> = list_all(client, "listing nodes").await?;
+    let rcs: BTreeMap<String, RuntimeClass> =
+        list_all::<RuntimeClass>(client, "listing runtimeclasses")
+            .await?
+            .into_iter()
+            .map(|r| (r.name_any(), r))
+            .collect();
     let mut problems = Vec::new();
     let live: Vec<String> = pools
         .iter()

@@ -7,8 +7,9 @@
 //!
 //! The crate is split by concern:
 //! - [`crd`]: the resource types and the generated CustomResourceDefinition.
-//! - [`demo`]: `nodepool-operator demo`.
-//! - [`embedded`]: the operator on kcr-envtest, for the demo, tests and benchmark.
+//! - `demo`: `nodepool-operator demo` (cargo feature `demo`, on by default).
+//! - `embedded`: the operator on kcr-envtest, for the demo, tests and benchmark (cargo feature
+//!   `demo`: without it the crate, and the binary's `run`, do without the in-process API server).
 //! - [`deploy`]: generated deployment objects (RBAC with exactly the verbs used, webhook
 //!   configurations).
 //! - [`nodes`]: what a pool changes on its nodes (labels, taints, the applied record) and the
@@ -22,45 +23,16 @@
 //! - [`tls`]: webhook certificates (reloaded on change; self-signed for the demo).
 //! - [`webhook`]: the admission webhook server over HTTPS.
 //!
-//! Run the operator exactly as in production against the embedded API server, create a pool and
-//! put a node in it:
-//!
-//! ```
-//! use std::time::Duration;
-//! use k8s_openapi::api::core::v1::Node;
-//! use kube::api::{Api, Patch, PatchParams, PostParams};
-//! use nodepool_operator::crd::{NodePool, NodePoolSpec, membership_label};
-//! use nodepool_operator::embedded::Embedded;
-//!
-//! # #[tokio::main]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let env = Embedded::start(2).await?; // API server, 2 nodes, CRD, webhook certificate
-//! let operator = env.start_operator(&env.run_options(), true).await?;
-//!
-//! let mut spec = NodePoolSpec::default();
-//! spec.labels.insert("node-pool.lailin.xyz/worker".into(), "10".into());
-//! let pools: Api<NodePool> = Api::all(env.client.clone());
-//! let created = pools.create(&PostParams::default(), &NodePool::new("worker", spec)).await?;
-//! assert_eq!(created.spec.handler, "runc"); // defaulted by the mutating webhook
-//!
-//! let nodes: Api<Node> = Api::all(env.client.clone());
-//! let join = serde_json::json!({"metadata": {"labels": {membership_label("worker"): ""}}});
-//! nodes.patch("envtest-node-0", &PatchParams::default(), &Patch::Merge(&join)).await?;
-//!
-//! env.wait_converged(Duration::from_secs(30)).await?;
-//! let node = nodes.get("envtest-node-0").await?;
-//! assert_eq!(node.metadata.labels.unwrap()["node-pool.lailin.xyz/worker"], "10");
-//! assert_eq!(pools.get("worker").await?.status.unwrap().node_count, 1);
-//! operator.stop().await?;
-//! # Ok(())
-//! # }
-//! ```
+//! The `embedded` module's docs show the operator run exactly as in production against the
+//! embedded API server: a pool created, a node put in it, the node converged.
 
 #![forbid(unsafe_code)]
 
 pub mod crd;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod deploy;
+#[cfg(feature = "demo")]
 pub mod embedded;
 pub mod nodes;
 pub mod operator;

@@ -4,7 +4,7 @@
 //! - `crd`: prints the CustomResourceDefinition;
 //! - `manifests --dir DIR`: writes the generated deployment files;
 //! - `demo [--nodes N] [--keep-running] [--kubeconfig-out FILE]`: the operator on an embedded API
-//!   server.
+//!   server (only with the cargo feature `demo`, on by default).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,6 +34,7 @@ enum Command {
         dir: PathBuf,
     },
     /// Run the operator on an embedded API server with simulated nodes and show it working.
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
 }
 
@@ -65,6 +66,7 @@ struct RunArgs {
     graceful_shutdown_timeout_secs: u64,
 }
 
+#[cfg(feature = "demo")]
 #[derive(Debug, Args)]
 struct DemoArgs {
     /// Number of simulated nodes.
@@ -106,6 +108,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "demo")]
 async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     init_tracing("warn");
     let options = nodepool_operator::demo::DemoOptions {
@@ -136,6 +139,7 @@ async fn main() -> anyhow::Result<()> {
             nodepool_operator::deploy::write_manifests(&dir)?;
             Ok(())
         }
+        #[cfg(feature = "demo")]
         Command::Demo(args) => demo(args).await,
     }
 }
@@ -170,6 +174,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "demo")]
     #[test]
     fn demo_defaults_and_flags() {
         let cli = Cli::try_parse_from(["nodepool-operator", "demo"]).unwrap();

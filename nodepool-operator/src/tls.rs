@@ -15,13 +15,15 @@
 //! anchor); the CA goes into the webhook configurations' `caBundle`.
 
 use std::fs;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rustls::ServerConfig;
 use rustls::crypto::ring::sign::any_supported_type;
+use rustls::pki_types::{
+    CertificateDer, PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
+};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
@@ -51,6 +53,14 @@ pub enum TlsError {
         /// `certificate` or `private key`.
         what: &'static str,
     },
+    /// A PEM file is malformed.
+    #[error("{path}: {source}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// The PEM parser's error.
+        source: pem::PemError,
+    },
     /// rustls refused the key or the configuration.
     #[error("TLS: {0}")]
     Rustls(#[from] rustls::Error),
@@ -73,29 +83,49 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsEr
     parse_certified_key(cert, &cert_pem, key, &key_pem)
 }
 
+/// The PEM sections of `pem_bytes` (text around them is ignored, as `openssl` does).
+fn pem_sections(path: &Path, pem_bytes: &[u8]) -> Result<Vec<pem::Pem>, TlsError> {
+    pem::parse_many(pem_bytes).map_err(|source| TlsError::Pem {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The first private key among `sections`: PKCS #8, PKCS #1 (RSA) or SEC1 (EC).
+fn first_private_key(sections: Vec<pem::Pem>) -> Option<PrivateKeyDer<'static>> {
+    sections.into_iter().find_map(|p| {
+        let tag = p.tag().to_owned();
+        let der = p.into_contents();
+        match tag.as_str() {
+            "PRIVATE KEY" => Some(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der))),
+            "RSA PRIVATE KEY" => Some(PrivateKeyDer::Pkcs1(PrivatePkcs1KeyDer::from(der))),
+            "EC PRIVATE KEY" => Some(PrivateKeyDer::Sec1(PrivateSec1KeyDer::from(der))),
+            _ => None,
+        }
+    })
+}
+
 fn parse_certified_key(
     cert: &Path,
     cert_pem: &[u8],
     key: &Path,
     key_pem: &[u8],
 ) -> Result<CertifiedKey, TlsError> {
-    let mut rd = BufReader::new(cert_pem);
-    let chain = rustls_pemfile::certs(&mut rd)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io_err(cert))?;
+    let chain: Vec<CertificateDer<'static>> = pem_sections(cert, cert_pem)?
+        .into_iter()
+        .filter(|p| p.tag() == "CERTIFICATE")
+        .map(|p| CertificateDer::from(p.into_contents()))
+        .collect();
     if chain.is_empty() {
         return Err(TlsError::Empty {
             path: cert.to_owned(),
             what: "certificate",
         });
     }
-    let mut rd = BufReader::new(key_pem);
-    let der = rustls_pemfile::private_key(&mut rd)
-        .map_err(io_err(key))?
-        .ok_or_else(|| TlsError::Empty {
-            path: key.to_owned(),
-            what: "private key",
-        })?;
+    let der = first_private_key(pem_sections(key, key_pem)?).ok_or_else(|| TlsError::Empty {
+        path: key.to_owned(),
+        what: "private key",
+    })?;
     let signing = any_supported_type(&der)?;
     Ok(CertifiedKey::new(chain, signing))
 }

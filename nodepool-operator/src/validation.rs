@@ -27,6 +27,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use serde_json::{Value, json};
 
+use kcr_names::{is_dns1123_label, is_label_name, is_label_value};
+
 use crate::crd::{DEFAULT_HANDLER, POOL_KEY_DOMAIN};
 
 /// The taint effects Kubernetes knows.
@@ -59,6 +61,20 @@ pub struct FieldError {
 }
 
 impl FieldError {
+    fn new(
+        field: impl Into<String>,
+        kind: ErrorKind,
+        value: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind,
+            value: value.into(),
+            detail: detail.into(),
+        }
+    }
+
     /// The Kubernetes `StatusCause.reason` for this error (`FieldValueInvalid`, ...).
     pub fn reason(&self) -> &'static str {
         match self.kind {
@@ -100,41 +116,6 @@ pub fn summarize(name: &str, errors: &[FieldError]) -> String {
     format!("NodePool.nodes.lailin.xyz {name:?} is invalid: {body}")
 }
 
-const NAME_MAX: usize = 63;
-
-fn is_alnum(c: u8) -> bool {
-    c.is_ascii_alphanumeric()
-}
-
-/// Whether `s` is a valid label name (the part after the `/` of a label key): 1 to 63
-/// characters, alphanumerics, `-`, `_` and `.`, starting and ending with an alphanumeric.
-pub fn is_label_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= NAME_MAX
-        && is_alnum(b[0])
-        && is_alnum(b[b.len() - 1])
-        && b.iter()
-            .all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
-}
-
-/// Whether `s` is a valid label value: empty or a valid label name.
-pub fn is_label_value(s: &str) -> bool {
-    s.is_empty() || is_label_name(s)
-}
-
-/// Whether `s` is a DNS-1123 label: 1 to 63 lowercase alphanumerics or `-`, starting and ending
-/// alphanumeric.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && b.len() <= NAME_MAX
-        && ok(b[0])
-        && ok(b[b.len() - 1])
-        && b.iter().all(|&c| ok(c) || c == b'-')
-}
-
 /// Whether `key` is a key pools may use: `node-pool.lailin.xyz` or
 /// `node-pool.lailin.xyz/<label name>`.
 pub fn is_pool_key(key: &str) -> bool {
@@ -157,21 +138,16 @@ pub fn validate(pool: &Value) -> Vec<FieldError> {
         .and_then(Value::as_str)
         .unwrap_or("");
     if !name.is_empty() && !is_label_name(name) {
-        errors.push(FieldError {
-            field: "metadata.name".into(),
-            kind: ErrorKind::Invalid,
-            value: name.into(),
-            detail: "must be a valid label name (at most 63 characters), because members carry the label key node-role.kubernetes.io/<name>".into(),
-        });
+        errors.push(FieldError::new("metadata.name", ErrorKind::Invalid, name, "must be a valid label name (at most 63 characters), because members carry the label key node-role.kubernetes.io/<name>"));
     }
     let spec = pool.get("spec").cloned().unwrap_or(Value::Null);
     if !(spec.is_object() || spec.is_null()) {
-        errors.push(FieldError {
-            field: "spec".into(),
-            kind: ErrorKind::Invalid,
-            value: spec.to_string(),
-            detail: "must be an object".into(),
-        });
+        errors.push(FieldError::new(
+            "spec",
+            ErrorKind::Invalid,
+            spec.to_string(),
+            "must be an object",
+        ));
         return errors;
     }
     // Labels.
@@ -184,36 +160,33 @@ pub fn validate(pool: &Value) -> Vec<FieldError> {
             for (k, v) in entries {
                 let field = format!("spec.labels[{k}]");
                 if !is_pool_key(k) {
-                    errors.push(FieldError {
-                        field: field.clone(),
-                        kind: ErrorKind::Invalid,
-                        value: k.clone(),
-                        detail: KEY_DETAIL.into(),
-                    });
+                    errors.push(FieldError::new(
+                        field.clone(),
+                        ErrorKind::Invalid,
+                        k.clone(),
+                        KEY_DETAIL,
+                    ));
                 }
                 match v.as_str() {
                     Some(s) if is_label_value(s) => {}
-                    Some(s) => errors.push(FieldError {
+                    Some(s) => {
+                        errors.push(FieldError::new(field, ErrorKind::Invalid, s, VALUE_DETAIL))
+                    }
+                    None => errors.push(FieldError::new(
                         field,
-                        kind: ErrorKind::Invalid,
-                        value: s.into(),
-                        detail: VALUE_DETAIL.into(),
-                    }),
-                    None => errors.push(FieldError {
-                        field,
-                        kind: ErrorKind::Invalid,
-                        value: v.to_string(),
-                        detail: "must be a string".into(),
-                    }),
+                        ErrorKind::Invalid,
+                        v.to_string(),
+                        "must be a string",
+                    )),
                 }
             }
         }
-        Some(other) => errors.push(FieldError {
-            field: "spec.labels".into(),
-            kind: ErrorKind::Invalid,
-            value: other.to_string(),
-            detail: "must be a map of strings".into(),
-        }),
+        Some(other) => errors.push(FieldError::new(
+            "spec.labels",
+            ErrorKind::Invalid,
+            other.to_string(),
+            "must be a map of strings",
+        )),
     }
     // Taints.
     match spec.get("taints") {
@@ -225,86 +198,72 @@ pub fn validate(pool: &Value) -> Vec<FieldError> {
                 let value = t.get("value").and_then(Value::as_str).unwrap_or("");
                 let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
                 if key.is_empty() {
-                    errors.push(FieldError {
-                        field: format!("spec.taints[{i}].key"),
-                        kind: ErrorKind::Required,
-                        value: String::new(),
-                        detail: KEY_DETAIL.into(),
-                    });
+                    errors.push(FieldError::new(
+                        format!("spec.taints[{i}].key"),
+                        ErrorKind::Required,
+                        "",
+                        KEY_DETAIL,
+                    ));
                 } else if !is_pool_key(key) {
-                    errors.push(FieldError {
-                        field: format!("spec.taints[{i}].key"),
-                        kind: ErrorKind::Invalid,
-                        value: key.into(),
-                        detail: KEY_DETAIL.into(),
-                    });
+                    errors.push(FieldError::new(
+                        format!("spec.taints[{i}].key"),
+                        ErrorKind::Invalid,
+                        key,
+                        KEY_DETAIL,
+                    ));
                 }
                 if !is_label_value(value) {
-                    errors.push(FieldError {
-                        field: format!("spec.taints[{i}].value"),
-                        kind: ErrorKind::Invalid,
-                        value: value.into(),
-                        detail: VALUE_DETAIL.into(),
-                    });
+                    errors.push(FieldError::new(
+                        format!("spec.taints[{i}].value"),
+                        ErrorKind::Invalid,
+                        value,
+                        VALUE_DETAIL,
+                    ));
                 }
                 if effect.is_empty() {
-                    errors.push(FieldError {
-                        field: format!("spec.taints[{i}].effect"),
-                        kind: ErrorKind::Required,
-                        value: String::new(),
-                        detail: "one of \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"".into(),
-                    });
+                    errors.push(FieldError::new(
+                        format!("spec.taints[{i}].effect"),
+                        ErrorKind::Required,
+                        "",
+                        "one of \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+                    ));
                 } else if !TAINT_EFFECTS.contains(&effect) {
-                    errors.push(FieldError {
-                        field: format!("spec.taints[{i}].effect"),
-                        kind: ErrorKind::NotSupported,
-                        value: effect.into(),
-                        detail:
-                            "supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""
-                                .into(),
-                    });
+                    errors.push(FieldError::new(
+                        format!("spec.taints[{i}].effect"),
+                        ErrorKind::NotSupported,
+                        effect,
+                        "supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+                    ));
                 }
                 let id = (key.to_owned(), effect.to_owned());
                 if seen.contains(&id) {
-                    errors.push(FieldError {
-                        field: format!("spec.taints[{i}]"),
-                        kind: ErrorKind::Duplicate,
-                        value: format!("{{key: {key:?}, effect: {effect:?}}}"),
-                        detail: String::new(),
-                    });
+                    errors.push(FieldError::new(
+                        format!("spec.taints[{i}]"),
+                        ErrorKind::Duplicate,
+                        format!("{{key: {key:?}, effect: {effect:?}}}"),
+                        "",
+                    ));
                 } else {
                     seen.push(id);
                 }
             }
         }
-        Some(other) => errors.push(FieldError {
-            field: "spec.taints".into(),
-            kind: ErrorKind::Invalid,
-            value: other.to_string(),
-            detail: "must be a list of taints".into(),
-        }),
+        Some(other) => errors.push(FieldError::new(
+            "spec.taints",
+            ErrorKind::Invalid,
+            other.to_string(),
+            "must be a list of taints",
+        )),
     }
     // Handler.
-    match spec.get("handler") {
-        None | Some(Value::Null) => errors.push(FieldError {
-            field: "spec.handler".into(),
-            kind: ErrorKind::Required,
-            value: String::new(),
-            detail: "a DNS-1123 label (the mutating webhook defaults it to runc)".into(),
-        }),
-        Some(Value::String(h)) if h.is_empty() => errors.push(FieldError {
-            field: "spec.handler".into(),
-            kind: ErrorKind::Required,
-            value: String::new(),
-            detail: "a DNS-1123 label (the mutating webhook defaults it to runc)".into(),
-        }),
+    // Absent, null and empty are all missing.
+    let handler = spec
+        .get("handler")
+        .filter(|h| !h.is_null() && h.as_str() != Some(""));
+    match handler {
+        None => errors.push(FieldError::new("spec.handler", ErrorKind::Required, "", "a DNS-1123 label (the mutating webhook defaults it to runc)")),
         Some(Value::String(h)) if is_dns1123_label(h) => {}
-        Some(other) => errors.push(FieldError {
-            field: "spec.handler".into(),
-            kind: ErrorKind::Invalid,
-            value: other.as_str().map_or_else(|| other.to_string(), str::to_owned),
-            detail: "a DNS-1123 label must consist of lower case alphanumeric characters or '-', start and end with an alphanumeric character, and be at most 63 characters".into(),
-        }),
+        Some(other) => errors.push(FieldError::new("spec.handler", ErrorKind::Invalid, other.as_str().map_or_else(|| other.to_string(), str::to_owned), "a DNS-1123 label must consist of lower case alphanumeric characters or '-', start and end with an alphanumeric character, and be at most 63 characters")),
     }
     errors
 }

@@ -5,19 +5,16 @@
 use std::path::{Path, PathBuf};
 
 use nodepool_operator::crd::NodePool;
-use serde::Deserialize;
+use serde_json::Value;
 
 fn config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
 }
 
-fn docs(path: &Path) -> Vec<serde_yaml::Value> {
+/// The YAML documents of `path`, as JSON values.
+fn docs(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| {
-            serde_yaml::Value::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        })
-        .collect()
+    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -57,7 +54,7 @@ fn every_manifest_has_kind_and_name() {
 fn kustomization_lists_every_deployable_file() {
     let k = &docs(&config().join("kustomization.yaml"))[0];
     let listed: Vec<String> = k["resources"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .map(|r| r.as_str().unwrap().to_owned())
@@ -99,7 +96,7 @@ fn deployment_matches_the_code() {
     let deploy = d.iter().find(|d| d["kind"] == "Deployment").unwrap();
     let c = &deploy["spec"]["template"]["spec"]["containers"][0];
     let args: Vec<&str> = c["args"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .map(|a| a.as_str().unwrap())

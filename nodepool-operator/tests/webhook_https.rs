@@ -46,9 +46,11 @@ async fn start() -> (Server, SelfSigned) {
 
 fn connector(ca_pem: &str) -> TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
-    let ders: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut ca_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let ders: Vec<CertificateDer<'static>> = pem::parse_many(ca_pem)
+        .unwrap()
+        .into_iter()
+        .map(|p| CertificateDer::from(p.into_contents()))
+        .collect();
     for d in ders {
         roots.add(d).unwrap();
     }
