@@ -144,6 +144,10 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         ),
         _ => (parts.method.as_str().to_lowercase(), path.clone()),
     };
+    // A watch is open from the moment it is counted: `close_watches` after that (while the
+    // watch is on its way to its stream) ends it as soon as it starts, as on the real backend's
+    // proxy. Subscribed before counting, so no close can fall between the two.
+    let closes = shared.faults.close_watches_receiver();
     let (fault, latency) = shared.faults.on_request(&verb, &resource);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -190,6 +194,7 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
                 &content_type,
                 body,
                 &verb,
+                closes,
             )
             .await
         }
@@ -237,6 +242,7 @@ async fn dispatch(
     content_type: &str,
     body: Bytes,
     verb: &str,
+    closes: tokio::sync::watch::Receiver<u64>,
 ) -> Result<Response<Body>, ApiError> {
     let call = Call {
         shared,
@@ -251,7 +257,7 @@ async fn dispatch(
     match verb {
         "get" => read::get(shared, &route, mode),
         "list" => read::list(shared, &route, q, mode),
-        "watch" => watch::start(shared.clone(), route.clone(), q, mode),
+        "watch" => watch::start(shared.clone(), route.clone(), q, mode, closes),
         "create" => {
             if route.subresource.is_some() || route.name.is_some() {
                 return Err(ApiError::method_not_allowed(format!(

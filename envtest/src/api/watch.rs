@@ -41,14 +41,19 @@ struct WatchSpec {
     bookmarks: bool,
     send_initial: bool,
     timeout: Option<Duration>,
+    /// `Faults::close_watches` as seen when the request was counted: a close since then ends
+    /// this watch as soon as it runs.
+    closes: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Start a watch: validates parameters, spawns the producer and returns the streaming response.
+/// `closes` is the close signal subscribed when the request was counted.
 pub(crate) fn start(
     shared: Arc<Shared>,
     route: Route,
     q: &Query,
     mode: OutputMode,
+    closes: tokio::sync::watch::Receiver<u64>,
 ) -> Result<Response<Body>, ApiError> {
     let sel = Selectors::parse(&route.t, q)?;
     let rv = q.get("resourceVersion").filter(|r| !r.is_empty()).cloned();
@@ -105,6 +110,7 @@ pub(crate) fn start(
         bookmarks,
         send_initial,
         timeout,
+        closes,
     };
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     tokio::spawn(run(shared, spec, tx));
@@ -211,8 +217,8 @@ async fn send(tx: &mpsc::Sender<Bytes>, buf: &mut BytesMut) -> bool {
 async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
     let key = crate::convert::storage_key(&spec.route.t);
     let mut rv_rx = shared.rv_tx.subscribe();
-    let mut kill = shared.faults.close_watches_receiver();
-    kill.borrow_and_update();
+    // Not marked seen: a close between the request's count and now ends the watch at once.
+    let mut kill = spec.closes.clone();
     let mut shutdown = shared.shutdown.subscribe();
     let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
     rv_rx.borrow_and_update();
