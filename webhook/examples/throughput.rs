@@ -82,7 +82,11 @@ async fn client(
         let bytes = resp.into_body().collect().await?.to_bytes();
         latencies.push(start.elapsed());
         if status != 200 || !bytes.windows(14).any(|w| w == b"\"allowed\":true") {
-            return Err(format!("unexpected answer {status}: {}", String::from_utf8_lossy(&bytes)).into());
+            return Err(format!(
+                "unexpected answer {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            )
+            .into());
         }
     }
     Ok(latencies)
@@ -96,7 +100,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     let dir = tempfile::tempdir()?;
     let ca = CertificateAuthority::generate("throughput CA")?;
-    ca.issue(&["localhost", "127.0.0.1"])?.write_to_dir(dir.path())?;
+    ca.issue(&["localhost", "127.0.0.1"])?
+        .write_to_dir(dir.path())?;
     let server = WebhookServer::bind(
         ServerOptions::default()
             .bind_address("127.0.0.1:0".parse()?)
@@ -122,7 +127,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             let started = Instant::now();
             let until = started + Duration::from_secs(secs);
             let tasks: Vec<_> = (0..connections)
-                .map(|_| tokio::spawn(client(server.local_addr(), ca.ca_pem().to_string(), path, until)))
+                .map(|_| {
+                    tokio::spawn(client(
+                        server.local_addr(),
+                        ca.ca_pem().to_string(),
+                        path,
+                        until,
+                    ))
+                })
                 .collect();
             let mut all = Vec::new();
             for t in tasks {
@@ -138,7 +150,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 "{name} webhook {path}: {} requests in {:.1} s over {connections} connections, {} cores: {:.0} requests/s, p50 {:.0} µs, p99 {:.0} µs",
                 all.len(),
                 elapsed.as_secs_f64(),
-                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1),
                 all.len() as f64 / elapsed.as_secs_f64(),
                 pct(0.50).as_secs_f64() * 1e6,
                 pct(0.99).as_secs_f64() * 1e6,

@@ -100,7 +100,11 @@ impl FieldCause {
     }
 
     /// `FieldValueNotSupported`: `Unsupported value: <value>: supported values: "a", "b"`.
-    pub fn not_supported(field: impl Into<String>, value: &impl Serialize, supported: &[&str]) -> Self {
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: &impl Serialize,
+        supported: &[&str],
+    ) -> Self {
         let list = supported
             .iter()
             .map(|s| format!("\"{s}\""))
@@ -407,14 +411,12 @@ impl Ctx<'_> {
 
 /// Parses an AdmissionReview body: the raw `request` and the typed one, or the reply to send
 /// (HTTP 400 without a uid, a refusing review with one).
-fn parse<K: WebhookObject>(
-    path: &str,
+fn parse<'p, K: WebhookObject>(
+    path: &'p str,
     body: &[u8],
-) -> Result<(Value, AdmissionRequest<K>, Ctx<'_>), Reply> {
+) -> Result<(Value, AdmissionRequest<K>, Ctx<'p>), Reply> {
     let review: Value = serde_json::from_slice(body).map_err(|e| {
-        Reply::bad_request(format!(
-            "webhook {path}: the request body is not JSON: {e}"
-        ))
+        Reply::bad_request(format!("webhook {path}: the request body is not JSON: {e}"))
     })?;
     let api_version = review.get("apiVersion").and_then(Value::as_str);
     let kind = review.get("kind").and_then(Value::as_str);

@@ -3,8 +3,8 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use kcr_controller::Manager;
 use k8s_openapi::api::admissionregistration::v1 as ar;
+use kcr_controller::Manager;
 
 use crate::admission::{
     Defaulter, DefaultingEndpoint, ValidatingEndpoint, Validator, WebhookObject,
@@ -13,7 +13,7 @@ use crate::config::{
     ClientTarget, FailurePolicy, WebhookRegistration, WebhookType, mutate_path, validate_path,
     webhook_configurations,
 };
-use crate::conversion::{ConvertEndpoint, Conversion};
+use crate::conversion::{Conversion, ConvertEndpoint};
 use crate::server::{CONVERT_PATH, Endpoint, WebhookError, WebhookServer};
 
 /// Registers a defaulter and/or validator for `K`: from [`WebhookServer::webhook`] or

@@ -98,7 +98,11 @@ impl WebhookRegistration {
         } else {
             &self.group
         };
-        let mut name = format!("{prefix}{}-{}.{group}", self.kind.to_lowercase(), self.version);
+        let mut name = format!(
+            "{prefix}{}-{}.{group}",
+            self.kind.to_lowercase(),
+            self.version
+        );
         if !group.contains('.') {
             name.push_str(".kcr.dev");
         }

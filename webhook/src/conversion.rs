@@ -211,8 +211,8 @@ impl<H: WebhookObject> Conversion<H> {
             version,
             Codec {
                 api_version: S::api_version(&()).into_owned(),
-                to_hub: Box::new(|v| decode::<S>(v)?.to_hub()),
-                from_hub: Box::new(|h| encode(&S::from_hub(h)?)),
+                to_hub: Box::new(|v: Value| decode::<S>(v)?.to_hub()),
+                from_hub: Box::new(|h: H| encode(&S::from_hub(h)?)),
             },
         );
         self

@@ -23,10 +23,10 @@
 //! assert_eq!(new["spec"], serde_json::json!({"replicas": 3, "appearance": {"colour": "red"}}));
 //! ```
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::admission::AdmissionRequest;
 use kube::core::crd::merge_crds;
 use kube::{CustomResourceExt, ResourceExt};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::admission::{AdmissionError, Defaulter, Denial, FieldCause, Validator, Warnings};
 use crate::conversion::{ConversionError, Convertible};
@@ -49,7 +49,9 @@ pub mod v1alpha1 {
     use serde::{Deserialize, Serialize};
 
     /// Desired state of a widget (v1alpha1).
-    #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+    #[derive(
+        CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema,
+    )]
     #[kube(
         group = "example.kcr.dev",
         version = "v1alpha1",
@@ -77,7 +79,9 @@ pub mod v1 {
     pub use super::{WidgetDefaulter, WidgetValidator};
 
     /// Desired state of a widget (v1).
-    #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+    #[derive(
+        CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema,
+    )]
     #[kube(
         group = "example.kcr.dev",
         version = "v1",

@@ -483,17 +483,28 @@ impl WebhookServer {
         if !content_type.starts_with("application/json") {
             return Reply::error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "webhook {path}: content type {content_type:?}, expected application/json"
-                ),
+                format!("webhook {path}: content type {content_type:?}, expected application/json"),
             );
         }
         let limit = self.inner.options.max_request_bytes;
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Reply::error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("webhook {path}: request body larger than {limit} bytes"),
+            );
+        }
         let work = async {
             let body = match Limited::new(req.into_body(), limit).collect().await {
                 Ok(b) => b.to_bytes(),
                 Err(e) => {
-                    if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
                         return Reply::error(
                             StatusCode::PAYLOAD_TOO_LARGE,
                             format!("webhook {path}: request body larger than {limit} bytes"),

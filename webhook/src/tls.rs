@@ -366,7 +366,8 @@ pub struct CertificateAuthority {
 
 impl std::fmt::Debug for CertificateAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CertificateAuthority").finish_non_exhaustive()
+        f.debug_struct("CertificateAuthority")
+            .finish_non_exhaustive()
     }
 }
 
@@ -663,6 +664,9 @@ mod tests {
             b"",
         )
         .unwrap_err();
-        assert!(err.to_string().starts_with("k: no private key found"), "{err}");
+        assert!(
+            err.to_string().starts_with("k: no private key found"),
+            "{err}"
+        );
     }
 }

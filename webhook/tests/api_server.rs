@@ -14,8 +14,8 @@ use kcr_controller::{Manager, ManagerOptions};
 use kcr_envtest::{Backend, TestApiServer};
 use kcr_webhook::example::{WidgetDefaulter, WidgetValidator, v1, v1alpha1};
 use kcr_webhook::{
-    AdmissionError, AdmissionRequest, Conversion, FailurePolicy, ManagerWebhookExt,
-    ServerOptions, Validator, WebhookServer, Warnings,
+    AdmissionError, AdmissionRequest, Conversion, FailurePolicy, ManagerWebhookExt, ServerOptions,
+    Validator, Warnings, WebhookServer,
 };
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, CustomResource};
@@ -75,7 +75,10 @@ async fn a_mutation_shows_in_the_stored_object() {
     let mine = widgets
         .create(
             &PostParams::default(),
-            &widget("mine", json!({"replicas": 4, "appearance": {"colour": "red"}})),
+            &widget(
+                "mine",
+                json!({"replicas": 4, "appearance": {"colour": "red"}}),
+            ),
         )
         .await
         .unwrap();
@@ -90,7 +93,10 @@ async fn a_denial_reaches_the_client_with_its_causes() {
     let err = widgets
         .create(
             &PostParams::default(),
-            &widget("bad", json!({"replicas": 11, "appearance": {"colour": "pink"}})),
+            &widget(
+                "bad",
+                json!({"replicas": 11, "appearance": {"colour": "pink"}}),
+            ),
         )
         .await
         .unwrap_err();
@@ -126,7 +132,10 @@ async fn a_denial_reaches_the_client_with_its_causes() {
 
     // Update: the colour is immutable once set.
     widgets
-        .create(&PostParams::default(), &widget("w", json!({"appearance": {"colour": "red"}})))
+        .create(
+            &PostParams::default(),
+            &widget("w", json!({"appearance": {"colour": "red"}})),
+        )
         .await
         .unwrap();
     let err = widgets
@@ -167,9 +176,18 @@ async fn a_denial_reaches_the_client_with_its_causes() {
         )
         .await
         .unwrap();
-    let status = api_status(widgets.delete("w", &DeleteParams::default()).await.unwrap_err());
+    let status = api_status(
+        widgets
+            .delete("w", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(status.code, 403);
-    assert!(status.message.contains("widget w is protected"), "{}", status.message);
+    assert!(
+        status.message.contains("widget w is protected"),
+        "{}",
+        status.message
+    );
     assert!(widgets.get_opt("w").await.unwrap().is_some());
 }
 
@@ -240,7 +258,12 @@ mod slow {
 
     /// Spec.
     #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
-    #[kube(group = "slow.kcr.dev", version = "v1", kind = "SlowIgnore", namespaced)]
+    #[kube(
+        group = "slow.kcr.dev",
+        version = "v1",
+        kind = "SlowIgnore",
+        namespaced
+    )]
     pub struct SlowIgnoreSpec {
         pub n: Option<i32>,
     }
@@ -410,7 +433,11 @@ async fn a_certificate_rotated_mid_test_causes_no_failed_request() {
     assert_eq!(
         list.items
             .iter()
-            .filter(|w| w.metadata.name.as_deref().is_some_and(|n| n.starts_with('r')))
+            .filter(|w| w
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with('r')))
             .count(),
         TOTAL
     );
@@ -447,17 +474,21 @@ async fn an_object_written_as_v1alpha1_is_read_as_v1_and_back() {
     );
     let mut old = old;
     old.metadata.namespace = Some("default".into());
-    kcr_envtest::eventually("a v1alpha1 create goes through the conversion", SLOW, || {
-        let alphas = alphas.clone();
-        let old = old.clone();
-        async move {
-            match alphas.create(&PostParams::default(), &old).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                Err(e) => Err(e.to_string()),
+    kcr_envtest::eventually(
+        "a v1alpha1 create goes through the conversion",
+        SLOW,
+        || {
+            let alphas = alphas.clone();
+            let old = old.clone();
+            async move {
+                match alphas.create(&PostParams::default(), &old).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                }
             }
-        }
-    })
+        },
+    )
     .await;
     let as_v1 = v1s.get("old").await.unwrap();
     assert_eq!(as_v1.spec.replicas, Some(3));

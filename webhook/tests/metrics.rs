@@ -77,7 +77,10 @@ fn requests_latency_and_in_flight_per_webhook() {
         }
     }
     requests.sort();
-    assert_eq!(requests, vec![("200".to_string(), 3), ("400".to_string(), 1)]);
+    assert_eq!(
+        requests,
+        vec![("200".to_string(), 3), ("400".to_string(), 1)]
+    );
     assert_eq!(latency_samples, 4);
     assert_eq!(in_flight, Some(0.0));
 }

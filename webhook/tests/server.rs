@@ -93,7 +93,8 @@ async fn defaulting_answers_a_patch_of_the_changes_only() {
         &admission_review("UPDATE", sent.clone(), sent.clone()),
     )
     .await;
-    let patch: json_patch::Patch = serde_json::from_value(decode_patch(&review["response"])).unwrap();
+    let patch: json_patch::Patch =
+        serde_json::from_value(decode_patch(&review["response"])).unwrap();
     let mut obj = sent;
     json_patch::patch(&mut obj, &patch).unwrap();
     assert_eq!(obj["spec"]["appearance"]["colour"], "blue");
@@ -195,10 +196,12 @@ async fn validation_allows_warns_and_denies_with_causes() {
     assert_eq!(refused["allowed"], false);
     assert_eq!(refused["status"]["code"], 403);
     assert_eq!(refused["status"]["reason"], "Forbidden");
-    assert!(refused["status"]["message"]
-        .as_str()
-        .unwrap()
-        .starts_with("widget w is protected"));
+    assert!(
+        refused["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("widget w is protected")
+    );
     let allowed = call("DELETE", Value::Null, w(json!({}))).await;
     assert_eq!(allowed["allowed"], true);
 }
@@ -263,7 +266,10 @@ async fn malformed_reviews_get_a_clear_400() {
     let ca = hooks.ca.ca_pem().to_string();
     let bodies: Vec<(&[u8], &str)> = vec![
         (b"not json", "the request body is not JSON"),
-        (b"[]", "expected an AdmissionReview of admission.k8s.io/v1, got kind <none>"),
+        (
+            b"[]",
+            "expected an AdmissionReview of admission.k8s.io/v1, got kind <none>",
+        ),
         (
             br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}"#,
             "got kind AdmissionReview of admission.k8s.io/v1beta1",
@@ -293,7 +299,10 @@ async fn malformed_reviews_get_a_clear_400() {
             assert_eq!(out["code"], 400);
             assert_eq!(out["reason"], "BadRequest");
             let message = out["message"].as_str().unwrap();
-            assert!(message.starts_with(&format!("webhook {path}: ")), "{message}");
+            assert!(
+                message.starts_with(&format!("webhook {path}: ")),
+                "{message}"
+            );
             assert!(message.contains(expected), "{message} lacks {expected}");
         }
         // A review whose object is not a Widget: answered (it has a uid) with a 400 status.
@@ -347,17 +356,65 @@ async fn malformed_reviews_get_a_clear_400() {
         assert!(message.contains(expected), "{message} lacks {expected}");
     }
     // Wrong method, path, content type; too big.
-    let (status, out, _) = https(hooks.addr(), &ca, "GET", MUTATE, "application/json", vec![]).await;
-    assert_eq!(status, 405, "{out}");
     let (status, out, _) =
-        https(hooks.addr(), &ca, "POST", "/mutate-nothing", "application/json", vec![]).await;
+        https(hooks.addr(), &ca, "GET", MUTATE, "application/json", vec![]).await;
+    assert_eq!(status, 405, "{out}");
+    let (status, out, _) = https(
+        hooks.addr(),
+        &ca,
+        "POST",
+        "/mutate-nothing",
+        "application/json",
+        vec![],
+    )
+    .await;
     assert_eq!(status, 404, "{out}");
     assert!(out["message"].as_str().unwrap().contains("/mutate-nothing"));
-    let (status, _, _) = https(hooks.addr(), &ca, "POST", MUTATE, "text/plain", b"{}".to_vec()).await;
+    let (status, _, _) = https(
+        hooks.addr(),
+        &ca,
+        "POST",
+        MUTATE,
+        "text/plain",
+        b"{}".to_vec(),
+    )
+    .await;
     assert_eq!(status, 415);
-    let huge = vec![b' '; (7 << 20) + 1];
-    let (status, out, _) = https(hooks.addr(), &ca, "POST", MUTATE, "application/json", huge).await;
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_get_413() {
+    let ca = kcr_webhook::CertificateAuthority::generate("ca").unwrap();
+    let mut certs = common::CertDir::new();
+    certs.publish(&ca.issue(&["localhost"]).unwrap());
+    let server = kcr_webhook::WebhookServer::bind(
+        kcr_webhook::ServerOptions::default()
+            .bind_address("127.0.0.1:0".parse().unwrap())
+            .cert_dir(certs.path())
+            .max_request_bytes(1024),
+    )
+    .await
+    .unwrap();
+    server
+        .webhook::<v1::Widget>()
+        .defaulter(WidgetDefaulter)
+        .complete()
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let run = server.clone();
+    let token = stop.clone();
+    tokio::spawn(async move { run.run(token).await });
+    let mut review = admission_review("CREATE", w(json!({})), Value::Null);
+    let (status, _) = post_json(server.local_addr(), ca.ca_pem(), MUTATE, &review).await;
+    assert_eq!(status, 200);
+    review["request"]["object"]["metadata"]["annotations"] = json!({"big": "x".repeat(2000)});
+    let (status, out) = post_json(server.local_addr(), ca.ca_pem(), MUTATE, &review).await;
     assert_eq!(status, 413, "{out}");
+    assert_eq!(
+        out["message"],
+        format!("webhook {MUTATE}: request body larger than 1024 bytes")
+    );
+    stop.cancel();
 }
 
 fn conversion_review(desired: &str, objects: Vec<Value>) -> Value {
@@ -432,7 +489,11 @@ async fn conversion_round_trips_and_names_unknown_versions() {
             json!({"apiVersion": "example.kcr.dev/v1alpha1", "kind": "Gadget", "metadata": {}}),
             "no conversion is registered for Gadget.example.kcr.dev (registered: Widget.example.kcr.dev)",
         ),
-        ("example.kcr.dev/v1", json!({"spec": {}}), "object 0 has no apiVersion or kind"),
+        (
+            "example.kcr.dev/v1",
+            json!({"spec": {}}),
+            "object 0 has no apiVersion or kind",
+        ),
         (
             "other.dev/v1",
             alpha.clone(),
@@ -456,6 +517,29 @@ async fn conversion_round_trips_and_names_unknown_versions() {
         assert_eq!(result["status"], "Failure", "{out}");
         let message = result["message"].as_str().unwrap();
         assert!(message.contains(expected), "{message} lacks {expected}");
+    }
+}
+
+/// Another kind, for the registration checks.
+mod other {
+    use kcr_webhook::example::v1;
+    use kcr_webhook::{ConversionError, Convertible};
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// Spec.
+    #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+    #[kube(group = "example.kcr.dev", version = "v2", kind = "Gadget", namespaced)]
+    pub struct GadgetSpec {}
+
+    impl Convertible<v1::Widget> for Gadget {
+        fn to_hub(self) -> Result<v1::Widget, ConversionError> {
+            Err(ConversionError::failed("never"))
+        }
+        fn from_hub(_: v1::Widget) -> Result<Self, ConversionError> {
+            Err(ConversionError::failed("never"))
+        }
     }
 }
 
@@ -494,13 +578,25 @@ async fn registrations_are_checked() {
     );
     let err = hooks
         .server
+        .add_conversion(Conversion::<v1::Widget>::hub().spoke::<other::Gadget>())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "spoke Gadget.example.kcr.dev is not a version of the hub's kind Widget.example.kcr.dev"
+        ),
+        "{err}"
+    );
+    let err = hooks
+        .server
         .add_conversion(
-            Conversion::<v1alpha1::Widget>::hub().spoke::<k8s_openapi::api::core::v1::ConfigMap>(),
+            Conversion::<v1::Widget>::hub()
+                .spoke::<v1alpha1::Widget>()
+                .spoke::<v1alpha1::Widget>(),
         )
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains("spoke ConfigMap is not a version of the hub's kind"),
+            .contains("version v1alpha1 of Widget.example.kcr.dev is registered twice"),
         "{err}"
     );
     // Bound, not running: not ready.
@@ -516,11 +612,26 @@ async fn rotation_is_picked_up_by_the_next_handshake() {
     let ca = hooks.ca.ca_pem().to_string();
     let review = admission_review("CREATE", w(json!({})), Value::Null);
     let body = serde_json::to_vec(&review).unwrap();
-    let (_, _, first) = https(hooks.addr(), &ca, "POST", MUTATE, "application/json", body.clone()).await;
+    let (_, _, first) = https(
+        hooks.addr(),
+        &ca,
+        "POST",
+        MUTATE,
+        "application/json",
+        body.clone(),
+    )
+    .await;
     for _ in 0..3 {
         let next = hooks.rotate();
-        let (status, out, served) =
-            https(hooks.addr(), &ca, "POST", MUTATE, "application/json", body.clone()).await;
+        let (status, out, served) = https(
+            hooks.addr(),
+            &ca,
+            "POST",
+            MUTATE,
+            "application/json",
+            body.clone(),
+        )
+        .await;
         assert_eq!(status, 200, "{out}");
         assert_eq!(out["response"]["allowed"], true);
         let expected = {
@@ -559,7 +670,11 @@ async fn slow_handlers_time_out() {
     )
     .await
     .unwrap();
-    server.webhook::<v1::Widget>().validator(Stuck).complete().unwrap();
+    server
+        .webhook::<v1::Widget>()
+        .validator(Stuck)
+        .complete()
+        .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let run = server.clone();
     let token = stop.clone();
@@ -572,6 +687,11 @@ async fn slow_handlers_time_out() {
     )
     .await;
     assert_eq!(status, 504, "{out}");
-    assert!(out["message"].as_str().unwrap().contains("no answer within 2s"));
+    assert!(
+        out["message"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within 2s")
+    );
     stop.cancel();
 }

@@ -121,11 +121,9 @@ impl Hooks {
 
     /// Creates (or replaces) the webhook configurations named `name` for every registration.
     pub async fn install(&self, client: &kube::Client, name: &str) {
-        let (m, v) = self.server.webhook_configurations(
-            name,
-            &self.target(),
-            self.ca.ca_pem().as_bytes(),
-        );
+        let (m, v) =
+            self.server
+                .webhook_configurations(name, &self.target(), self.ca.ca_pem().as_bytes());
         let mapi: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
         let vapi: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
         let _ = mapi.delete(name, &DeleteParams::default()).await;
