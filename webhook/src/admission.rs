@@ -635,6 +635,103 @@ mod tests {
         );
     }
 
+    /// Every prefix of a valid review, and the review with each value swapped for values of
+    /// other types, is answered (400 or a refusing review), never a panic.
+    #[test]
+    fn broken_reviews_never_panic() {
+        use crate::example::{WidgetDefaulter, WidgetValidator, v1};
+        let mutate = DefaultingEndpoint::<v1::Widget, _> {
+            path: "/m".into(),
+            defaulter: Arc::new(WidgetDefaulter),
+            _k: PhantomData,
+        };
+        let validate = ValidatingEndpoint::<v1::Widget, _> {
+            path: "/v".into(),
+            validator: Arc::new(WidgetValidator),
+            _k: PhantomData,
+        };
+        let object = json!({"apiVersion": "example.kcr.dev/v1", "kind": "Widget",
+            "metadata": {"name": "w", "namespace": "n", "labels": {"a": "b"}},
+            "spec": {"replicas": 2, "appearance": {"colour": "red"}}});
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"group": "example.kcr.dev", "version": "v1", "kind": "Widget"},
+                "resource": {"group": "example.kcr.dev", "version": "v1", "resource": "widgets"},
+                "name": "w", "namespace": "n", "operation": "UPDATE", "userInfo": {"username": "x"},
+                "object": object, "oldObject": object, "dryRun": false}});
+        let conversion_review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "c", "desiredAPIVersion": "example.kcr.dev/v1alpha1", "objects": [object]}});
+        let bodies = variants(&review);
+        let conversion_bodies = variants(&conversion_review);
+        let conversions = crate::conversion::ConversionRegistry::default();
+        conversions.add(
+            "example.kcr.dev".into(),
+            "Widget".into(),
+            Arc::new(
+                crate::Conversion::<v1::Widget>::hub().spoke::<crate::example::v1alpha1::Widget>(),
+            ),
+        );
+        for body in bodies.into_iter().chain(conversion_bodies) {
+            for reply in [
+                futures::executor::block_on(mutate.serve(bytes::Bytes::from(body.clone()))),
+                futures::executor::block_on(validate.serve(bytes::Bytes::from(body.clone()))),
+                conversions.review(&body),
+            ] {
+                assert!(
+                    reply.status == http::StatusCode::OK
+                        || reply.status == http::StatusCode::BAD_REQUEST,
+                    "{}",
+                    reply.status
+                );
+                let v: Value = serde_json::from_slice(&reply.body).unwrap();
+                if reply.status == http::StatusCode::BAD_REQUEST {
+                    assert!(!v["message"].as_str().unwrap().is_empty());
+                }
+            }
+        }
+    }
+
+    /// Every prefix of `review`, and `review` with each value (at every depth) swapped for
+    /// values of other types.
+    fn variants(review: &Value) -> Vec<Vec<u8>> {
+        fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
+            let children: Vec<(String, &Value)> = match v {
+                Value::Object(m) => m.iter().map(|(k, c)| (k.clone(), c)).collect(),
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (i.to_string(), c))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (k, c) in children {
+                let p = format!("{at}/{k}");
+                out.push(p.clone());
+                pointers(c, p, out);
+            }
+        }
+        let text = serde_json::to_vec(review).unwrap();
+        let mut bodies: Vec<Vec<u8>> = (0..text.len()).map(|end| text[..end].to_vec()).collect();
+        let mut paths = Vec::new();
+        pointers(review, String::new(), &mut paths);
+        for p in &paths {
+            for odd in [
+                json!(null),
+                json!(-1),
+                json!("s"),
+                json!([]),
+                json!({}),
+                json!(1e300),
+            ] {
+                let mut r = review.clone();
+                if let Some(slot) = r.pointer_mut(p) {
+                    *slot = odd;
+                }
+                bodies.push(serde_json::to_vec(&r).unwrap());
+            }
+        }
+        bodies
+    }
+
     #[test]
     fn patch_falls_back_to_the_received_object_when_parents_are_missing() {
         // The type serialises `spec: {}` although the received object has no spec.

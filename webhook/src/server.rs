@@ -259,7 +259,8 @@ fn describe() {
 impl WebhookServer {
     /// Binds the listener (so a busy port fails here and [`local_addr`](Self::local_addr)
     /// is known before the webhook configurations are written). The certificate files are read
-    /// at the first handshake: they may appear later (see [`CertWatcher`]).
+    /// at the first handshake: they may appear later (see [`CertWatcher`]); to fail at start
+    /// instead, call [`CertWatcher::load`] on [`cert_watcher`](Self::cert_watcher).
     pub async fn bind(options: ServerOptions) -> Result<Self, WebhookError> {
         let listener = TcpListener::bind(options.bind_address)
             .await
