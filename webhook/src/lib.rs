@@ -70,6 +70,13 @@
 //! - The [`Manager`](kcr_controller::Manager) integration ([`ManagerWebhookExt`]) and the
 //!   webhook configurations ([`webhook_configurations`], [`ClientTarget`]).
 //!
+//! # Throughput
+//! `cargo run --release -p kcr-webhook --example throughput [-- <seconds> <connections>]`
+//! drives the example Widget's validating and mutating webhooks over HTTPS (keep-alive
+//! HTTP/1.1, clients in the same process). On the 2-core development machine, shared with
+//! other builds (load average about 10): about 8,800 requests/s on one connection (p50 33 µs,
+//! p99 0.35 ms) and 9,400-12,500 requests/s on eight (p50 about 0.3 ms, p99 9-11 ms).
+//!
 //! Malformed requests never panic: a body that is not an AdmissionReview or ConversionReview
 //! gets HTTP 400 with a `Status` saying what is wrong.
 

@@ -618,3 +618,81 @@ async fn the_manager_runs_the_server_and_readiness_waits_for_a_certificate() {
         .unwrap();
     assert!(server.ready().unwrap_err().contains("is not serving"));
 }
+
+/// The server is not a leader-only runnable: a replica that never gets the lease serves the
+/// webhooks and is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_does_not_lead_serves_the_webhooks() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let env = api_server().await;
+    // Someone else holds the lease until 2099.
+    let lease: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "webhook-test", "namespace": "default"},
+        "spec": {"holderIdentity": "the-leader", "leaseDurationSeconds": 3600,
+                 "acquireTime": "2099-01-01T00:00:00.000000Z", "renewTime": "2099-01-01T00:00:00.000000Z"}
+    }))
+    .unwrap();
+    Api::<Lease>::namespaced(env.client(), "default")
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let hooks = Hooks::bind().await;
+    let mgr = Manager::new(
+        env.client(),
+        ManagerOptions::default()
+            .metrics_bind_address("0")
+            .unwrap()
+            .health_probe_bind_address("127.0.0.1:0")
+            .unwrap()
+            .leader_election(
+                kcr_controller::LeaderElectionConfig::new("webhook-test")
+                    .namespace("default")
+                    .identity("a-follower"),
+            ),
+    )
+    .await
+    .unwrap();
+    mgr.add_webhook_server(&hooks.server).unwrap();
+    mgr.webhook::<v1::Widget>(&hooks.server)
+        .defaulter(WidgetDefaulter)
+        .complete()
+        .unwrap();
+    let probes = mgr.health_probe_addr().unwrap();
+    let mgr = Arc::new(mgr);
+    let stop = hooks.stop.clone();
+    let running = {
+        let mgr = mgr.clone();
+        tokio::spawn(async move { mgr.run(stop).await })
+    };
+    kcr_envtest::eventually("the webhook check is ready", SLOW, || async {
+        let (code, body) = common::http_get(probes, "/readyz/webhook").await;
+        if code == 200 {
+            Ok(())
+        } else {
+            Err(format!("{code} {body}"))
+        }
+    })
+    .await;
+    let (status, review) = common::post_json(
+        hooks.addr(),
+        hooks.ca.ca_pem(),
+        "/mutate-example-kcr-dev-v1-widget",
+        &common::admission_review(
+            "CREATE",
+            json!({"apiVersion": "example.kcr.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}}),
+            serde_json::Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(review["response"]["allowed"], true);
+    assert!(review["response"]["patch"].is_string());
+    assert!(!mgr.is_leader(), "the other holder keeps the lease");
+    hooks.stop.cancel();
+    tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
