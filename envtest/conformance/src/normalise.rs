@@ -164,6 +164,18 @@ impl Normaliser {
         match v {
             Value::Object(m) => {
                 let status_body = m.get("kind").and_then(Value::as_str) == Some("Status");
+                // managedFields keys name list items by value (`k:{"uid":"…"}`).
+                let renamed: Vec<String> = m
+                    .keys()
+                    .filter(|k| self.uid_re.is_match(k))
+                    .cloned()
+                    .collect();
+                for k in renamed {
+                    if let Some(v) = m.remove(&k) {
+                        let nk = self.string(&k, false);
+                        m.insert(nk, v);
+                    }
+                }
                 let keys: Vec<String> = m.keys().cloned().collect();
                 for k in keys {
                     let Some(child) = m.get_mut(&k) else { continue };
@@ -297,13 +309,18 @@ fn diff_at(a: &Value, b: &Value, path: String, out: &mut Vec<String>, max: usize
     }
 }
 
-/// The parts of a `Status` body compared: reason, details (without `uid`), causes and message.
+/// The parts of a `Status` body compared: reason, details, causes and message. Causes are
+/// sorted (by field, then message): the real server's order of causes from one schema varies
+/// from run to run (Go map iteration).
 pub fn status_parts(v: &Value) -> Value {
     let mut m = Map::new();
     for k in ["kind", "status", "reason", "details", "message", "code"] {
         if let Some(x) = v.get(k) {
             m.insert(k.into(), x.clone());
         }
+    }
+    if let Some(Value::Array(causes)) = m.get_mut("details").and_then(|d| d.get_mut("causes")) {
+        causes.sort_by_key(|c| (pick(c, "field").to_string(), pick(c, "message").to_string()));
     }
     Value::Object(m)
 }

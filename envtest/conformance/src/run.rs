@@ -272,6 +272,9 @@ pub fn compare(
 
 fn status_shape(a: &Answer) -> Value {
     let mut s = shape(&a.raw);
+    if !is_status(&a.json) {
+        return s;
+    }
     if let Some(o) = s.as_object_mut() {
         o.insert(
             "metadata".into(),

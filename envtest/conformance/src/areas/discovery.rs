@@ -74,7 +74,7 @@ const GROUPS: &[(&str, &[&str])] = &[
 /// The discovery area.
 pub fn area() -> Area {
     let mut s = Script::new("discovery");
-    s.pick("version", get("/version"), &["/major", "/minor", "/gitVersion"]);
+    s.pick("version", get("/version"), &["/major", "/minor"]);
     s.pick("api", get("/api"), &["/kind", "/versions"]);
     s.body("not-found-path", get("/no/such/path"));
     for (gv, resources) in GROUPS {

@@ -14,7 +14,7 @@ const PARTIAL: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v
 pub fn area() -> Area {
     let mut s = Script::new("kinds");
     s.pick("kubernetes-service", get("/api/v1/namespaces/default/services/kubernetes"),
-        &["/kind", "/metadata/name", "/spec/ports"]);
+        &["/kind", "/metadata/name", "/spec/ports/*/port"]);
     s.pick("cluster-admin", get("/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin"),
         &["/kind", "/rules"]);
     s.pick("cluster-admin-binding", get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin"),
