@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use kcr_envtest::{Backend, TestApiServer};
-use kcr_envtest_conformance::run::{Side, parse_known, run_area};
+use kcr_envtest_conformance::run::{Side, max_paths, parse_known, run_area};
 use kcr_envtest_conformance::{KNOWN_DIFFERENCES, areas};
 
 #[tokio::main]
@@ -57,17 +57,30 @@ async fn main() -> ExitCode {
                 }
                 continue;
             }
-            let detail = o.diffs.join("; ");
+            let shown: Vec<&str> = o.diffs.iter().take(max_paths()).map(String::as_str).collect();
+            let more = o.diffs.len().saturating_sub(shown.len());
+            let mut detail = shown.join("; ");
+            if more > 0 {
+                detail.push_str(&format!("; … {more} more"));
+            }
+            let fp = o.fingerprint();
             match known.get(&o.name) {
-                Some(k) => {
+                Some(k) if k.matches(&o) => {
                     expected += 1;
                     if verbose {
-                        println!("KNOWN {} [{}]: {detail}", o.name, k.cause);
+                        println!("KNOWN {} [{} {fp}]: {detail}", o.name, k.cause);
                     }
+                }
+                Some(k) => {
+                    unexpected += 1;
+                    println!(
+                        "CHANGED {} [{fp}, listed {} as {}]: {detail}",
+                        o.name, k.fingerprint, k.cause
+                    );
                 }
                 None => {
                     unexpected += 1;
-                    println!("DIFF {}: {detail}", o.name);
+                    println!("DIFF {} [{fp}]: {detail}", o.name);
                 }
             }
         }

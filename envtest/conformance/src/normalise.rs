@@ -319,8 +319,18 @@ pub fn status_parts(v: &Value) -> Value {
             m.insert(k.into(), x.clone());
         }
     }
+    let mut several = false;
     if let Some(Value::Array(causes)) = m.get_mut("details").and_then(|d| d.get_mut("causes")) {
         causes.sort_by_key(|c| (pick(c, "field").to_string(), pick(c, "message").to_string()));
+        several = causes.len() > 1;
+    }
+    // The message lists several causes in the same varying order: compared through the causes.
+    if several
+        && let Some(Value::String(msg)) = m.get_mut("message")
+        && let Some(i) = msg.find("is invalid: [")
+    {
+        msg.truncate(i + "is invalid: ".len());
+        msg.push_str("[<causes>]");
     }
     Value::Object(m)
 }

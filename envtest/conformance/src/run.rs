@@ -9,8 +9,16 @@ use crate::exchange::{Area, Exchange, Request, Step, What};
 use crate::http::{Answer, Conn};
 use crate::normalise::{Normaliser, diff, pick, status_parts};
 
-/// How many differing paths one difference line shows.
-const MAX_PATHS: usize = 4;
+/// All differing paths are collected (up to this many per answer).
+const ALL_PATHS: usize = 1000;
+
+/// How many differing paths one difference line shows (`KCR_CONFORMANCE_PATHS`, default 4).
+pub fn max_paths() -> usize {
+    std::env::var("KCR_CONFORMANCE_PATHS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+}
 
 /// One backend: its connection and normaliser.
 #[derive(Debug)]
@@ -40,17 +48,60 @@ pub struct Outcome {
     pub diffs: Vec<String>,
 }
 
+impl Outcome {
+    /// The differing paths (`code`, `/metadata/name`, `events/0/type`, …), sorted, without
+    /// values.
+    pub fn paths(&self) -> Vec<String> {
+        let mut p: Vec<String> = self
+            .diffs
+            .iter()
+            .map(|d| {
+                d.split_once(": real=")
+                    .map(|(p, _)| p)
+                    .or_else(|| d.split_once(": ").map(|(p, _)| p))
+                    .unwrap_or(d)
+                    .to_string()
+            })
+            .collect();
+        p.sort();
+        p.dedup();
+        p
+    }
+
+    /// A fingerprint of [`Outcome::paths`] (FNV-1a, 8 hex digits): the known-differences list
+    /// records it, so a new difference in an exchange already listed is caught too.
+    pub fn fingerprint(&self) -> String {
+        let mut h: u32 = 0x811c_9dc5;
+        for p in self.paths() {
+            for b in p.bytes().chain(std::iter::once(b'\n')) {
+                h ^= u32::from(b);
+                h = h.wrapping_mul(0x0100_0193);
+            }
+        }
+        format!("{h:08x}")
+    }
+}
+
 /// An entry of the known-differences list.
 #[derive(Debug, Clone)]
 pub struct Known {
-    /// The root cause (a short identifier shared by entries with one cause).
+    /// The root causes (short identifiers, `+`-joined, the main one first).
     pub cause: String,
+    /// The fingerprint of the differing paths ([`Outcome::fingerprint`]); `*` accepts any.
+    pub fingerprint: String,
     /// Why it differs.
     pub reason: String,
 }
 
-/// Parse a known-differences file: one `name | cause | reason` a line; `#` comments and blank
-/// lines are skipped.
+impl Known {
+    /// Whether `o` differs as recorded.
+    pub fn matches(&self, o: &Outcome) -> bool {
+        self.fingerprint == "*" || self.fingerprint == o.fingerprint()
+    }
+}
+
+/// Parse a known-differences file: one `name | causes | fingerprint | reason` a line; `#`
+/// comments and blank lines are skipped.
 pub fn parse_known(text: &str) -> BTreeMap<String, Known> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
@@ -58,11 +109,19 @@ pub fn parse_known(text: &str) -> BTreeMap<String, Known> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let mut parts = line.splitn(3, '|').map(str::trim);
+        let mut parts = line.splitn(4, '|').map(str::trim);
         let name = parts.next().unwrap_or_default().to_string();
         let cause = parts.next().unwrap_or_default().to_string();
+        let fingerprint = parts.next().unwrap_or("*").to_string();
         let reason = parts.next().unwrap_or_default().to_string();
-        out.insert(name, Known { cause, reason });
+        out.insert(
+            name,
+            Known {
+                cause,
+                fingerprint,
+                reason,
+            },
+        );
     }
     out
 }
@@ -221,9 +280,9 @@ pub fn compare(
         let (x, y) = (watch_events(&a.events, na), watch_events(&b.events, nb));
         if a.code != 200 || b.code != 200 {
             let (x, y) = (norm_json(a, na), norm_json(b, nb));
-            diffs.extend(diff(&status_parts(&x), &status_parts(&y), MAX_PATHS));
+            diffs.extend(diff(&status_parts(&x), &status_parts(&y), ALL_PATHS));
         } else {
-            diffs.extend(diff(&x, &y, MAX_PATHS).into_iter().map(|d| format!("events{d}")));
+            diffs.extend(diff(&x, &y, ALL_PATHS).into_iter().map(|d| format!("events{d}")));
         }
         return diffs;
     }
@@ -266,7 +325,7 @@ pub fn compare(
         }
         What::Watch => unreachable!("handled above"),
     };
-    diffs.extend(diff(&x, &y, MAX_PATHS));
+    diffs.extend(diff(&x, &y, ALL_PATHS));
     diffs
 }
 

@@ -19,7 +19,8 @@ pub fn area() -> Area {
     s.body("update", patch(&c, "apply", applied(json!({"a": "1", "b": "3"}))).q("fieldManager", "alice"));
     s.status("conflict", patch(&c, "apply", applied(json!({"a": "x"}))).q("fieldManager", "bob"));
     s.body("force", patch(&c, "apply", applied(json!({"a": "x"}))).q("fieldManager", "bob").q("force", "true"));
-    s.body("removal-by-omission", patch(&c, "apply", applied(json!({"a": "1"}))).q("fieldManager", "alice"));
+    // alice agrees with bob on `a` (shared ownership, no conflict) and omits `b`: removed.
+    s.body("removal-by-omission", patch(&c, "apply", applied(json!({"a": "x"}))).q("fieldManager", "alice"));
     s.pick("managed-fields", get(&c), &["/metadata/managedFields"]);
     s.body("update-manager", put(&c, json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "c1", "labels": {"l": "1"}}, "data": {"a": "x", "u": "1"}})).q("fieldManager", "carol"));

@@ -29,19 +29,19 @@ pub fn area() -> Area {
         w().q("sendInitialEvents", "true").q("resourceVersionMatch", "NotOlderThan"));
     s.status("send-initial-events-bad-match",
         w().q("sendInitialEvents", "true").q("resourceVersionMatch", "Exact").q("allowWatchBookmarks", "true"));
-    s.body("list-for-rv", get(CM)).capture("rv_list", "/metadata/resourceVersion");
-    s.watch("live-events", w().q("resourceVersion", "{rv_list}"), vec![
+    s.body("list-for-rv", get(CM)).capture("list_rv", "/metadata/resourceVersion");
+    s.watch("live-events", w().q("resourceVersion", "{list_rv}"), vec![
         post(CM, cm("live", json!({"x": "1"}))),
         patch(&format!("{CM}/live"), "merge", json!({"data": {"x": "2"}})),
         delete(&format!("{CM}/live")),
     ]);
-    s.body("list-for-rv-2", get(CM)).capture("rv_list2", "/metadata/resourceVersion");
-    s.watch("leaves-selector", w().q("resourceVersion", "{rv_list2}").q("labelSelector", "w=1"), vec![
+    s.body("list-for-rv-2", get(CM)).capture("list_rv2", "/metadata/resourceVersion");
+    s.watch("leaves-selector", w().q("resourceVersion", "{list_rv2}").q("labelSelector", "w=1"), vec![
         patch(&format!("{CM}/a"), "merge", json!({"metadata": {"labels": {"w": "2"}}})),
         patch(&format!("{CM}/a"), "merge", json!({"metadata": {"labels": {"w": "1"}}})),
     ]);
-    s.body("list-for-rv-3", get(CM)).capture("rv_list3", "/metadata/resourceVersion");
-    s.watch("field-selector-one-object", w().q("resourceVersion", "{rv_list3}").q("fieldSelector", "metadata.name=b"), vec![
+    s.body("list-for-rv-3", get(CM)).capture("list_rv3", "/metadata/resourceVersion");
+    s.watch("field-selector-one-object", w().q("resourceVersion", "{list_rv3}").q("fieldSelector", "metadata.name=b"), vec![
         patch(&format!("{CM}/a"), "merge", json!({"data": {"z": "1"}})),
         patch(&format!("{CM}/b"), "merge", json!({"data": {"z": "1"}})),
     ]);
