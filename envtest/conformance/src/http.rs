@@ -105,7 +105,72 @@ impl Conn {
         }
     }
 
-    async fn try_send(&self, req: &Request, during: &[Request]) -> Result<Answer, String> {
+    /// Open a watch (`req` must ask for one) and read its events until one satisfies `stop`
+    /// (included), the stream ends, or `deadline` passes.
+    pub async fn watch_until(
+        &self,
+        req: &Request,
+        stop: impl Fn(&Value) -> bool,
+        deadline: Duration,
+    ) -> Answer {
+        let start = Instant::now();
+        let request = match self.build(req) {
+            Ok(r) => r,
+            Err(e) => {
+                return Answer {
+                    error: Some(e),
+                    ..Answer::default()
+                };
+            }
+        };
+        let resp = match tokio::time::timeout(deadline, self.client.request(request)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                return Answer {
+                    error: Some(e.to_string()),
+                    ..Answer::default()
+                };
+            }
+            Err(_) => {
+                return Answer {
+                    error: Some("no watch answer in time".into()),
+                    ..Answer::default()
+                };
+            }
+        };
+        let mut answer = Answer {
+            code: resp.status().as_u16(),
+            ..Answer::default()
+        };
+        let mut body = resp.into_body();
+        let mut pending = Vec::new();
+        'read: loop {
+            let left = deadline.saturating_sub(start.elapsed());
+            let frame = match tokio::time::timeout(left, body.frame()).await {
+                Ok(Some(Ok(f))) => f,
+                _ => break,
+            };
+            let Some(d) = frame.data_ref() else { continue };
+            pending.extend_from_slice(d);
+            while let Some(i) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=i).collect();
+                let text = String::from_utf8_lossy(&line);
+                if text.trim().is_empty() {
+                    continue;
+                }
+                let ev = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| Value::String(format!("undecodable event: {e}")));
+                let done = stop(&ev);
+                answer.events.push(ev);
+                if done {
+                    break 'read;
+                }
+            }
+        }
+        answer
+    }
+
+    fn build(&self, req: &Request) -> Result<http::Request<Full<Bytes>>, String> {
         let mut uri = format!("{}{}", self.base, self.subst(&req.path));
         if !req.query.is_empty() {
             let q: Vec<String> = req
@@ -134,7 +199,11 @@ impl Conn {
         if req.body.is_some() && !has_ct {
             b = b.header("Content-Type", "application/json");
         }
-        let request = b.body(Full::new(body)).map_err(|e| e.to_string())?;
+        b.body(Full::new(body)).map_err(|e| e.to_string())
+    }
+
+    async fn try_send(&self, req: &Request, during: &[Request]) -> Result<Answer, String> {
+        let request = self.build(req)?;
         let watch = req.is_watch();
         let deadline = if watch {
             WATCH_DEADLINE

@@ -255,7 +255,8 @@ fn pick_segs(v: &Value, segs: &[&str]) -> Value {
     }
 }
 
-/// Where `a` and `b` differ: up to `max` JSON paths with both values (shortened).
+/// Where `a` and `b` differ: up to `max` JSON paths with both values (shortened to 100
+/// characters unless `KCR_CONFORMANCE_FULL_VALUES` is set).
 pub fn diff(a: &Value, b: &Value, max: usize) -> Vec<String> {
     let mut out = Vec::new();
     diff_at(a, b, String::new(), &mut out, max);
@@ -267,7 +268,7 @@ fn short(v: Option<&Value>) -> String {
         None => "(absent)".to_string(),
         Some(v) => v.to_string(),
     };
-    if s.chars().count() > 100 {
+    if s.chars().count() > 100 && std::env::var_os("KCR_CONFORMANCE_FULL_VALUES").is_none() {
         format!("{}…", s.chars().take(100).collect::<String>())
     } else {
         s
