@@ -180,7 +180,9 @@ impl Conn {
                 .collect();
             uri = format!("{uri}?{}", q.join("&"));
         }
-        let mut b = http::Request::builder().method(req.method.as_str()).uri(&uri);
+        let mut b = http::Request::builder()
+            .method(req.method.as_str())
+            .uri(&uri);
         let mut has_ct = false;
         let mut has_accept = false;
         for (k, v) in &req.headers {
@@ -263,7 +265,9 @@ impl Conn {
                 match ev {
                     Ok(v) => answer.events.push(v),
                     Err(e) => {
-                        answer.events.push(Value::String(format!("undecodable event: {e}")));
+                        answer
+                            .events
+                            .push(Value::String(format!("undecodable event: {e}")));
                         break;
                     }
                 }

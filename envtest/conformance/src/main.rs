@@ -17,7 +17,11 @@ async fn main() -> ExitCode {
         .position(|a| a == "--area")
         .and_then(|i| args.get(i + 1));
 
-    let real = match TestApiServer::builder().backend(Backend::Real).start().await {
+    let real = match TestApiServer::builder()
+        .backend(Backend::Real)
+        .start()
+        .await
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!(
@@ -53,11 +57,19 @@ async fn main() -> ExitCode {
             if o.diffs.is_empty() {
                 equal += 1;
                 if known.contains_key(&o.name) {
-                    println!("FIXED {}: equal now; remove it from known_differences.txt", o.name);
+                    println!(
+                        "FIXED {}: equal now; remove it from known_differences.txt",
+                        o.name
+                    );
                 }
                 continue;
             }
-            let shown: Vec<&str> = o.diffs.iter().take(max_paths()).map(String::as_str).collect();
+            let shown: Vec<&str> = o
+                .diffs
+                .iter()
+                .take(max_paths())
+                .map(String::as_str)
+                .collect();
             let more = o.diffs.len().saturating_sub(shown.len());
             let mut detail = shown.join("; ");
             if more > 0 {
@@ -90,9 +102,7 @@ async fn main() -> ExitCode {
             println!("STALE {name}: listed in known_differences.txt but no such exchange");
         }
     }
-    println!(
-        "known differences: {expected}; unexpected differences: {unexpected}"
-    );
+    println!("known differences: {expected}; unexpected differences: {unexpected}");
     println!("fidelity: {equal} of {total} exchanges equal");
     drop(real);
     if check && unexpected > 0 {

@@ -71,7 +71,11 @@ impl Normaliser {
         if rv.is_empty() {
             return String::new();
         }
-        if let Some((_, var)) = self.known.iter().find(|(v, k)| v == rv && k.starts_with("rv")) {
+        if let Some((_, var)) = self
+            .known
+            .iter()
+            .find(|(v, k)| v == rv && k.starts_with("rv"))
+        {
             return format!("rv={{{var}}}");
         }
         let n = self.rvs.len();
@@ -115,7 +119,8 @@ impl Normaliser {
                     let token = format!("{g}#{}", self.names.len());
                     self.names.push((n.clone(), token));
                     // Longest first, so a name that extends another is replaced whole.
-                    self.names.sort_by_key(|(real, _)| std::cmp::Reverse(real.len()));
+                    self.names
+                        .sort_by_key(|(real, _)| std::cmp::Reverse(real.len()));
                 }
                 m.values().for_each(|c| self.collect_names(c));
             }
@@ -237,11 +242,13 @@ fn pick_segs(v: &Value, segs: &[&str]) -> Value {
         };
         arr.and_then(Value::as_array).and_then(|a| {
             a.iter()
-                .find(|e: &&Value| match key.split('.').try_fold(*e, |o: &Value, k| o.get(k)) {
-                    Some(Value::String(s)) => s == want,
-                    Some(other) => other.to_string() == want,
-                    None => false,
-                })
+                .find(
+                    |e: &&Value| match key.split('.').try_fold(*e, |o: &Value, k| o.get(k)) {
+                        Some(Value::String(s)) => s == want,
+                        Some(other) => serde_json::to_string(other).is_ok_and(|t| t == want),
+                        None => false,
+                    },
+                )
                 .cloned()
         })
     } else if let (Ok(i), Value::Array(a)) = (first.parse::<usize>(), v) {

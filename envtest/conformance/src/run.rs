@@ -132,8 +132,9 @@ pub async fn run_area(real: &mut Side, envtest: &mut Side, area: &Area) -> Vec<O
     for side in [&mut *real, &mut *envtest] {
         side.conn.vars.insert("ns".into(), area.namespace.clone());
     }
-    let ns = Request::new("POST", "/api/v1/namespaces")
-        .json(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": area.namespace}}));
+    let ns = Request::new("POST", "/api/v1/namespaces").json(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": area.namespace}}),
+    );
     let _ = tokio::join!(real.conn.send(&ns, &[]), envtest.conn.send(&ns, &[]));
     // The real server's serviceaccount controller adds `default` to a new namespace; wait for
     // it so a later list of the namespace does not race it.
@@ -282,7 +283,11 @@ pub fn compare(
             let (x, y) = (norm_json(a, na), norm_json(b, nb));
             diffs.extend(diff(&status_parts(&x), &status_parts(&y), ALL_PATHS));
         } else {
-            diffs.extend(diff(&x, &y, ALL_PATHS).into_iter().map(|d| format!("events{d}")));
+            diffs.extend(
+                diff(&x, &y, ALL_PATHS)
+                    .into_iter()
+                    .map(|d| format!("events{d}")),
+            );
         }
         return diffs;
     }

@@ -60,10 +60,30 @@ fn crd() -> Value {
 
 /// The objects a sequence works on: (collection path, kind, apiVersion, name).
 const OBJECTS: &[(&str, &str, &str, &str)] = &[
-    ("/api/v1/namespaces/{ns}/configmaps", "ConfigMap", "v1", "cm-0"),
-    ("/api/v1/namespaces/{ns}/configmaps", "ConfigMap", "v1", "cm-1"),
-    ("/apis/rand.kcr.dev/v1/namespaces/{ns}/things", "Thing", "rand.kcr.dev/v1", "th-0"),
-    ("/apis/rand.kcr.dev/v1/namespaces/{ns}/things", "Thing", "rand.kcr.dev/v1", "th-1"),
+    (
+        "/api/v1/namespaces/{ns}/configmaps",
+        "ConfigMap",
+        "v1",
+        "cm-0",
+    ),
+    (
+        "/api/v1/namespaces/{ns}/configmaps",
+        "ConfigMap",
+        "v1",
+        "cm-1",
+    ),
+    (
+        "/apis/rand.kcr.dev/v1/namespaces/{ns}/things",
+        "Thing",
+        "rand.kcr.dev/v1",
+        "th-0",
+    ),
+    (
+        "/apis/rand.kcr.dev/v1/namespaces/{ns}/things",
+        "Thing",
+        "rand.kcr.dev/v1",
+        "th-1",
+    ),
 ];
 
 /// One operation: a label for the report and its request; `fetch` asks for a GET first whose
@@ -98,7 +118,11 @@ fn sequence(seed: u64) -> Vec<Op> {
         let body_field = if kind == "ConfigMap" { "data" } else { "spec" };
         let (label, request, fetch) = match rng.random_range(0..9) {
             0 | 1 => ("create", post(coll, object(kind, av, name, &v)), None),
-            2 => ("update", put(&item, object(kind, av, name, &v)), Some(item.clone())),
+            2 => (
+                "update",
+                put(&item, object(kind, av, name, &v)),
+                Some(item.clone()),
+            ),
             3 => {
                 let mut o = object(kind, av, name, &v);
                 o["metadata"]["resourceVersion"] = json!("1");
@@ -165,7 +189,14 @@ async fn run_op(conn: &Conn, op: &Op) -> Answer {
 }
 
 /// Fields that are maps in every object here: an empty set for one of them owns nothing.
-const CONTAINERS: &[&str] = &["f:metadata", "f:labels", "f:annotations", "f:data", "f:spec", "f:status"];
+const CONTAINERS: &[&str] = &[
+    "f:metadata",
+    "f:labels",
+    "f:annotations",
+    "f:data",
+    "f:spec",
+    "f:status",
+];
 
 /// Remove `.` markers, the sets that held nothing else, and empty sets of [`CONTAINERS`].
 fn prune_markers(v: &mut Value) {
@@ -185,7 +216,6 @@ fn prune_markers(v: &mut Value) {
         }
     }
 }
-
 
 /// Canonical `managedFields`: every list sorted by manager, operation and subresource (the
 /// order of entries differs between the servers: cause MANAGED-FIELDS-ORDER), `.` markers and
@@ -338,16 +368,16 @@ async fn run_seed(pair: &mut Pair, seed: u64, known: &[KnownPath]) -> Vec<String
     for c in [&pair.real, &pair.envtest] {
         let _ = c
             .send(
-                &post(
-                    collections[0],
-                    object("ConfigMap", "v1", MARKER, "end"),
-                ),
+                &post(collections[0], object("ConfigMap", "v1", MARKER, "end")),
                 &[],
             )
             .await;
         let _ = c
             .send(
-                &post(collections[1], object("Thing", "rand.kcr.dev/v1", MARKER, "end")),
+                &post(
+                    collections[1],
+                    object("Thing", "rand.kcr.dev/v1", MARKER, "end"),
+                ),
                 &[],
             )
             .await;

@@ -53,7 +53,10 @@ pub fn area() -> Area {
     s.pick(
         "crd-established",
         get(&format!("{CRDS}/widgets.conf.kcr.dev")),
-        &["/status/conditions[type=Established]/status", "/status/acceptedNames"],
+        &[
+            "/status/conditions[type=Established]/status",
+            "/status/acceptedNames",
+        ],
     );
     s.body("create-defaulted", post(WIDGETS, widget("w1", 3)));
     let mut no_color = widget("w2", 3);
@@ -98,9 +101,15 @@ pub fn area() -> Area {
         get(GADGETS).h("Accept", TABLE),
         &["/kind", "/columnDefinitions/*/name", "/rows/*/cells"],
     );
-    s.status("crd-invalid", post(CRDS, json!({"apiVersion": "apiextensions.k8s.io/v1",
+    s.status(
+        "crd-invalid",
+        post(
+            CRDS,
+            json!({"apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition", "metadata": {"name": "bad.conf.kcr.dev"},
         "spec": {"group": "conf.kcr.dev", "scope": "Namespaced",
-            "names": {"plural": "things", "kind": "Thing"}, "versions": []}})));
+            "names": {"plural": "things", "kind": "Thing"}, "versions": []}}),
+        ),
+    );
     s.done()
 }

@@ -60,7 +60,12 @@ const GROUPS: &[(&str, &[&str])] = &[
     ),
     (
         "/apis/rbac.authorization.k8s.io/v1",
-        &["roles", "rolebindings", "clusterroles", "clusterrolebindings"],
+        &[
+            "roles",
+            "rolebindings",
+            "clusterroles",
+            "clusterrolebindings",
+        ],
     ),
     ("/apis/networking.k8s.io/v1", &["ingresses"]),
     ("/apis/discovery.k8s.io/v1", &["endpointslices"]),
@@ -79,11 +84,7 @@ pub fn area() -> Area {
     s.body("not-found-path", get("/no/such/path"));
     for (gv, resources) in GROUPS {
         let group_version = gv.trim_start_matches("/api/").trim_start_matches("/apis/");
-        s.pick(
-            &format!("{group_version}"),
-            get(gv),
-            &["/kind", "/groupVersion"],
-        );
+        s.pick(group_version, get(gv), &["/kind", "/groupVersion"]);
         for r in *resources {
             s.pick(
                 &format!("{group_version}/{r}"),
@@ -128,6 +129,10 @@ pub fn area() -> Area {
             &[&format!("/items/0/versions/0/resources[resource={r}]")],
         );
     }
-    s.pick("aggregated/core", get("/api").h("Accept", AGG), &["/kind", "/items/0/versions/0/version"]);
+    s.pick(
+        "aggregated/core",
+        get("/api").h("Accept", AGG),
+        &["/kind", "/items/0/versions/0/version"],
+    );
     s.done()
 }
