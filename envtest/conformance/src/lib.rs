@@ -8,6 +8,17 @@
 //! `-- --verbose` prints the known differences' details too). The last line it prints is
 //! `fidelity: E of N exchanges equal`.
 //!
+//! Known differences: `known_differences.txt` lists every exchange expected to differ today,
+//! as `name | root causes | fingerprint | reason`. The fingerprint hashes the differing paths
+//! ([`run::Outcome::fingerprint`]), so a new difference inside a listed exchange is reported
+//! `CHANGED` and fails `--check` like an unlisted one (`DIFF`); a listed exchange that is
+//! equal now is reported `FIXED` (remove its line). `tools/classify.py` groups a verbose run's
+//! lines by root cause and regenerates the list.
+//!
+//! `tests/random.rs` is the randomised differential test (seeded sequences of writes with
+//! watchers; `KCR_CONFORMANCE_SEEDS`, default 50), with its own known differences in
+//! `tests/random_known.txt`.
+//!
 //! Determinism: each area runs in a fresh namespace `conf-<area>` with fixed object names;
 //! what the real backend does asynchronously (garbage collection, CRD establishment) is
 //! waited for with bounded polling ([`exchange::Step::WaitFor`]) before the next exchange.
