@@ -33,7 +33,7 @@ RULES = [
     ("DRY-RUN-CREATE", r"^(deletion/dry-run-create|apply/dry-run-apply): /metadata/(uid|creationTimestamp)"),
     ("APPLY-YAML-1.1", r"^apply/apply-yaml-text: (/data|.*f:data/f:true)"),
     ("LIMIT-WITH-RV0", r"^pagination/limit-rv0"),
-    ("DELETE-ANSWER", r"^(crud/(?!pod|namespace)[a-z]+/delete|deletion/(gc-[a-z]+/delete-owner|dry-run-delete|precondition-uid-match)|kinds/(runtimeclass|node|mutating-webhook|validating-webhook)-delete): (?!/\(shape\)/firstKey)"),
+    ("DELETE-ANSWER", r"^(crd_schema/cr-delete|crud/(?!pod|namespace)[a-z]+/delete|deletion/(gc-[a-z]+/delete-owner|dry-run-delete|precondition-uid-match)|kinds/(runtimeclass|node|mutating-webhook|validating-webhook)-delete): (?!/\(shape\)/firstKey)"),
     # Path-based causes.
     ("JSON-FIELD-ORDER", r"\(shape\)/firstKey"),
     ("STATUS-BODY-SHAPE", r"\(shape\)/(trailingNewline|metadata|emptyGroupInDetails)|/details/group: real=\(absent\) envtest=\"\""),

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{GADGETS, WIDGETS, gadget, widget};
-use crate::exchange::{Area, Script, get, post};
+use crate::exchange::{Area, Script, get, patch, post, put};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1";
@@ -86,6 +86,36 @@ pub fn area() -> Area {
     missing["spec"] = json!({"color": "red"});
     s.status("required-missing", post(WIDGETS, missing));
     s.body("gadget-create", post(GADGETS, gadget("g1")));
+    // CRUD on a custom resource.
+    let w1 = format!("{WIDGETS}/w1");
+    s.body("cr-get", get(&w1))
+        .capture("rv_w1", "/metadata/resourceVersion");
+    s.pick(
+        "cr-list",
+        get(WIDGETS),
+        &["/kind", "/apiVersion", "/items/*/metadata/name"],
+    );
+    let mut replaced = widget("w1", 4);
+    replaced["metadata"]["resourceVersion"] = json!("{rv_w1}");
+    s.body("cr-update", put(&w1, replaced.clone()));
+    s.status("cr-update-stale", put(&w1, replaced));
+    s.body(
+        "cr-merge-patch",
+        patch(&w1, "merge", json!({"spec": {"size": 5}})),
+    );
+    s.body(
+        "cr-json-patch",
+        patch(
+            &w1,
+            "json",
+            json!([{"op": "replace", "path": "/spec/size", "value": 6}]),
+        ),
+    );
+    s.body(
+        "cr-delete",
+        crate::exchange::delete(&format!("{WIDGETS}/w2")),
+    );
+    s.status("cr-get-deleted", get(&format!("{WIDGETS}/w2")));
     s.pick(
         "table",
         get(WIDGETS).h("Accept", TABLE),
