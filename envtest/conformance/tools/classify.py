@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Group the suite's differences by root cause.
+
+Usage: KCR_CONFORMANCE_PATHS=1000 kcr-envtest-conformance --verbose > out.txt
+       python3 tools/classify.py out.txt [--known]   (--known: print known_differences.txt lines)
+
+Each differing path of each DIFF/KNOWN line is matched against RULES (first match wins, on
+"exchange-name path-text"); an exchange's causes are the set over its paths.
+"""
+import re
+import sys
+from collections import defaultdict
+
+# (cause, regex on "name: piece"); the first that matches wins.
+RULES = [
+    # Name-based causes first: every differing path of these exchanges follows from one cause.
+    ("NOT-SERVED", r"^(crud/(endpoints|pvc|replicationcontroller|endpointslice|ingress|role|rolebinding|clusterrole)/|kinds/(cluster-admin|serviceaccount-token|ephemeral-containers|componentstatuses|csr-list|apiservices-list)|discovery/(aggregated/|apis/)?(rbac|networking|discovery\.k8s|certificates|apiregistration)|discovery/v1/(endpoints|persistentvolumeclaims|replicationcontrollers|componentstatuses|serviceaccounts/token|pods/ephemeralcontainers)|discovery/aggregated/v1/pods: .*subresources)"),
+    ("BOOTSTRAP-OBJECTS", r"^kinds/kubernetes-service"),
+    ("NO-DEFAULT-SERVICEACCOUNT", r"^crud/serviceaccount/list: //items:"),
+    ("POD-GRACEFUL-DELETE", r"^crud/pod/delete: /metadata/(deletion|generation)"),
+    ("GC-ORPHAN-FINALIZER", r"^deletion/gc-orphan/delete-owner"),
+    ("OBJECT-VALIDATION", r"^(errors/(422-bad-label|422-bad-data-key|422-deployment-selector|400-strict-unknown-field)|kinds/(lease-bad-duration|mutating-webhook-invalid|validating-webhook-invalid)|status/widget-status-put): (?!/\(shape\)/firstKey)"),
+    ("REQUEST-VALIDATION", r"^(resource_version/(get-future|get-garbage|list-match-without-rv|list-match-bad|update-garbage-rv)|deletion/(dry-run-bad-value|bad-propagation)|errors/400-bad-field-validation|apply/force-on-non-apply|watch/(send-initial-events-without-bookmarks|bad-timeout)): (?!/\(shape\)/firstKey)"),
+    ("PATCH-ERROR-CODES", r"^(patch/(json-bad-op|strategic-bad-directive)|apply/(apply-wrong-name|apply-no-kind)): (code|/code|/reason|/details: )"),
+    ("CONTENT-TYPE-415", r"^errors/415-content-type: (code|/code|/reason)"),
+    ("PARTIAL-METADATA-WRITES", r"^kinds/partial-(patch|put|create): (?!/\(shape\)/firstKey)"),
+    ("CONTINUE-TOKEN-FORMAT", r"^pagination/continue-expired: (?!/\(shape\)/firstKey)"),
+    ("NOOP-UPDATE-BUMPS-RV", r"^resource_version/update-noop"),
+    ("SELECTOR-DEFAULTED-FIELDS", r"^selectors/(node-unschedulable-false|pod-phase|pod-restart)"),
+    ("CR-TABLE-COLUMNS", r"^crd_schema/table"),
+    ("FINALIZER-UPDATE-ANSWER", r"^deletion/remove-finalizer: /metadata/finalizers"),
+    ("WATCH-LEAVING-OBJECT", r"^watch/leaves-selector: events/\d+/object/metadata/labels"),
+    ("DRY-RUN-CREATE", r"^(deletion/dry-run-create|apply/dry-run-apply): /metadata/(uid|creationTimestamp)"),
+    ("APPLY-YAML-1.1", r"^apply/apply-yaml-text: (/data|.*f:data/f:true)"),
+    ("LIMIT-WITH-RV0", r"^pagination/limit-rv0"),
+    ("DELETE-ANSWER", r"^(crd_schema/cr-delete|crud/(?!pod|namespace)[a-z]+/delete|deletion/(gc-[a-z]+/delete-owner|dry-run-delete|precondition-uid-match)|kinds/(runtimeclass|node|mutating-webhook|validating-webhook)-delete): (?!/\(shape\)/firstKey)"),
+    # Path-based causes.
+    ("JSON-FIELD-ORDER", r"\(shape\)/firstKey"),
+    ("STATUS-BODY-SHAPE", r"\(shape\)/(trailingNewline|metadata|emptyGroupInDetails)|/details/group: real=\(absent\) envtest=\"\""),
+    ("EMPTY-MAP-KEPT", r"/data: real=\(absent\) envtest=\{\}|f:data: real=\(absent\) envtest=\{\}"),
+    ("MANAGED-FIELDS-SET", r"managedFields"),
+    ("LIST-ITEM-KIND", r"items/\d+/(kind|apiVersion): real=\(absent\)"),
+    ("DISCOVERY-DETAILS", r"^discovery/"),
+    ("BUILTIN-DEFAULTS", r"(imagePullPolicy|terminationMessage|/resources: real=\{\}|progressDeadlineSeconds|revisionHistoryLimit|spec/type: real=\"ClusterIP\"|spec/conversion|deprecated(First|Last)Timestamp|deprecatedSource|eventTime: real=null|(first|last)Timestamp: real=null|/status: real=\{\}|/status: real=\{\"phase\":\"Pending\"|status/(phase|qosClass)|status: real=\{\"loadBalancer|spec/(clusterIPs?|internalTrafficPolicy|ipFamilies|ipFamilyPolicy|sessionAffinity|dnsPolicy|enableServiceLinks|preemptionPolicy|priority|restartPolicy|schedulerName|securityContext|terminationGracePeriodSeconds|tolerations|strategy)|ports/\d+/(protocol|targetPort)|webhooks/0/(failurePolicy|matchPolicy|namespaceSelector|objectSelector|reinvocationPolicy|rules/0/scope|timeoutSeconds)|reportingComponent|reportingInstance|/source: real=\{\})"),
+    ("REMAINING-ITEM-COUNT", r"remainingItemCount"),
+    ("NOT-FOUND-DETAILS", r"N page not found"),
+    ("STATUS-TEXT-AND-DETAILS", r"(/message: |causes/\d+/message|/details/causes: |/details: real=\{\} envtest=\(absent\)|/details/(kind|name|group): )"),
+]
+
+REASONS = {
+    "NOT-SERVED": "group/resource not served by kcr-envtest (rbac.authorization.k8s.io, networking.k8s.io, discovery.k8s.io, certificates.k8s.io, apiregistration.k8s.io; endpoints, persistentvolumeclaims, replicationcontrollers, componentstatuses, serviceaccounts/token, pods/ephemeralcontainers and pods' other subresources)",
+    "BOOTSTRAP-OBJECTS": "objects the real server creates at start are missing (the kubernetes Service in default, bootstrap RBAC such as cluster-admin)",
+    "NO-DEFAULT-SERVICEACCOUNT": "the real control plane's serviceaccount controller creates `default` in every namespace; kcr-envtest does not",
+    "POD-GRACEFUL-DELETE": "pods are removed at once; the real server answers the pod with deletionTimestamp, deletionGracePeriodSeconds 0 and generation bumped",
+    "GC-ORPHAN-FINALIZER": "orphan propagation: the real server answers the owner carrying the `orphan` finalizer (the garbage collector removes it); kcr-envtest orphans inside the request",
+    "OBJECT-VALIDATION": "per-type validation the real server does and kcr-envtest does not (label keys, ConfigMap data keys, Deployment selector vs template labels, Lease duration, webhook configurations, fieldValidation=Strict on built-ins, resourceVersion required on a custom resource update)",
+    "REQUEST-VALIDATION": "query parameter validation (resourceVersion on get: future -> 504, garbage -> 500; resourceVersionMatch without resourceVersion or unknown -> 422; dryRun, propagationPolicy, fieldValidation values -> 422; force on non-apply patch -> 422; watch: sendInitialEvents without bookmarks and a bad timeoutSeconds are accepted)",
+    "PATCH-ERROR-CODES": "status code/reason for bad patches (invalid JSON patch op: real 422 Invalid; unknown $patch directive: real 500; apply with another name or no kind: real 400 BadRequest)",
+    "CONTENT-TYPE-415": "a POST with an unsupported Content-Type answers 400 instead of 415 UnsupportedMediaType",
+    "PARTIAL-METADATA-WRITES": "Accept as=PartialObjectMetadata is ignored on write responses (create, update, patch)",
+    "CONTINUE-TOKEN-FORMAT": "continue tokens are server-internal: the real server accepted a hand-made etcd-style token for an uncompacted revision, kcr-envtest rejects it (stays: tokens are opaque; an expired token of each server's own is a 410 on both)",
+    "NOOP-UPDATE-BUMPS-RV": "an update that changes nothing gets a new resourceVersion; the real server keeps the old one (no write)",
+    "SELECTOR-DEFAULTED-FIELDS": "field selectors on fields that default when absent (spec.unschedulable=false; pods' status.phase and spec.restartPolicy, which the real server defaults)",
+    "CR-TABLE-COLUMNS": "custom resource Table output adds an Age column and writes <none> for missing cells; real: only the declared columns (plus Name), null cells, the longer Name description",
+    "FINALIZER-UPDATE-ANSWER": "the update removing the last finalizer of a deleted object answers the last stored state (finalizers kept); the real server answers the object without them",
+    "WATCH-LEAVING-OBJECT": "an object leaving a watch's label selector: the DELETED event carries the new state; the real server sends the previous (still matching) state",
+    "DRY-RUN-CREATE": "a dry-run create does not fill uid and creationTimestamp",
+    "APPLY-YAML-1.1": "apply YAML is read as YAML 1.2; the real server's YAML 1.1 turns keys like y/yes/on into booleans (stays unless kcr wants 1.1 quirks)",
+    "LIMIT-WITH-RV0": "list with limit and resourceVersion=0: the real server serves its watch cache and ignores limit",
+    "DELETE-ANSWER": "a DELETE that removes the object at once answers the deleted object; the real server answers Status Success with details (name, group, kind, uid) for all kinds but pods; a foreground/orphan delete answers the object with its finalizer",
+    "JSON-FIELD-ORDER": "kcr-envtest writes JSON keys alphabetically (apiVersion first); the real server writes kind, apiVersion, metadata, then the type's field order",
+    "STATUS-BODY-SHAPE": "Status bodies: no trailing newline, no `metadata: {}`, an empty `details.group` written",
+    "EMPTY-MAP-KEPT": "an empty map (`data: {}`) is stored and written back; the real server drops it (omitempty)",
+    "MANAGED-FIELDS-SET": "Update/Apply managedFields field sets: no `.` entries for maps and keyed list items, defaulted fields missing, server-written fields (Node status, Namespace spec/status, event conversion) attributed to the writer",
+    "LIST-ITEM-KIND": "list items carry kind/apiVersion; the real server omits them",
+    "DISCOVERY-DETAILS": "discovery: no storageVersionHash, no `api-extensions` category, namespaces list deletecollection, aggregated responseKind group/version filled (real: empty strings)",
+    "BUILTIN-DEFAULTS": "built-in defaulting not done (Pod spec and containers, Service spec and clusterIP allocation, Deployment spec/strategy, webhook fields, CRD spec.conversion, Event null/empty fields; status filled on create: Pod phase/qosClass, Service loadBalancer, Deployment {})",
+    "REMAINING-ITEM-COUNT": "remainingItemCount is not set on paginated lists",
+    "NOT-FOUND-DETAILS": "a 404 for an unserved path or subresource carries causes `UnexpectedServerResponse: 404 page not found` and no details (group, kind, name)",
+    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (selector parse errors repeat their prefix, field selector errors, patch decode errors, 405 texts, type errors quote the value, precondition details.kind, apply conflicts name the version)",
+}
+
+# Where in envtest/src the fix belongs (file: function), per cause.
+FIXES = {
+    "NOT-SERVED": "resources.rs: the built-in registry (add the groups/resources); api.rs: dispatch for serviceaccounts/token (TokenRequest) and pods/ephemeralcontainers",
+    "BOOTSTRAP-OBJECTS": "server.rs TestApiServerBuilder::start / store.rs Store::new, where the default namespaces are seeded",
+    "NO-DEFAULT-SERVICEACCOUNT": "api.rs create (namespaces) or store.rs create: add `default` ServiceAccount; or list as staying (a controller's work)",
+    "POD-GRACEFUL-DELETE": "store.rs Store::delete (pods: answer with deletionTimestamp, grace 0, generation+1)",
+    "GC-ORPHAN-FINALIZER": "store.rs Store::delete (orphan propagation: answer the owner with the `orphan` finalizer); or list as staying (synchronous GC)",
+    "OBJECT-VALIDATION": "api.rs validate_builtin (labels, ConfigMap keys, Deployment selector, Lease, webhooks), check_type (Strict on built-ins), prepare_update (custom resources need metadata.resourceVersion)",
+    "REQUEST-VALIDATION": "api.rs get (resourceVersion), ListParams::parse / list (resourceVersionMatch), dry_run, delete_opts (propagationPolicy), create/patch (fieldValidation, force); watch.rs start",
+    "PATCH-ERROR-CODES": "patch_glue.rs patch_error / apply_error",
+    "CONTENT-TYPE-415": "api.rs parse_body / create (415 for an unsupported Content-Type)",
+    "PARTIAL-METADATA-WRITES": "api.rs written (honour the Accept output mode as render does)",
+    "CONTINUE-TOKEN-FORMAT": "stays (tokens are opaque); or drop the exchange",
+    "NOOP-UPDATE-BUMPS-RV": "store.rs Store::update (no write, same resourceVersion, no event when nothing changed)",
+    "SELECTOR-DEFAULTED-FIELDS": "selector.rs selectable_field (a node's spec.unschedulable is false when absent; pods' fields follow their defaults)",
+    "CR-TABLE-COLUMNS": "table.rs custom_columns / table (no Age when columns are declared, null cells)",
+    "FINALIZER-UPDATE-ANSWER": "store.rs Store::update (the finalize path answers the object as written)",
+    "WATCH-LEAVING-OBJECT": "watch.rs start (selector transition: DELETED carries the previous object at the new resourceVersion)",
+    "DRY-RUN-CREATE": "api.rs create / dry_run_response (fill uid and creationTimestamp)",
+    "APPLY-YAML-1.1": "patch/apply.rs parse_apply_body; likely stays",
+    "LIMIT-WITH-RV0": "api.rs list (resourceVersion=0 without Match ignores limit)",
+    "DELETE-ANSWER": "api.rs delete (Status Success with details when the object is gone at once)",
+    "JSON-FIELD-ORDER": "store.rs (pre-serialised bytes of StoredObject) and api.rs json_value / render / render_list: write kind, apiVersion, metadata first",
+    "STATUS-BODY-SHAPE": "error.rs ApiError::to_status (metadata: {}, no empty group) and api.rs error_response (trailing newline)",
+    "EMPTY-MAP-KEPT": "defaults.rs apply (drop empty omitempty maps of built-ins, e.g. data)",
+    "MANAGED-FIELDS-SET": "patch/fields.rs fields_v1_of_object / v1_walk (`.` for maps and keyed items) and patch/apply.rs record_update (sets from the request, defaults included; server-written fields not attributed)",
+    "LIST-ITEM-KIND": "api.rs render_list (items without kind/apiVersion)",
+    "DISCOVERY-DETAILS": "discovery.rs resource_entries (storageVersionHash, categories, verbs) and aggregated_resource (responseKind group/version)",
+    "BUILTIN-DEFAULTS": "defaults.rs admit_create / apply (Pod, containers, Service incl. clusterIP, Deployment, webhooks, Events, CRD conversion, status on create)",
+    "REMAINING-ITEM-COUNT": "api.rs list",
+    "NOT-FOUND-DETAILS": "error.rs no_route and api.rs route (a missing resource or subresource in a served group: NotFound without causes)",
+    "STATUS-TEXT-AND-DETAILS": "selector.rs error texts and their wrapping in api.rs ListParams::parse; patch_glue.rs; error.rs method_not_allowed; schema.rs type messages",
+}
+
+def pieces(detail):
+    return [p for p in re.split(r"; (?=(?:code:|/|events/|transport:))", detail) if p]
+
+def main():
+    path = sys.argv[1]
+    known = "--known" in sys.argv
+    by_cause = defaultdict(list)
+    out = []
+    for line in open(path):
+        m = re.match(r"^(DIFF|KNOWN|CHANGED) (\S+?)(?: \[([^\]]*)\])?: (.*)$", line.rstrip("\n"))
+        if not m:
+            continue
+        name, detail = m.group(2), m.group(4)
+        fp = re.findall(r"\b[0-9a-f]{8}\b", m.group(3) or "")
+        fp = fp[0] if fp else "*"
+        causes = []
+        for p in pieces(detail):
+            subject = f"{name}: {p}"
+            cause = next((c for c, rx in RULES if re.search(rx, subject)), "UNCLASSIFIED")
+            if cause not in causes:
+                causes.append(cause)
+        # One exchange, one primary cause first: specific ones before the pervasive shape ones.
+        order = [c for c, _ in RULES] + ["UNCLASSIFIED"]
+        causes.sort(key=order.index)
+        for c in causes:
+            by_cause[c].append((name, detail))
+        out.append((name, causes, fp, detail))
+    if "--markdown" in sys.argv:
+        counts = defaultdict(int)
+        for _, causes, _, _ in out:
+            for c in causes:
+                counts[c] += 1
+        print("# Differences found by the conformance suite, by root cause\n")
+        print("Generated by `tools/classify.py --markdown` from a verbose run. For each cause: what")
+        print("differs, where the fix belongs, the exchanges it appears in, and one example line.\n")
+        for c in sorted(counts, key=lambda c: -counts[c]):
+            items = by_cause[c]
+            print(f"## {c} ({len(items)} exchanges)\n")
+            print(f"- Differs: {REASONS.get(c, '?')}")
+            print(f"- Fix: {FIXES.get(c, '?')}")
+            names = ", ".join(n for n, _ in items)
+            print(f"- Exchanges: {names}")
+            ex = next((p for n, d in items for p in pieces(d) if re.search(dict(RULES).get(c, '^$'), f'{n}: {p}')), items[0][1])
+            print(f"- Example ({items[0][0]}): `{ex[:300]}`\n")
+        return
+    if known:
+        for name, causes, fp, detail in out:
+            reason = REASONS.get(causes[0], "see the suite's line")
+            print(f"{name} | {'+'.join(causes)} | {fp} | {reason}")
+        return
+    for c, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
+        print(f"== {c} ({len(items)})")
+        for name, detail in items[:400]:
+            print(f"  {name}: {detail[:300]}")
+
+main()
