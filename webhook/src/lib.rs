@@ -71,7 +71,7 @@
 //!   webhook configurations ([`webhook_configurations`], [`ClientTarget`]).
 //!
 //! # Throughput
-//! `cargo run --release -p kcr-webhook --example throughput [-- <seconds> <connections>]`
+//! `cargo run --release -p kcr-webhook --example webhook_throughput [-- <seconds> <connections>]`
 //! drives the example Widget's validating and mutating webhooks over HTTPS (keep-alive
 //! HTTP/1.1, clients in the same process). On the 2-core development machine, shared with
 //! other builds (load average about 10): about 8,800 requests/s on one connection (p50 33 µs,

@@ -727,13 +727,16 @@ async fn in_place_rewrites_under_concurrent_handshakes_fail_no_request() {
         tokio::spawn(async move { server.run(stop).await });
     }
     let done = Arc::new(AtomicUsize::new(0));
+    // The clients stop first and are awaited before the server stops: a request that starts
+    // while the server shuts down would be refused for that reason, not for a rewrite.
+    let halt = tokio_util::sync::CancellationToken::new();
     let review = admission_review("CREATE", w(json!({})), Value::Null);
     let clients: Vec<_> = (0..3)
         .map(|_| {
-            let (done, stop, review) = (done.clone(), stop.clone(), review.clone());
+            let (done, halt, review) = (done.clone(), halt.clone(), review.clone());
             let (addr, ca_pem) = (server.local_addr(), ca.ca_pem().to_string());
             tokio::spawn(async move {
-                while !stop.is_cancelled() {
+                while !halt.is_cancelled() {
                     let (status, out) = post_json(addr, &ca_pem, MUTATE, &review).await;
                     assert_eq!(status, 200, "{out}");
                     assert_eq!(out["response"]["allowed"], true);
@@ -757,10 +760,11 @@ async fn in_place_rewrites_under_concurrent_handshakes_fail_no_request() {
     while done.load(Ordering::SeqCst) < before + 2 {
         tokio::task::yield_now().await;
     }
-    stop.cancel();
+    halt.cancel();
     for c in clients {
         c.await.unwrap();
     }
+    stop.cancel();
     // Every rewrite that was seen whole was loaded; the last one certainly.
     let generation = server.cert_watcher().generation();
     assert!(generation >= 2, "{generation}");

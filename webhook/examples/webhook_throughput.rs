@@ -1,5 +1,5 @@
 //! Requests per second and latency of one webhook over HTTPS on this machine:
-//! `cargo run --release -p kcr-webhook --example throughput [-- <seconds> <connections>]`.
+//! `cargo run --release -p kcr-webhook --example webhook_throughput [-- <seconds> <connections>]`.
 //!
 //! The server (the example Widget's validating webhook, with a CA-signed certificate on
 //! 127.0.0.1) and the clients (HTTP/1.1 keep-alive connections, one request at a time each)
