@@ -28,7 +28,9 @@
 //! [`TestApiServer::upsert`](crate::TestApiServer::upsert)), as the built-in admission plugins
 //! that run before mutating webhooks: `TaintNodesByCondition` taints a new Node
 //! `node.kubernetes.io/not-ready:NoSchedule` unless it already has a taint with that key and
-//! effect. On a cluster the node lifecycle controller removes it once the kubelet reports Ready;
+//! effect, and `StorageObjectInUseProtection` gives a new PersistentVolumeClaim the
+//! `kubernetes.io/pvc-protection` finalizer ([`protect_claim`]). On a cluster the node lifecycle
+//! controller removes the taint once the kubelet reports Ready;
 //! no such controller runs here (on either backend), so it stays until a client removes it.
 //! [`TestApiServer::add_nodes`](crate::TestApiServer::add_nodes) makes registered, Ready nodes
 //! without it on both backends.
@@ -207,6 +209,30 @@ pub(crate) fn persistent_volume_claim(_old: Option<&Value>, obj: &mut Value) {
     }
     if let Some(status) = object_field(obj, "status") {
         status.entry("phase").or_insert_with(|| json!("Pending"));
+    }
+}
+
+/// The finalizer `StorageObjectInUseProtection` gives every new PersistentVolumeClaim.
+pub(crate) const PVC_PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";
+
+/// A new PersistentVolumeClaim gets the `kubernetes.io/pvc-protection` finalizer
+/// (`StorageObjectInUseProtection` admission), unless it already has it. On a cluster the
+/// pvc-protection controller removes it once no pod uses the claim; no such controller runs here
+/// (on either backend), so a deleted claim waits until a client removes it.
+pub(crate) fn protect_claim(obj: &mut Value) {
+    let Some(metadata) = object_field(obj, "metadata") else {
+        return;
+    };
+    let finalizers = metadata
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !finalizers.is_array() {
+        *finalizers = Value::Array(Vec::new());
+    }
+    if let Some(list) = finalizers.as_array_mut()
+        && !list.iter().any(|f| f == PVC_PROTECTION_FINALIZER)
+    {
+        list.push(json!(PVC_PROTECTION_FINALIZER));
     }
 }
 

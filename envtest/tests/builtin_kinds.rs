@@ -117,6 +117,11 @@ async fn persistent_volume_claims_are_served_and_printed() {
     let spec = got.spec.unwrap();
     assert_eq!(spec.volume_mode.as_deref(), Some("Filesystem"), "defaulted");
     assert_eq!(spec.storage_class_name.as_deref(), Some("standard"));
+    // StorageObjectInUseProtection: a new claim carries the protection finalizer.
+    assert_eq!(
+        got.metadata.finalizers.as_deref(),
+        Some(&["kubernetes.io/pvc-protection".to_string()][..])
+    );
     let listed = pvcs
         .list(&ListParams::default().fields("metadata.name=data"))
         .await
@@ -164,4 +169,20 @@ async fn persistent_volume_claims_are_served_and_printed() {
             json!("Filesystem"),
         ]
     );
+    // No pvc-protection controller runs (on either backend): a deleted claim stays, marked for
+    // deletion, until a client removes the finalizer.
+    pvcs.delete("data", &Default::default()).await.unwrap();
+    let deleting = pvcs.get("data").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    pvcs.patch(
+        "data",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("the claim is gone", LIMIT, || async {
+        pvcs.get_opt("data").await.unwrap().is_none()
+    })
+    .await;
 }

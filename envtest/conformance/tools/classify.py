@@ -14,7 +14,7 @@ from collections import defaultdict
 # (cause, regex on "name: piece"); the first that matches wins.
 RULES = [
     # Name-based causes first: every differing path of these exchanges follows from one cause.
-    ("NOT-SERVED", r"^(crud/(endpoints|pvc|replicationcontroller|endpointslice|ingress|role|rolebinding|clusterrole)/|kinds/(cluster-admin|serviceaccount-token|ephemeral-containers|componentstatuses|csr-list|apiservices-list)|discovery/(aggregated/|apis/)?(rbac|networking|discovery\.k8s|certificates|apiregistration)|discovery/v1/(endpoints|persistentvolumeclaims|replicationcontrollers|componentstatuses|serviceaccounts/token|pods/ephemeralcontainers)|discovery/aggregated/v1/pods: .*subresources)"),
+    ("NOT-SERVED", r"^(crud/(endpoints|replicationcontroller|endpointslice|ingress|role|rolebinding|clusterrole)/|kinds/(cluster-admin|serviceaccount-token|ephemeral-containers|componentstatuses|csr-list|apiservices-list)|discovery/(aggregated/|apis/)?(rbac|networking|discovery\.k8s|certificates|apiregistration)|discovery/v1/(endpoints|replicationcontrollers|componentstatuses|serviceaccounts/token|pods/ephemeralcontainers)|discovery/aggregated/v1/pods: .*subresources)"),
     ("BOOTSTRAP-OBJECTS", r"^kinds/kubernetes-service"),
     ("NO-DEFAULT-SERVICEACCOUNT", r"^crud/serviceaccount/list: //items:"),
     ("POD-GRACEFUL-DELETE", r"^crud/pod/delete: /metadata/(deletion|generation)"),
@@ -48,7 +48,7 @@ RULES = [
 ]
 
 REASONS = {
-    "NOT-SERVED": "group/resource not served by kcr-envtest (rbac.authorization.k8s.io, networking.k8s.io, discovery.k8s.io, certificates.k8s.io, apiregistration.k8s.io; endpoints, persistentvolumeclaims, replicationcontrollers, componentstatuses, serviceaccounts/token, pods/ephemeralcontainers and pods' other subresources)",
+    "NOT-SERVED": "group/resource not served by kcr-envtest (rbac.authorization.k8s.io, networking.k8s.io, discovery.k8s.io, certificates.k8s.io, apiregistration.k8s.io; endpoints, replicationcontrollers, componentstatuses, serviceaccounts/token, pods/ephemeralcontainers and pods' other subresources)",
     "BOOTSTRAP-OBJECTS": "objects the real server creates at start are missing (the kubernetes Service in default, bootstrap RBAC such as cluster-admin)",
     "NO-DEFAULT-SERVICEACCOUNT": "the real control plane's serviceaccount controller creates `default` in every namespace; kcr-envtest does not",
     "POD-GRACEFUL-DELETE": "pods are removed at once; the real server answers the pod with deletionTimestamp, deletionGracePeriodSeconds 0 and generation bumped",

@@ -239,6 +239,7 @@ pub(crate) const KINDS: &[Kind] = &[
         lists: Lists::rows(CONDITIONS),
         printer: Printer::Columns(columns::persistent_volume_claim),
         defaults: Some(defaults::persistent_volume_claim),
+        on_create: Some(defaults::protect_claim),
         ..BASE
     },
     Kind {
