@@ -16,21 +16,28 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 gobin=$target/bench-go
+bin=$target/bench-bin
 out=${BENCH_OUT:-$target/bench-results/$(date -u +%Y%m%dT%H%M%S)}
-mkdir -p "$out" "$gobin"
+mkdir -p "$out" "$gobin" "$bin"
 report() { python3 "$root/bench/report.py" "$@"; }
 
+# BENCH_NO_BUILD=1 skips the builds (binaries already in place).
+cargo_build() {
+  [[ -n ${BENCH_NO_BUILD:-} ]] || cargo build --quiet "$@"
+}
 build_go() {
-  (cd "$root/bench/go" && go build -o "$gobin/" "./cmd/$1")
+  [[ -n ${BENCH_NO_BUILD:-} && -x $gobin/$1 ]] || (cd "$root/bench/go" && go build -o "$gobin/" "./cmd/$1")
 }
 
 run_queue() {
   echo "# building (cargo release, go)" >&2
-  cargo build --quiet --release -p kcr-queue --example throughput
+  # Both crates name their example `throughput`: keep a copy under a name of its own.
+  cargo_build --release -p kcr-queue --example throughput
+  [[ -n ${BENCH_NO_BUILD:-} ]] || cp "$target/release/examples/throughput" "$bin/queue-throughput"
   build_go queue
   local log=$out/queue.txt
   : >"$log"
-  "$target/release/examples/throughput" | tee -a "$log"
+  "$bin/queue-throughput" | tee -a "$log"
   "$gobin/queue" | tee -a "$log"
   echo
   report queue "$log" | tee "$out/queue.md"
@@ -38,11 +45,12 @@ run_queue() {
 
 run_controller() {
   echo "# building (cargo release, go)" >&2
-  cargo build --quiet --release -p kcr-controller --example throughput
+  cargo_build --release -p kcr-controller --example throughput
+  [[ -n ${BENCH_NO_BUILD:-} ]] || cp "$target/release/examples/throughput" "$bin/controller-throughput"
   build_go controller
   local log=$out/controller.txt
   : >"$log"
-  "$target/release/examples/throughput" "$@" | tee -a "$log"
+  "$bin/controller-throughput" "$@" | tee -a "$log"
   "$gobin/controller" "$@" | tee -a "$log"
   echo
   report controller "$log" | tee "$out/controller.md"
@@ -67,8 +75,8 @@ run_e2e() {
     esac
   done
   echo "# building (cargo release bins, cargo debug cluster example, go)" >&2
-  cargo build --quiet --release -p kcr-bench --bins
-  cargo build --quiet -p kcr-bench --example cluster
+  cargo_build --release -p kcr-bench --bins
+  cargo_build -p kcr-bench --example cluster
   build_go e2e
   local kubeconfig=$out/kubeconfig
   rm -f "$kubeconfig"

@@ -17,7 +17,7 @@
 // the `metrics` facade, which is a no-op without an installed recorder, as in the Rust example).
 // GOMAXPROCS is Go's default (one P per core), as the Rust example runs one tokio worker per core.
 // Every workload gets a fresh queue, shut down afterwards, and a GC before it starts. A workload
-// still running after BENCH_DEADLINE_SECS (default 60) is stopped: its line then counts the ops
+// still running after BENCH_DEADLINE_SECS (default 30) is stopped: its line then counts the ops
 // completed by then and ends in `incomplete=1 of=<ops of the full workload>`. BENCH_KEYS changes
 // the 1,000,000 keys of W1, W3 and W4; BENCH_CPUPROFILE=<file> writes a pprof CPU profile.
 package main
@@ -193,7 +193,7 @@ func main() {
 		"client-go":             newClientGo,
 		"controller-runtime-pq": newPriorityQueue,
 	}
-	deadline := time.Duration(envInt("BENCH_DEADLINE_SECS", 60)) * time.Second
+	deadline := time.Duration(envInt("BENCH_DEADLINE_SECS", 30)) * time.Second
 	workloads := []struct {
 		name string
 		ops  int
