@@ -47,13 +47,36 @@ fn retry<K>(_obj: Arc<K>, _err: &kube::Error, _ctx: Arc<Ctx>) -> Action {
     Action::requeue(Duration::from_millis(100))
 }
 
-async fn wait_synced<K: kube::Resource + Clone + 'static>(store: Store<K>, tracker: Arc<Tracker>)
-where
+/// Marks the tracker synced when the store is ready. `Store::wait_until_ready` never resolved
+/// in this harness (not understood yet), so this also polls the store every millisecond: the
+/// reflector swaps the whole initial list in at `InitDone`, so the store holding all `expected`
+/// objects is the moment of sync (with objects present; an empty namespace is never "synced"
+/// this way, which only the restart runs need).
+async fn wait_synced<K: kube::Resource + Clone + 'static>(
+    store: Store<K>,
+    tracker: Arc<Tracker>,
+    expected: usize,
+) where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    if store.wait_until_ready().await.is_ok() {
-        tracker.synced();
+    let ready = store.wait_until_ready();
+    tokio::pin!(ready);
+    loop {
+        tokio::select! {
+            result = &mut ready => {
+                if result.is_ok() {
+                    break;
+                }
+                return;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(1)) => {
+                if expected > 0 && store.len() >= expected {
+                    break;
+                }
+            }
+        }
     }
+    tracker.synced();
 }
 
 #[tokio::main]
@@ -71,7 +94,11 @@ async fn main() -> anyhow::Result<()> {
     let run = match args.mode {
         Mode::Full => {
             let controller = Controller::new(api, watcher::Config::default()).with_config(config);
-            tokio::spawn(wait_synced(controller.store(), tracker.clone()));
+            tokio::spawn(wait_synced(
+                controller.store(),
+                tracker.clone(),
+                args.objects,
+            ));
             tokio::spawn(
                 controller
                     .run(reconcile_full, retry, ctx)
@@ -84,7 +111,11 @@ async fn main() -> anyhow::Result<()> {
                 Api::namespaced(api.into_client(), &args.namespace);
             let controller =
                 Controller::new(meta_api, watcher::Config::default()).with_config(config);
-            tokio::spawn(wait_synced(controller.store(), tracker.clone()));
+            tokio::spawn(wait_synced(
+                controller.store(),
+                tracker.clone(),
+                args.objects,
+            ));
             tokio::spawn(
                 controller
                     .run(reconcile_meta, retry, ctx)
