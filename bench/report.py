@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Summaries for bench/run.sh (Python standard library only).
+
+    report.py queue <log>             ratio table of queue-bench lines
+    report.py controller <log>        ratio table of controller-bench lines
+    report.py e2e <dir> <n[,n...]>    e2e-bench lines, a table, and latency-<n>.svg (CDF) in <dir>
+"""
+
+import math
+import os
+import re
+import sys
+
+KV = re.compile(r"(\w+)=(\S+)")
+
+
+def parse(line, prefix):
+    if prefix not in line:
+        return None
+    return dict(KV.findall(line[line.index(prefix):]))
+
+
+def fmt_rate(r):
+    return f"{r / 1e6:.2f} M/s" if r >= 1e6 else f"{r / 1e3:.1f} k/s" if r >= 1e3 else f"{r:.0f} /s"
+
+
+def ratio(a, b):
+    if not a or not b:
+        return "-"
+    return f"{a / b:.2f}x"
+
+
+def queue(path):
+    rates = {}
+    incomplete = set()
+    for line in open(path):
+        kv = parse(line, "queue-bench ")
+        if kv:
+            rates[(kv["impl"], kv["workload"])] = float(kv["rate"])
+            if kv.get("incomplete"):
+                incomplete.add((kv["impl"], kv["workload"]))
+    impls = ["kcr", "kube-runtime", "client-go", "controller-runtime-pq"]
+    others = impls[1:]
+    print("| workload | " + " | ".join(impls) + " | " + " | ".join(f"kcr / {o}" for o in others) + " |")
+    print("|---" * (len(impls) + len(others) + 1) + "|")
+    for w in ["W1", "W2", "W3", "W4"]:
+        cells = []
+        for i in impls:
+            r = rates.get((i, w))
+            cell = fmt_rate(r) if r else "-"
+            if (i, w) in incomplete:
+                cell += " (stopped at deadline)"
+            cells.append(cell)
+        ratios = [ratio(rates.get(("kcr", w)), rates.get((o, w))) for o in others]
+        print(f"| {w} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+
+
+def controller(path):
+    rates = {}
+    for line in open(path):
+        kv = parse(line, "controller-bench ")
+        if kv:
+            rates[(kv["impl"], int(kv["workers"]))] = float(kv["rate"])
+    impls = ["kcr", "kube-runtime", "controller-runtime"]
+    print("| workers | " + " | ".join(impls) + " | kcr / kube-runtime | kcr / controller-runtime |")
+    print("|---" * 6 + "|")
+    for w in sorted({w for _, w in rates}):
+        cells = [fmt_rate(rates[(i, w)]) if (i, w) in rates else "-" for i in impls]
+        print(f"| {w} | " + " | ".join(cells) + " | "
+              + ratio(rates.get(("kcr", w)), rates.get(("kube-runtime", w))) + " | "
+              + ratio(rates.get(("kcr", w)), rates.get(("controller-runtime", w))) + " |")
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
+    return s[k]
+
+
+IMPLS = ["kcr", "kube-runtime", "controller-runtime"]
+COLORS = {"kcr": "#d62728", "kube-runtime": "#1f77b4", "controller-runtime": "#2ca02c"}
+
+
+def svg_cdf(path, n, series):
+    """A CDF of latencies (log x axis), one line per implementation."""
+    w, h, left, right, top, bottom = 720, 420, 70, 20, 40, 50
+    values = [v for vs in series.values() for v in vs if v > 0]
+    if not values:
+        return
+    lo = 10 ** math.floor(math.log10(min(values)))
+    hi = 10 ** math.ceil(math.log10(max(values)))
+    def x(v):
+        return left + (math.log10(max(v, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (w - left - right)
+    def y(q):
+        return top + (1 - q) * (h - top - bottom)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+             f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">Creation to status write, {n} objects (CDF)</text>']
+    decade = lo
+    while decade <= hi * 1.001:
+        for m in range(1, 10):
+            v = decade * m
+            if v > hi * 1.001:
+                break
+            xv = x(v)
+            parts.append(f'<line x1="{xv:.1f}" y1="{top}" x2="{xv:.1f}" y2="{h - bottom}" stroke="#eee"/>')
+        xv = x(decade)
+        parts.append(f'<line x1="{xv:.1f}" y1="{top}" x2="{xv:.1f}" y2="{h - bottom}" stroke="#ccc"/>')
+        label = f"{decade:g} ms"
+        parts.append(f'<text x="{xv:.1f}" y="{h - bottom + 16}" text-anchor="middle">{label}</text>')
+        decade *= 10
+    for q in [0, 0.25, 0.5, 0.75, 0.9, 0.99, 1]:
+        parts.append(f'<line x1="{left}" y1="{y(q):.1f}" x2="{w - right}" y2="{y(q):.1f}" stroke="#eee"/>')
+        parts.append(f'<text x="{left - 6}" y="{y(q) + 4:.1f}" text-anchor="end">{q:g}</text>')
+    parts.append(f'<text x="{w / 2}" y="{h - 12}" text-anchor="middle">latency (log scale)</text>')
+    for k, (impl, vs) in enumerate(series.items()):
+        s = sorted(vs)
+        if not s:
+            continue
+        step = max(1, len(s) // 400)
+        pts = [(x(s[i]), y((i + 1) / len(s))) for i in range(0, len(s), step)] + [(x(s[-1]), y(1))]
+        d = " ".join(f"{px:.1f},{py:.1f}" for px, py in pts)
+        parts.append(f'<polyline fill="none" stroke="{COLORS.get(impl, "black")}" stroke-width="2" points="{d}"/>')
+        ly = top + 16 + 16 * k
+        parts.append(f'<line x1="{left + 10}" y1="{ly - 4}" x2="{left + 30}" y2="{ly - 4}" stroke="{COLORS.get(impl, "black")}" stroke-width="2"/>')
+        parts.append(f'<text x="{left + 36}" y="{ly}">{impl} (p50 {percentile(s, 50):.0f} ms, p99 {percentile(s, 99):.0f} ms)</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+def e2e(directory, counts):
+    rows = []
+    for n in counts.split(","):
+        series = {}
+        for impl in IMPLS:
+            log = os.path.join(directory, f"e2e-{impl}-{n}.txt")
+            if not os.path.exists(log):
+                continue
+            live = restart = meta = create = None
+            for line in open(log):
+                kv = parse(line, "e2e-run ")
+                if line.startswith("e2e-create"):
+                    create = parse(line, "e2e-create ")
+                elif kv and line.startswith("restart:"):
+                    restart = kv
+                elif kv and line.startswith("meta:"):
+                    meta = kv
+                elif kv:
+                    live = kv
+            lat_path = os.path.join(directory, f"latency-{impl}-{n}.txt")
+            lat = [float(v) for v in open(lat_path)] if os.path.exists(lat_path) else []
+            series[impl] = lat
+            row = {
+                "impl": impl, "objects": n,
+                "all_reconciled_s": live["all_reconciled_s"] if live else "nan",
+                "p50_ms": f"{percentile(lat, 50):.1f}", "p99_ms": f"{percentile(lat, 99):.1f}",
+                "peak_rss_mib": restart["rss_hwm_mib"] if restart else "nan",
+                "meta_rss_mib": meta["rss_hwm_mib"] if meta else "nan",
+                "sync_s": restart["synced_s"] if restart else "nan",
+                "live_rss_mib": live["rss_hwm_mib"] if live else "nan",
+                "writes": live["writes"] if live else "nan",
+                "create_s": create["secs"] if create else "nan",
+                "incomplete": any(r and r.get("incomplete") for r in (live, restart, meta)),
+            }
+            rows.append(row)
+            print(f"e2e-bench impl={impl} objects={n} all_reconciled_s={row['all_reconciled_s']} "
+                  f"p50_ms={row['p50_ms']} p99_ms={row['p99_ms']} peak_rss_mib={row['peak_rss_mib']} "
+                  f"meta_rss_mib={row['meta_rss_mib']} sync_s={row['sync_s']}"
+                  + (" incomplete=1" if row["incomplete"] else ""))
+        svg_cdf(os.path.join(directory, f"latency-{n}.svg"), n, series)
+    print()
+    print("| objects | impl | all reconciled (s) | p50 (ms) | p99 (ms) | peak RSS, full watch (MiB) | peak RSS, metadata watch (MiB) | cache sync (s) | creation of N (s) | status writes | peak RSS, live run (MiB) |")
+    print("|---" * 11 + "|")
+    for r in rows:
+        print(f"| {r['objects']} | {r['impl']} | {r['all_reconciled_s']} | {r['p50_ms']} | {r['p99_ms']} | "
+              f"{r['peak_rss_mib']} | {r['meta_rss_mib']} | {r['sync_s']} | {r['create_s']} | {r['writes']} | {r['live_rss_mib']} |")
+    print()
+    print("| objects | kcr / controller-runtime: all reconciled | p99 | peak RSS | meta RSS | sync | kcr / kube-runtime: all reconciled | p99 | peak RSS | sync |")
+    print("|---" * 10 + "|")
+    by = {(r["objects"], r["impl"]): r for r in rows}
+    for n in counts.split(","):
+        k, c, u = by.get((n, "kcr")), by.get((n, "controller-runtime")), by.get((n, "kube-runtime"))
+        def q(a, b, key):
+            try:
+                return f"{float(a[key]) / float(b[key]):.2f}"
+            except (TypeError, ValueError, ZeroDivisionError):
+                return "-"
+        print(f"| {n} | {q(k, c, 'all_reconciled_s')} | {q(k, c, 'p99_ms')} | {q(k, c, 'peak_rss_mib')} | "
+              f"{q(k, c, 'meta_rss_mib')} | {q(k, c, 'sync_s')} | {q(k, u, 'all_reconciled_s')} | "
+              f"{q(k, u, 'p99_ms')} | {q(k, u, 'peak_rss_mib')} | {q(k, u, 'sync_s')} |")
+    print()
+    print("(ratios below 1 mean kcr is faster / smaller)")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        sys.exit(2)
+    kind = sys.argv[1]
+    if kind == "queue":
+        queue(sys.argv[2])
+    elif kind == "controller":
+        controller(sys.argv[2])
+    elif kind == "e2e":
+        e2e(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "1000")
+    else:
+        print(__doc__)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
