@@ -71,7 +71,7 @@ async fn main() -> anyhow::Result<()> {
         ..ManagerOptions::default()
     };
     let mgr = Manager::new(client.clone(), options).await?;
-    let cache_options = kcr_source::WatchOptions::all().namespace(&args.namespace);
+    let cache_options = kcr_source::WatchScope::all().namespace(&args.namespace);
     let builder = mgr
         .controller()
         .named("bench")
