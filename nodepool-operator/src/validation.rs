@@ -129,14 +129,18 @@ pub fn is_pool_key(key: &str) -> bool {
 const KEY_DETAIL: &str = "must be node-pool.lailin.xyz or node-pool.lailin.xyz/<name>, where <name> is at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric";
 const VALUE_DETAIL: &str = "a valid label value must be 63 characters or less and must be empty or begin and end with an alphanumeric character ([a-z0-9A-Z]) with dashes (-), underscores (_), dots (.), and alphanumerics between";
 
+/// The pool's `metadata.name` (empty when missing).
+fn pool_name(pool: &Value) -> &str {
+    pool.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
 /// Validates a NodePool given as JSON (as it arrives in an AdmissionReview). Returns every
 /// violation; empty means valid.
 pub fn validate(pool: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let name = pool
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let name = pool_name(pool);
     if !name.is_empty() && !is_label_name(name) {
         errors.push(FieldError::new("metadata.name", ErrorKind::Invalid, name, "must be a valid label name (at most 63 characters), because members carry the label key node-role.kubernetes.io/<name>"));
     }
@@ -278,10 +282,7 @@ fn add(path: &[&str], value: Value) -> PatchOperation {
 /// The defaulting JSON patch for a NodePool given as JSON (empty when nothing to default).
 pub fn defaults(pool: &Value) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
-    let name = pool
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let name = pool_name(pool);
     let labels_empty = match pool.pointer("/metadata/labels") {
         None | Some(Value::Null) => true,
         Some(Value::Object(m)) => m.is_empty(),
