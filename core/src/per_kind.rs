@@ -56,3 +56,27 @@ impl<C: ?Sized, U: ?Sized, D: ?Sized, G: ?Sized> fmt::Debug for PerKind<C, U, D,
             .finish()
     }
 }
+
+/// Implements `Default` (no closure set) and `Debug` (`Name(PerKind { .. })`) for a type
+/// `Name<K>` whose one field `fns` is a [`PerKind`]: the shape of the `Funcs` types of
+/// kcr-predicate and kcr-handler.
+#[macro_export]
+macro_rules! per_kind_wrapper_impls {
+    ($name:ident) => {
+        impl<K> ::core::default::Default for $name<K> {
+            fn default() -> Self {
+                Self {
+                    fns: $crate::PerKind::default(),
+                }
+            }
+        }
+
+        impl<K> ::core::fmt::Debug for $name<K> {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_tuple(::core::stringify!($name))
+                    .field(&self.fns)
+                    .finish()
+            }
+        }
+    };
+}

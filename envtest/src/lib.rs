@@ -100,6 +100,7 @@ mod error;
 mod eventually;
 mod faults;
 mod immutable;
+mod json;
 mod nodes;
 mod openapi;
 pub mod patch;

@@ -19,19 +19,7 @@ pub struct Funcs<K> {
     fns: PerKind<ObjectFlagFn<K>, OldNewFn<K>, ObjectFlagFn<K>, ObjectFn<K>>,
 }
 
-impl<K> Default for Funcs<K> {
-    fn default() -> Self {
-        Self {
-            fns: PerKind::default(),
-        }
-    }
-}
-
-impl<K> std::fmt::Debug for Funcs<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Funcs").field(&self.fns).finish()
-    }
-}
+kcr_core::per_kind_wrapper_impls!(Funcs);
 
 impl<K> Funcs<K> {
     /// A handler that does nothing until closures are set.

@@ -170,72 +170,70 @@ pub fn validate_qualified_name(value: &str) -> Vec<String> {
     errors
 }
 
+/// The API server's messages for `value` against a pattern: too long when over `max_len`, the
+/// pattern's message (`msg`, `fmt`, `examples`) when `matches` is false; empty when valid.
+fn check(
+    value: &str,
+    max_len: usize,
+    matches: bool,
+    (msg, fmt, examples): (&str, &str, &[&str]),
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > max_len {
+        errors.push(max_len_message(max_len));
+    }
+    if !matches {
+        errors.push(regex_message(msg, fmt, examples));
+    }
+    errors
+}
+
 /// Checks a label value: empty, or at most 63 characters of alphanumerics, `-`, `_` and `.`,
 /// alphanumeric at both ends. Returns the API server's messages, empty when valid.
 pub fn validate_label_value(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > LABEL_VALUE_MAX_LENGTH {
-        errors.push(max_len_message(LABEL_VALUE_MAX_LENGTH));
-    }
-    if !value.is_empty() && !is_name_part(value) {
-        errors.push(regex_message(
-            LABEL_VALUE_MSG,
-            LABEL_VALUE_FMT,
-            LABEL_VALUE_EXAMPLES,
-        ));
-    }
-    errors
+    check(
+        value,
+        LABEL_VALUE_MAX_LENGTH,
+        value.is_empty() || is_name_part(value),
+        (LABEL_VALUE_MSG, LABEL_VALUE_FMT, LABEL_VALUE_EXAMPLES),
+    )
 }
 
 /// Checks a DNS-1123 label: at most 63 characters of lowercase alphanumerics and `-`,
 /// alphanumeric at both ends. Returns the API server's messages, empty when valid.
 pub fn validate_dns1123_label(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > DNS1123_LABEL_MAX_LENGTH {
-        errors.push(max_len_message(DNS1123_LABEL_MAX_LENGTH));
-    }
-    if !matches_dns1123_label(value) {
-        errors.push(regex_message(
-            DNS1123_LABEL_MSG,
-            DNS1123_LABEL_FMT,
-            DNS1123_LABEL_EXAMPLES,
-        ));
-    }
-    errors
+    check(
+        value,
+        DNS1123_LABEL_MAX_LENGTH,
+        matches_dns1123_label(value),
+        (DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, DNS1123_LABEL_EXAMPLES),
+    )
 }
 
 /// Checks a DNS-1123 subdomain: at most 253 characters, DNS-1123 labels joined by `.`. Returns
 /// the API server's messages, empty when valid.
 pub fn validate_dns1123_subdomain(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
-        errors.push(max_len_message(DNS1123_SUBDOMAIN_MAX_LENGTH));
-    }
-    if !matches_dns1123_subdomain(value) {
-        errors.push(regex_message(
+    check(
+        value,
+        DNS1123_SUBDOMAIN_MAX_LENGTH,
+        matches_dns1123_subdomain(value),
+        (
             DNS1123_SUBDOMAIN_MSG,
             DNS1123_SUBDOMAIN_FMT,
             DNS1123_SUBDOMAIN_EXAMPLES,
-        ));
-    }
-    errors
+        ),
+    )
 }
 
 /// Checks a DNS-1035 label: a DNS-1123 label that starts with a lowercase letter. Returns the API
 /// server's messages, empty when valid.
 pub fn validate_dns1035_label(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > DNS1123_LABEL_MAX_LENGTH {
-        errors.push(max_len_message(DNS1123_LABEL_MAX_LENGTH));
-    }
-    if !(matches_dns1123_label(value) && value.as_bytes()[0].is_ascii_lowercase()) {
-        errors.push(regex_message(
-            DNS1035_LABEL_MSG,
-            DNS1035_LABEL_FMT,
-            DNS1035_LABEL_EXAMPLES,
-        ));
-    }
-    errors
+    check(
+        value,
+        DNS1123_LABEL_MAX_LENGTH,
+        matches_dns1123_label(value) && value.as_bytes()[0].is_ascii_lowercase(),
+        (DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, DNS1035_LABEL_EXAMPLES),
+    )
 }
 
 /// Whether `value` is a valid qualified name (label or annotation key).

@@ -18,6 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use kcr_webhook::{CertificateAuthority, ServingCert};
 use parking_lot::Mutex;
 use rustls::ServerConfig;
 use rustls::crypto::ring::sign::any_supported_type;
@@ -27,12 +28,7 @@ use rustls::pki_types::{
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-/// File name of the serving certificate chain in the certificate directory.
-pub const CERT_FILE: &str = "tls.crt";
-/// File name of the serving key in the certificate directory.
-pub const KEY_FILE: &str = "tls.key";
-/// File name of the CA certificate written next to a generated pair.
-pub const CA_FILE: &str = "ca.crt";
+pub use kcr_webhook::tls::{CA_FILE, CERT_FILE, KEY_FILE};
 
 /// TLS setup errors.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +63,10 @@ pub enum TlsError {
     /// Certificate generation failed.
     #[error("certificate generation: {0}")]
     Generate(#[from] rcgen::Error),
+    /// kcr-webhook's TLS helpers failed (generating or writing a pair, building the
+    /// configuration).
+    #[error(transparent)]
+    Webhook(#[from] kcr_webhook::TlsError),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
@@ -210,13 +210,7 @@ impl ResolvesServerCert for ReloadingCertResolver {
 /// A rustls server configuration (TLS 1.2 and 1.3, ALPN h2 and http/1.1) serving the
 /// resolver's certificate.
 pub fn server_config(resolver: Arc<ReloadingCertResolver>) -> Result<Arc<ServerConfig>, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok(kcr_webhook::tls::server_config(resolver)?)
 }
 
 /// A generated CA and a serving certificate signed by it, in PEM.
@@ -233,134 +227,30 @@ pub struct SelfSigned {
 impl SelfSigned {
     /// Generates a CA and a serving certificate valid for `hosts` (DNS names or IP addresses).
     pub fn generate(hosts: &[&str]) -> Result<SelfSigned, TlsError> {
-        use rcgen::{
-            BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-        };
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "nodepool-operator webhook CA");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_cert = ca_params.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let leaf_key = KeyPair::generate()?;
-        let mut leaf =
-            CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())?;
-        leaf.distinguished_name.push(
-            DnType::CommonName,
-            hosts.first().copied().unwrap_or("localhost"),
-        );
-        leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
+        let ca = CertificateAuthority::generate("nodepool-operator webhook CA")?;
+        let ServingCert {
+            cert_pem,
+            key_pem,
+            ca_pem,
+        } = ca.issue(hosts)?;
         Ok(SelfSigned {
-            ca_pem: ca_cert.pem(),
-            cert_pem: leaf_cert.pem(),
-            key_pem: leaf_key.serialize_pem(),
+            ca_pem,
+            cert_pem,
+            key_pem,
         })
     }
 
-    /// Writes `tls.crt`, `tls.key` and `ca.crt` into `dir` (created if missing).
+    /// Writes `tls.crt`, `tls.key` and `ca.crt` into `dir` (created if missing), each file
+    /// replaced by a rename so that a reader never sees half a file.
     pub fn write_to_dir(&self, dir: &Path) -> Result<(), TlsError> {
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
-        for (name, body) in [
-            (CERT_FILE, &self.cert_pem),
-            (KEY_FILE, &self.key_pem),
-            (CA_FILE, &self.ca_pem),
-        ] {
-            let path = dir.join(name);
-            fs::write(&path, body).map_err(io_err(&path))?;
-        }
-        Ok(())
+        let pair = ServingCert {
+            cert_pem: self.cert_pem.clone(),
+            key_pem: self.key_pem.clone(),
+            ca_pem: self.ca_pem.clone(),
+        };
+        Ok(pair.write_to_dir(dir)?)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generated_pair_loads_and_reloads_on_change() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = SelfSigned::generate(&["localhost", "127.0.0.1"]).unwrap();
-        first.write_to_dir(dir.path()).unwrap();
-        let resolver = ReloadingCertResolver::from_dir(dir.path()).unwrap();
-        assert_eq!(resolver.generation(), 1);
-        let a = resolver.current();
-        // Unchanged files: same key object, no reload.
-        assert!(Arc::ptr_eq(&a, &resolver.current()));
-        assert_eq!(resolver.generation(), 1);
-
-        // Rotation.
-        let second = SelfSigned::generate(&["localhost"]).unwrap();
-        second.write_to_dir(dir.path()).unwrap();
-        let b = resolver.current();
-        assert_eq!(resolver.generation(), 2);
-        assert_ne!(a.cert[0].as_ref(), b.cert[0].as_ref());
-
-        // A broken rotation keeps the previous pair.
-        fs::write(dir.path().join(KEY_FILE), "garbage").unwrap();
-        let c = resolver.current();
-        assert!(Arc::ptr_eq(&b, &c));
-        assert_eq!(resolver.generation(), 2);
-        // Restoring the pair being served is no change at all.
-        second.write_to_dir(dir.path()).unwrap();
-        assert!(Arc::ptr_eq(&b, &resolver.current()));
-        assert_eq!(resolver.generation(), 2);
-        // ...and a good new pair is picked up.
-        SelfSigned::generate(&["localhost"])
-            .unwrap()
-            .write_to_dir(dir.path())
-            .unwrap();
-        assert!(!Arc::ptr_eq(&b, &resolver.current()));
-        assert_eq!(resolver.generation(), 3);
-    }
-
-    #[test]
-    fn missing_or_empty_files_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = ReloadingCertResolver::from_dir(dir.path()).unwrap_err();
-        assert!(matches!(err, TlsError::Io { .. }), "{err}");
-        assert!(err.to_string().contains("tls.crt"));
-        fs::write(dir.path().join(CERT_FILE), "").unwrap();
-        fs::write(dir.path().join(KEY_FILE), "").unwrap();
-        let err = ReloadingCertResolver::from_dir(dir.path()).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                TlsError::Empty {
-                    what: "certificate",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        let pair = SelfSigned::generate(&["localhost"]).unwrap();
-        fs::write(dir.path().join(CERT_FILE), &pair.cert_pem).unwrap();
-        let err = ReloadingCertResolver::from_dir(dir.path()).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                TlsError::Empty {
-                    what: "private key",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn server_config_builds() {
-        let dir = tempfile::tempdir().unwrap();
-        SelfSigned::generate(&["localhost"])
-            .unwrap()
-            .write_to_dir(dir.path())
-            .unwrap();
-        let resolver = Arc::new(ReloadingCertResolver::from_dir(dir.path()).unwrap());
-        let config = server_config(resolver).unwrap();
-        assert_eq!(config.alpn_protocols.len(), 2);
-    }
-}
+mod tests;

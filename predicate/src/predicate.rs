@@ -154,19 +154,7 @@ type ObjectFlagFn<K> = dyn Fn(&Arc<K>, bool) -> bool + Send + Sync;
 type OldNewFn<K> = dyn Fn(&Arc<K>, &Arc<K>) -> bool + Send + Sync;
 type ObjectFn<K> = dyn Fn(&Arc<K>) -> bool + Send + Sync;
 
-impl<K> Default for Funcs<K> {
-    fn default() -> Self {
-        Self {
-            fns: PerKind::default(),
-        }
-    }
-}
-
-impl<K> std::fmt::Debug for Funcs<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Funcs").field(&self.fns).finish()
-    }
-}
+kcr_core::per_kind_wrapper_impls!(Funcs);
 
 impl<K> Funcs<K> {
     /// All kinds accept.

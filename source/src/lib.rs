@@ -115,7 +115,7 @@ pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi,
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use index::{IndexError, IndexFn};
-pub use informer::{CacheObject, KindStream};
+pub use informer::{CacheDynamicType, CacheObject, KindStream};
 pub use kcr_core::{Event, EventKind, SelectorError, parse_label_selector};
 pub use kind::{Kind, KindStats};
 pub use source::{EventStream, Source, Started, SyncHandle, SyncSignal, wait_for_sync};

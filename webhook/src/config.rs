@@ -136,31 +136,59 @@ impl ClientTarget {
             base: format!("https://{addr}"),
         }
     }
+}
 
-    fn admission(&self, path: &str, ca_bundle: &[u8]) -> ar::WebhookClientConfig {
-        let ca_bundle = Some(ByteString(ca_bundle.to_vec()));
-        match self {
+/// The `WebhookClientConfig` of the API module `$api` (`ar` and `ext` have the same one) that
+/// calls `$path` on the [`ClientTarget`] `$target`, with `$ca_bundle` as its `caBundle`.
+macro_rules! client_config {
+    ($api:ident, $target:expr, $path:expr, $ca_bundle:expr) => {{
+        let ca_bundle = Some(ByteString($ca_bundle.to_vec()));
+        match $target {
             ClientTarget::Service {
                 namespace,
                 name,
                 port,
-            } => ar::WebhookClientConfig {
+            } => $api::WebhookClientConfig {
                 ca_bundle,
-                service: Some(ar::ServiceReference {
+                service: Some($api::ServiceReference {
                     name: name.clone(),
                     namespace: namespace.clone(),
-                    path: Some(path.to_string()),
+                    path: Some($path.to_string()),
                     port: *port,
                 }),
                 url: None,
             },
-            ClientTarget::Url { base } => ar::WebhookClientConfig {
+            ClientTarget::Url { base } => $api::WebhookClientConfig {
                 ca_bundle,
                 service: None,
-                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+                url: Some(format!("{}{}", base.trim_end_matches('/'), $path)),
             },
         }
-    }
+    }};
+}
+
+/// The `$kind` (`MutatingWebhook` or `ValidatingWebhook`, which have the same fields) of the
+/// registration `$r`.
+macro_rules! webhook {
+    ($kind:ident, $r:expr, $target:expr, $ca_bundle:expr) => {{
+        let r: &WebhookRegistration = $r;
+        ar::$kind {
+            admission_review_versions: vec!["v1".to_string()],
+            client_config: client_config!(ar, $target, &r.path, $ca_bundle),
+            failure_policy: Some(r.failure_policy.as_str().to_string()),
+            name: r.webhook_name(),
+            rules: Some(vec![ar::RuleWithOperations {
+                api_groups: Some(vec![r.group.clone()]),
+                api_versions: Some(vec![r.version.clone()]),
+                operations: Some(r.operations.clone()),
+                resources: Some(vec![r.plural.clone()]),
+                scope: Some("*".to_string()),
+            }]),
+            side_effects: "None".to_string(),
+            timeout_seconds: Some(r.timeout_seconds),
+            ..ar::$kind::default()
+        }
+    }};
 }
 
 /// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration named `name` for
@@ -180,40 +208,15 @@ pub fn webhook_configurations(
         name: Some(name.to_string()),
         ..ObjectMeta::default()
     };
-    let rule = |r: &WebhookRegistration| ar::RuleWithOperations {
-        api_groups: Some(vec![r.group.clone()]),
-        api_versions: Some(vec![r.version.clone()]),
-        operations: Some(r.operations.clone()),
-        resources: Some(vec![r.plural.clone()]),
-        scope: Some("*".to_string()),
-    };
     let mutating = registrations
         .iter()
         .filter(|r| r.webhook_type == WebhookType::Mutating)
-        .map(|r| ar::MutatingWebhook {
-            admission_review_versions: vec!["v1".to_string()],
-            client_config: target.admission(&r.path, ca_bundle),
-            failure_policy: Some(r.failure_policy.as_str().to_string()),
-            name: r.webhook_name(),
-            rules: Some(vec![rule(r)]),
-            side_effects: "None".to_string(),
-            timeout_seconds: Some(r.timeout_seconds),
-            ..ar::MutatingWebhook::default()
-        })
+        .map(|r| webhook!(MutatingWebhook, r, target, ca_bundle))
         .collect::<Vec<_>>();
     let validating = registrations
         .iter()
         .filter(|r| r.webhook_type == WebhookType::Validating)
-        .map(|r| ar::ValidatingWebhook {
-            admission_review_versions: vec!["v1".to_string()],
-            client_config: target.admission(&r.path, ca_bundle),
-            failure_policy: Some(r.failure_policy.as_str().to_string()),
-            name: r.webhook_name(),
-            rules: Some(vec![rule(r)]),
-            side_effects: "None".to_string(),
-            timeout_seconds: Some(r.timeout_seconds),
-            ..ar::ValidatingWebhook::default()
-        })
+        .map(|r| webhook!(ValidatingWebhook, r, target, ca_bundle))
         .collect::<Vec<_>>();
     (
         ar::MutatingWebhookConfiguration {
@@ -230,28 +233,7 @@ pub fn webhook_configurations(
 /// A CRD's `spec.conversion`: strategy `Webhook` calling [`CONVERT_PATH`] on `target`, with
 /// `caBundle` and `conversionReviewVersions: [v1]`.
 pub fn crd_conversion(target: &ClientTarget, ca_bundle: &[u8]) -> ext::CustomResourceConversion {
-    let ca_bundle = Some(ByteString(ca_bundle.to_vec()));
-    let client_config = match target {
-        ClientTarget::Service {
-            namespace,
-            name,
-            port,
-        } => ext::WebhookClientConfig {
-            ca_bundle,
-            service: Some(ext::ServiceReference {
-                name: name.clone(),
-                namespace: namespace.clone(),
-                path: Some(CONVERT_PATH.to_string()),
-                port: *port,
-            }),
-            url: None,
-        },
-        ClientTarget::Url { base } => ext::WebhookClientConfig {
-            ca_bundle,
-            service: None,
-            url: Some(format!("{}{CONVERT_PATH}", base.trim_end_matches('/'))),
-        },
-    };
+    let client_config = client_config!(ext, target, CONVERT_PATH, ca_bundle);
     ext::CustomResourceConversion {
         strategy: "Webhook".to_string(),
         webhook: Some(ext::WebhookConversion {

@@ -218,13 +218,6 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
         let v = versions.remove(pos);
         versions.insert(0, v);
     }
-    let list = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect()
-    };
     let singular = match text(&names["singular"]) {
         s if s.is_empty() => kind.to_lowercase(),
         s => s,
@@ -236,8 +229,8 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
         singular,
         kind,
         namespaced,
-        short_names: list(&names["shortNames"]),
-        categories: list(&names["categories"]),
+        short_names: crate::json::strings(&names["shortNames"]),
+        categories: crate::json::strings(&names["categories"]),
         status_subresource,
         strategic_merge: false,
         scale,

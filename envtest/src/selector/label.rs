@@ -53,41 +53,38 @@ impl LabelRequirement {
         let key = key.into();
         validate_label_key(&key)?;
         let values: Vec<String> = values.into_iter().collect();
-        match operator {
-            LabelOperator::In | LabelOperator::NotIn => {
-                if values.is_empty() {
-                    return Err(SelectorError::Syntax(format!(
-                        "for 'in', 'notin' operators, values set can't be empty (key {key:?})"
-                    )));
-                }
-            }
-            LabelOperator::Equals | LabelOperator::NotEquals => {
-                if values.len() != 1 {
-                    return Err(SelectorError::Syntax(format!(
-                        "exact-match compatibility requires one single value (key {key:?})"
-                    )));
-                }
-            }
-            LabelOperator::Exists | LabelOperator::DoesNotExist => {
-                if !values.is_empty() {
-                    return Err(SelectorError::Syntax(format!(
-                        "values set must be empty for exists and does not exist (key {key:?})"
-                    )));
-                }
-            }
-            LabelOperator::GreaterThan | LabelOperator::LessThan => {
-                if values.len() != 1 {
-                    return Err(SelectorError::Syntax(format!(
-                        "for 'Gt', 'Lt' operators, exactly one value is required (key {key:?})"
-                    )));
-                }
-                if values[0].parse::<i64>().is_err() {
-                    return Err(SelectorError::Syntax(format!(
-                        "for 'Gt', 'Lt' operators, the value must be an integer, got {:?}",
-                        values[0]
-                    )));
-                }
-            }
+        let (arity_ok, arity_message) = match operator {
+            LabelOperator::In | LabelOperator::NotIn => (
+                !values.is_empty(),
+                "for 'in', 'notin' operators, values set can't be empty",
+            ),
+            LabelOperator::Equals | LabelOperator::NotEquals => (
+                values.len() == 1,
+                "exact-match compatibility requires one single value",
+            ),
+            LabelOperator::Exists | LabelOperator::DoesNotExist => (
+                values.is_empty(),
+                "values set must be empty for exists and does not exist",
+            ),
+            LabelOperator::GreaterThan | LabelOperator::LessThan => (
+                values.len() == 1,
+                "for 'Gt', 'Lt' operators, exactly one value is required",
+            ),
+        };
+        if !arity_ok {
+            return Err(SelectorError::Syntax(format!(
+                "{arity_message} (key {key:?})"
+            )));
+        }
+        if matches!(
+            operator,
+            LabelOperator::GreaterThan | LabelOperator::LessThan
+        ) && values[0].parse::<i64>().is_err()
+        {
+            return Err(SelectorError::Syntax(format!(
+                "for 'Gt', 'Lt' operators, the value must be an integer, got {:?}",
+                values[0]
+            )));
         }
         for (index, value) in values.iter().enumerate() {
             let errors = kcr_names::validate_label_value(value);

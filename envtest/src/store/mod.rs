@@ -161,12 +161,7 @@ fn owner_uids(obj: &Value) -> Vec<String> {
 }
 
 fn finalizers(obj: &Value) -> Vec<String> {
-    obj["metadata"]["finalizers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f.as_str().map(str::to_string))
-        .collect()
+    crate::json::strings(&obj["metadata"]["finalizers"])
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {

@@ -95,14 +95,7 @@ fn condition_true(o: &Value, kind: &str) -> bool {
 /// A Service's EXTERNAL-IP cell, as kubectl prints it.
 fn service_external_ip(o: &Value) -> String {
     let spec = &o["spec"];
-    let listed = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|x| x.as_str().map(str::to_string))
-            .collect()
-    };
-    let external = listed(&spec["externalIPs"]);
+    let external = crate::json::strings(&spec["externalIPs"]);
     match spec["type"].as_str().unwrap_or("ClusterIP") {
         "ExternalName" => spec["externalName"]
             .as_str()

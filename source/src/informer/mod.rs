@@ -28,6 +28,8 @@
 //! collapsed into one update, which is what a level-triggered controller needs.
 
 use std::collections::{HashMap, VecDeque};
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Waker;
@@ -37,6 +39,7 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
 use parking_lot::{Mutex, RwLock};
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::index::{IndexError, IndexFn, Indexes};
@@ -48,29 +51,26 @@ mod tests;
 
 pub use stream::KindStream;
 
+/// The bounds a [`CacheObject`]'s `DynamicType` needs (it is a key of the cache's informers).
+///
+/// Implemented for every type that satisfies them.
+pub trait CacheDynamicType: Default + Eq + Hash + Clone + Send + Sync {}
+
+impl<T: Default + Eq + Hash + Clone + Send + Sync> CacheDynamicType for T {}
+
 /// The bounds an object type needs to be watched and cached.
 ///
 /// Implemented for every type that satisfies them (all `k8s-openapi` types, `kube::CustomResource`
 /// types, `PartialObjectMeta<K>`).
 pub trait CacheObject:
-    Resource<DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
+    Resource<DynamicType: CacheDynamicType> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
 {
 }
 
-impl<K> CacheObject for K where
-    K: Resource<DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
+impl<K> CacheObject for K
+where
+    K: Resource<DynamicType: CacheDynamicType> + Clone + DeserializeOwned + Debug,
+    K: Send + Sync + 'static,
 {
 }
 
