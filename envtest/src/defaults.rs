@@ -167,15 +167,7 @@ pub(crate) fn namespace(old: Option<&Value>, obj: &mut Value) {
         None => {
             let spec = object_field(obj, "spec");
             if let Some(spec) = spec {
-                let finalizers = spec.entry("finalizers").or_insert_with(|| json!([]));
-                if !finalizers.is_array() {
-                    *finalizers = json!([]);
-                }
-                if let Some(list) = finalizers.as_array_mut()
-                    && !list.iter().any(|f| f == NAMESPACE_FINALIZER)
-                {
-                    list.push(json!(NAMESPACE_FINALIZER));
-                }
+                add_to_list(spec, "finalizers", NAMESPACE_FINALIZER);
             }
             if let Some(map) = obj.as_object_mut() {
                 map.insert("status".into(), json!({"phase": "Active"}));
@@ -220,19 +212,22 @@ pub(crate) const PVC_PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection"
 /// pvc-protection controller removes it once no pod uses the claim; no such controller runs here
 /// (on either backend), so a deleted claim waits until a client removes it.
 pub(crate) fn protect_claim(obj: &mut Value) {
-    let Some(metadata) = object_field(obj, "metadata") else {
-        return;
-    };
-    let finalizers = metadata
-        .entry("finalizers")
-        .or_insert_with(|| Value::Array(Vec::new()));
-    if !finalizers.is_array() {
-        *finalizers = Value::Array(Vec::new());
+    if let Some(metadata) = object_field(obj, "metadata") {
+        add_to_list(metadata, "finalizers", PVC_PROTECTION_FINALIZER);
     }
-    if let Some(list) = finalizers.as_array_mut()
-        && !list.iter().any(|f| f == PVC_PROTECTION_FINALIZER)
+}
+
+/// Adds `value` to the string list `map[field]` unless it is there (a missing or non-list
+/// field becomes a list).
+fn add_to_list(map: &mut Map<String, Value>, field: &str, value: &str) {
+    let slot = map.entry(field).or_insert_with(|| json!([]));
+    if !slot.is_array() {
+        *slot = json!([]);
+    }
+    if let Some(list) = slot.as_array_mut()
+        && !list.iter().any(|f| f == value)
     {
-        list.push(json!(PVC_PROTECTION_FINALIZER));
+        list.push(json!(value));
     }
 }
 
