@@ -16,9 +16,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 gobin=$target/bench-go
-bin=$target/bench-bin
 out=${BENCH_OUT:-$target/bench-results/$(date -u +%Y%m%dT%H%M%S)}
-mkdir -p "$out" "$gobin" "$bin"
+mkdir -p "$out" "$gobin"
 report() { python3 "$root/bench/report.py" "$@"; }
 
 # BENCH_NO_BUILD=1 skips the builds (binaries already in place).
@@ -29,32 +28,24 @@ build_go() {
   [[ -n ${BENCH_NO_BUILD:-} && -x $gobin/$1 ]] || (cd "$root/bench/go" && go build -o "$gobin/" "./cmd/$1")
 }
 
-run_queue() {
+# run_pair <name> <crate> [args...]: kcr's `<name>_throughput` example of <crate> (kcr and
+# kube-runtime), then the Go peers' `cmd/<name>` (client-go and controller-runtime), one log.
+run_pair() {
+  local name=$1 crate=$2
+  shift 2
   echo "# building (cargo release, go)" >&2
-  # Both crates name their example `throughput`: keep a copy under a name of its own.
-  cargo_build --release -p kcr-queue --example throughput
-  [[ -n ${BENCH_NO_BUILD:-} ]] || cp "$target/release/examples/throughput" "$bin/queue-throughput"
-  build_go queue
-  local log=$out/queue.txt
+  cargo_build --release -p "$crate" --example "${name}_throughput"
+  build_go "$name"
+  local log=$out/$name.txt
   : >"$log"
-  "$bin/queue-throughput" | tee -a "$log"
-  "$gobin/queue" | tee -a "$log"
+  "$target/release/examples/${name}_throughput" "$@" | tee -a "$log"
+  "$gobin/$name" "$@" | tee -a "$log"
   echo
-  report queue "$log" | tee "$out/queue.md"
+  report "$name" "$log" | tee "$out/$name.md"
 }
 
-run_controller() {
-  echo "# building (cargo release, go)" >&2
-  cargo_build --release -p kcr-controller --example throughput
-  [[ -n ${BENCH_NO_BUILD:-} ]] || cp "$target/release/examples/throughput" "$bin/controller-throughput"
-  build_go controller
-  local log=$out/controller.txt
-  : >"$log"
-  "$bin/controller-throughput" "$@" | tee -a "$log"
-  "$gobin/controller" "$@" | tee -a "$log"
-  echo
-  report controller "$log" | tee "$out/controller.md"
-}
+run_queue() { run_pair queue kcr-queue; }
+run_controller() { run_pair controller kcr-controller "$@"; }
 
 cluster_pid=""
 stop_cluster() {

@@ -62,7 +62,7 @@
 //! idle slots are reused from a small pool; no wake-up call is made unless a getter sleeps;
 //! and the clock is read as rarely as possible (never per key without delays or metrics). The
 //! [`queue`] module documents the design; the workspace README has the measured throughput
-//! against kube-runtime's scheduler (`cargo run --release -p kcr-queue --example throughput`)
+//! against kube-runtime's scheduler (`cargo run --release -p kcr-queue --example queue_throughput`)
 //! and the metrics cost (`--example metrics_cost`).
 //!
 //! Modules: [`queue`] (the queue and its data structures), [`rate_limiter`], [`jitter`],

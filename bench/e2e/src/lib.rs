@@ -173,6 +173,19 @@ impl Tracker {
         }
     }
 
+    /// A tracker for one run of `implementation`, from the command line's arguments, with a
+    /// client from `KUBECONFIG`: how each controller binary starts.
+    pub async fn from_command_line(
+        implementation: &'static str,
+    ) -> anyhow::Result<(std::sync::Arc<Tracker>, kube::Client)> {
+        let args = <Args as clap::Parser>::parse();
+        let client = client().await?;
+        Ok((
+            std::sync::Arc::new(Tracker::new(implementation, args)),
+            client,
+        ))
+    }
+
     /// The run's arguments.
     pub fn args(&self) -> &Args {
         &self.args

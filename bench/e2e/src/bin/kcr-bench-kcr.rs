@@ -6,8 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
-use kcr_bench::{Args, Bench, Mode, Tracker, created_at, status_patch, write_status};
+use kcr_bench::{Bench, Mode, Tracker, created_at, status_patch, write_status};
 use kcr_controller::{
     Action, BindAddress, Context, Manager, ManagerOptions, Reconciler, WatchOptions,
 };
@@ -61,10 +60,8 @@ impl Reconciler<Request> for Meta {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let tracker = Arc::new(Tracker::new("kcr", args));
+    let (tracker, client) = Tracker::from_command_line("kcr").await?;
     let args = tracker.args();
-    let client = kcr_bench::client().await?;
     let options = ManagerOptions {
         metrics_bind_address: BindAddress::Addr(([127, 0, 0, 1], 0).into()),
         health_probe_bind_address: BindAddress::Disabled,

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use futures::StreamExt;
-use kcr_bench::{Args, Bench, Mode, Tracker, created_at, status_patch, write_status};
+use kcr_bench::{Bench, Mode, Tracker, created_at, status_patch, write_status};
 use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube_runtime::controller::{Action, Config, Controller};
@@ -79,12 +78,39 @@ async fn wait_synced<K: kube::Resource + Clone + 'static>(
     tracker.synced();
 }
 
+/// Starts `controller` with `reconcile` (and [`wait_synced`] on its store) on the runtime; the
+/// handle aborts it.
+fn spawn_controller<K, R, F>(
+    controller: Controller<K>,
+    reconcile: R,
+    ctx: Arc<Ctx>,
+    tracker: Arc<Tracker>,
+    expected: usize,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
+    R: FnMut(Arc<K>, Arc<Ctx>) -> F + Send + 'static,
+    F: std::future::Future<Output = Result<Action, kube::Error>> + Send + 'static,
+{
+    tokio::spawn(wait_synced(controller.store(), tracker, expected));
+    tokio::spawn(
+        controller
+            .run(reconcile, retry, ctx)
+            .for_each(|_| std::future::ready(())),
+    )
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let tracker = Arc::new(Tracker::new("kube-runtime", args));
+    let (tracker, client) = Tracker::from_command_line("kube-runtime").await?;
     let args = tracker.args();
-    let client = kcr_bench::client().await?;
     let api: Api<Bench> = Api::namespaced(client, &args.namespace);
     let ctx = Arc::new(Ctx {
         api: api.clone(),
@@ -94,15 +120,12 @@ async fn main() -> anyhow::Result<()> {
     let run = match args.mode {
         Mode::Full => {
             let controller = Controller::new(api, watcher::Config::default()).with_config(config);
-            tokio::spawn(wait_synced(
-                controller.store(),
+            spawn_controller(
+                controller,
+                reconcile_full,
+                ctx,
                 tracker.clone(),
                 args.objects,
-            ));
-            tokio::spawn(
-                controller
-                    .run(reconcile_full, retry, ctx)
-                    .for_each(|_| std::future::ready(())),
             )
         }
         Mode::Meta => {
@@ -111,15 +134,12 @@ async fn main() -> anyhow::Result<()> {
                 Api::namespaced(api.into_client(), &args.namespace);
             let controller =
                 Controller::new(meta_api, watcher::Config::default()).with_config(config);
-            tokio::spawn(wait_synced(
-                controller.store(),
+            spawn_controller(
+                controller,
+                reconcile_meta,
+                ctx,
                 tracker.clone(),
                 args.objects,
-            ));
-            tokio::spawn(
-                controller
-                    .run(reconcile_meta, retry, ctx)
-                    .for_each(|_| std::future::ready(())),
             )
         }
     };

@@ -13,7 +13,7 @@
 //! processed.
 //!
 //! ```sh
-//! cargo run --release -p kcr-controller --example throughput [-- <events> <objects> <workers,...> <kcr,kube-runtime>]
+//! cargo run --release -p kcr-controller --example controller_throughput [-- <events> <objects> <workers,...> <kcr,kube-runtime>]
 //! ```
 //!
 //! Prints `controller-bench impl=<kcr|kube-runtime> workers=<n> ops=<reconciles> secs=<s>

@@ -1,7 +1,7 @@
 //! Throughput of kcr-queue against kube-runtime's `scheduler`, on the workloads of issue 2.
 //!
 //! ```sh
-//! cargo run --release -p kcr-queue --example throughput
+//! cargo run --release -p kcr-queue --example queue_throughput
 //! ```
 //!
 //! Prints one line per result:
