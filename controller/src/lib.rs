@@ -63,6 +63,8 @@
 //! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`metrics`]: controller-runtime's metric names and labels.
+//! - [`objects`]: owner references, create-or-update, server-side apply and finalizers
+//!   (controller-runtime's `controllerutil` and `finalizer`).
 //! - [`signals`]: SIGTERM/SIGINT handling.
 //! - [`watch`]: the type-erased watch a controller holds.
 //!
@@ -105,6 +107,7 @@ pub mod http;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod objects;
 pub mod reconciler;
 pub mod signals;
 pub mod watch;

@@ -1,0 +1,286 @@
+//! [`finalizer`]: run cleanup before an object goes away, with the finalizer kept until the
+//! cleanup succeeded.
+//!
+//! A finalizer is a name in `metadata.finalizers`; the API server does not remove an object
+//! that has one, it only sets `deletionTimestamp`. The helper drives the protocol:
+//!
+//! 1. The object is live and lacks the finalizer: add it, then run [`Event::Apply`]. It is
+//!    added before the first apply, so nothing the apply creates outside the cluster can be
+//!    left behind by a delete that races with it.
+//! 2. The object is live and has it: run [`Event::Apply`].
+//! 3. The object is being deleted and has it: run [`Event::Cleanup`]; only when that
+//!    succeeds, remove the finalizer (the API server then deletes the object). A failed
+//!    cleanup keeps the finalizer, and its error goes back to the controller, which retries.
+//! 4. The object is being deleted and has no finalizer of ours: nothing to do.
+//!
+//! The patches cannot overwrite a concurrent edit: adding to an existing list appends (an
+//! append loses nothing); creating the list is guarded by a JSON-patch `test` of the
+//! `resourceVersion` read; removing is guarded by a `test` that the entry at the index is ours.
+//! When a guard fails (the object changed since it was cached), the helper reads the object
+//! again and decides once more on the fresh copy.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::create_or_update::{Object, Target};
+use super::error::ObjectError;
+use crate::Action;
+
+/// What the reconcile function passed to [`finalizer`] is asked to do.
+#[derive(Debug, Clone)]
+pub enum Event<K> {
+    /// The object is live and carries the finalizer: reconcile it as usual.
+    Apply(Arc<K>),
+    /// The object is being deleted: release what it holds outside the object. The finalizer
+    /// is removed when this returns `Ok`.
+    Cleanup(Arc<K>),
+}
+
+/// Why [`finalizer`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FinalizerError<E: std::error::Error + 'static> {
+    /// Adding or removing the finalizer failed (the name is invalid, or the API server refused).
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] ObjectError),
+    /// [`Event::Apply`] failed.
+    #[error("apply: {0}")]
+    Apply(#[source] E),
+    /// [`Event::Cleanup`] failed: the finalizer was kept.
+    #[error("cleanup (finalizer kept): {0}")]
+    Cleanup(#[source] E),
+}
+
+/// Reconcile `object` under the finalizer `name` (a qualified name such as
+/// `example.com/cleanup`): see the [module docs](self) for the protocol. `api` must address the
+/// object (namespaced or cluster-wide as its kind is).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcr_controller::Action;
+/// use kcr_controller::objects::{FinalizerError, FinalizerEvent, finalizer};
+/// use kube::Api;
+///
+/// # async fn reconcile(api: Api<ConfigMap>, cm: Arc<ConfigMap>)
+/// #     -> Result<Action, FinalizerError<std::io::Error>> {
+/// finalizer(&api, "example.com/cleanup", cm, |event| async move {
+///     match event {
+///         FinalizerEvent::Apply(_cm) => Ok(Action::done()),
+///         FinalizerEvent::Cleanup(_cm) => {
+///             // release what the object holds outside the cluster
+///             Ok(Action::done())
+///         }
+///     }
+/// })
+/// .await
+/// # }
+/// ```
+pub async fn finalizer<K, F, Fut, E>(
+    api: &Api<K>,
+    name: &str,
+    object: Arc<K>,
+    reconcile: F,
+) -> Result<Action, FinalizerError<E>>
+where
+    K: Object,
+    F: FnOnce(Event<K>) -> Fut,
+    Fut: Future<Output = Result<Action, E>>,
+    E: std::error::Error + 'static,
+{
+    check_name(name).map_err(FinalizerError::Finalizer)?;
+    let has = |o: &K| o.meta().finalizers.iter().flatten().any(|f| f == name);
+    let deleting = object.meta().deletion_timestamp.is_some();
+    match (deleting, has(&object)) {
+        (false, has_it) => {
+            let object = if has_it {
+                object
+            } else {
+                match add(api, name, &object)
+                    .await
+                    .map_err(FinalizerError::Finalizer)?
+                {
+                    Some(updated) => Arc::new(updated),
+                    // Gone while we added: nothing to reconcile.
+                    None => return Ok(Action::done()),
+                }
+            };
+            // `add` may have found the object deleting on a fresh read.
+            if object.meta().deletion_timestamp.is_some() {
+                return cleanup(api, name, object, reconcile).await;
+            }
+            reconcile(Event::Apply(object))
+                .await
+                .map_err(FinalizerError::Apply)
+        }
+        (true, true) => cleanup(api, name, object, reconcile).await,
+        (true, false) => Ok(Action::done()),
+    }
+}
+
+async fn cleanup<K, F, Fut, E>(
+    api: &Api<K>,
+    name: &str,
+    object: Arc<K>,
+    reconcile: F,
+) -> Result<Action, FinalizerError<E>>
+where
+    K: Object,
+    F: FnOnce(Event<K>) -> Fut,
+    Fut: Future<Output = Result<Action, E>>,
+    E: std::error::Error + 'static,
+{
+    if !object.meta().finalizers.iter().flatten().any(|f| f == name) {
+        return Ok(Action::done());
+    }
+    let action = reconcile(Event::Cleanup(Arc::clone(&object)))
+        .await
+        .map_err(FinalizerError::Cleanup)?;
+    remove(api, name, &object)
+        .await
+        .map_err(FinalizerError::Finalizer)?;
+    Ok(action)
+}
+
+/// Adds `name`: returns the object as written, or `None` when it no longer exists. A fresh
+/// read that shows the finalizer already there (or the object deleting) is returned as is.
+async fn add<K: Object>(api: &Api<K>, name: &str, object: &K) -> Result<Option<K>, ObjectError> {
+    let target = Target::of(object)?;
+    let mut current = object.clone();
+    for attempt in 0..2 {
+        let meta = current.meta();
+        if meta.finalizers.iter().flatten().any(|f| f == name) || meta.deletion_timestamp.is_some()
+        {
+            return Ok(Some(current));
+        }
+        let ops = match &meta.finalizers {
+            Some(_) => json!([{"op": "add", "path": "/metadata/finalizers/-", "value": name}]),
+            None => json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+                {"op": "add", "path": "/metadata/finalizers", "value": [name]}
+            ]),
+        };
+        match send(api, &target, ops).await {
+            Ok(written) => return Ok(Some(written)),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) if attempt == 0 && is_stale(&e) => match fresh(api, &target).await? {
+                Some(fresh) => current = fresh,
+                None => return Ok(None),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable_retry(&target)
+}
+
+/// Removes `name`, guarded by a `test` of its entry; a fresh read decides again once.
+async fn remove<K: Object>(api: &Api<K>, name: &str, object: &K) -> Result<(), ObjectError> {
+    let target = Target::of(object)?;
+    let mut current = object.clone();
+    for attempt in 0..2 {
+        let Some(i) = current
+            .meta()
+            .finalizers
+            .iter()
+            .flatten()
+            .position(|f| f == name)
+        else {
+            return Ok(());
+        };
+        let path = format!("/metadata/finalizers/{i}");
+        let ops = json!([
+            {"op": "test", "path": path, "value": name},
+            {"op": "remove", "path": path}
+        ]);
+        match send(api, &target, ops).await {
+            Ok(_) => return Ok(()),
+            // The object is gone: its finalizers are too.
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if attempt == 0 && is_stale(&e) => match fresh(api, &target).await? {
+                Some(fresh) => current = fresh,
+                None => return Ok(()),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable_retry(&target)
+}
+
+/// The loops above return on their second attempt; this answers the impossible fall-through
+/// with an error rather than a panic.
+fn unreachable_retry<T>(target: &Target) -> Result<T, ObjectError> {
+    Err(target.api_error(
+        "patch",
+        kube::Error::Service("finalizer patch retried more than once".into()),
+    ))
+}
+
+async fn send<K: Object>(api: &Api<K>, target: &Target, ops: Value) -> Result<K, ObjectError> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(ops).map_err(|source| ObjectError::Serialize {
+            kind: target.kind.clone(),
+            key: target.key.clone(),
+            source,
+        })?;
+    api.patch(
+        &target.name,
+        &PatchParams::default(),
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    .map_err(|e| target.api_error("patch", e))
+}
+
+async fn fresh<K: Object>(api: &Api<K>, target: &Target) -> Result<Option<K>, ObjectError> {
+    api.get_opt(&target.name)
+        .await
+        .map_err(|e| target.api_error("get", e))
+}
+
+/// A failed `test` guard (422 without field causes) or a 409: the cached object was stale.
+fn is_stale(e: &ObjectError) -> bool {
+    e.api_status().is_some_and(|s| {
+        s.code == 409
+            || (s.code == 422
+                && s.details
+                    .as_ref()
+                    .is_none_or(|d| d.causes.iter().all(|c| c.field.is_empty())))
+    })
+}
+
+/// A finalizer name must be a qualified name (`prefix/name`, as the API server requires for
+/// anything but its own `kubernetes` finalizer).
+fn check_name(name: &str) -> Result<(), ObjectError> {
+    let invalid = |reason: String| ObjectError::InvalidFinalizer {
+        name: name.to_string(),
+        reason,
+    };
+    let problems = kcr_names::validate_qualified_name(name);
+    if let Some(first) = problems.first() {
+        return Err(invalid(first.clone()));
+    }
+    if !name.contains('/') {
+        return Err(invalid(
+            "must be domain-qualified (example.com/name): the API server warns on and reserves unqualified names"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizer_names_are_checked() {
+        assert!(check_name("example.com/cleanup").is_ok());
+        let err = check_name("cleanup").unwrap_err();
+        assert!(err.to_string().contains("domain-qualified"), "{err}");
+        let err = check_name("Example.com/").unwrap_err();
+        assert!(matches!(err, ObjectError::InvalidFinalizer { .. }), "{err}");
+        assert!(check_name("").is_err());
+    }
+}
