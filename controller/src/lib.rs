@@ -63,6 +63,8 @@
 //! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`metrics`]: controller-runtime's metric names and labels.
+//! - [`object_reconciler`]: [`ObjectReconciler`], a reconciler handed the cached object, with
+//!   an explicit path for objects that are gone.
 //! - [`objects`]: owner references, create-or-update, server-side apply and finalizers
 //!   (controller-runtime's `controllerutil` and `finalizer`).
 //! - [`signals`]: SIGTERM/SIGINT handling.
@@ -107,6 +109,7 @@ pub mod http;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod object_reconciler;
 pub mod objects;
 pub mod reconciler;
 pub mod signals;
@@ -118,6 +121,7 @@ pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;
 pub use leader::{LeaderElectionConfig, LeaderElector};
 pub use manager::{Manager, ManagerOptions};
+pub use object_reconciler::{FromCache, ObjectReconciler};
 pub use reconciler::{
     Action, Context, FnReconciler, ReconcileError, Reconciler, Terminal, reconciler_fn,
 };

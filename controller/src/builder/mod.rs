@@ -60,6 +60,7 @@ use serde::Serialize;
 use crate::controller::{Controller, ControllerOptions};
 use crate::error::ManagerError;
 use crate::manager::Manager;
+use crate::object_reconciler::{FromCache, ObjectReconciler};
 use crate::reconciler::Reconciler;
 use crate::watch::Watch;
 
@@ -118,6 +119,8 @@ pub struct Builder<'m> {
     for_kind: Option<String>,
     owner: Option<EnqueueRequestForOwner<DynamicObject>>,
     resync: Option<Resync>,
+    /// The `Reader<K>` of the primary kind, for [`Builder::build_objects`].
+    primary_reader: Option<Box<dyn std::any::Any + Send + Sync>>,
     watches: Vec<PendingWatch>,
     filters: Vec<EventFilter>,
     options: ControllerOptions,
@@ -163,6 +166,7 @@ impl<'m> Builder<'m> {
             for_kind: None,
             owner: None,
             resync: None,
+            primary_reader: None,
             watches: Vec::new(),
             filters: Vec::new(),
             options: ControllerOptions::default(),
@@ -282,6 +286,7 @@ impl<'m> Builder<'m> {
         let Some((kind, reader, probe)) = self.kind_source::<K>(&options) else {
             return self;
         };
+        self.primary_reader = Some(Box::new(reader.clone()));
         self.resync = Some(resync_all(reader));
         let predicates = options.predicates;
         self.watches.push(Box::new(move |ctx: &BuildContext| {
@@ -416,6 +421,49 @@ impl<'m> Builder<'m> {
             controller.add_watch(pending(&ctx)?);
         }
         Ok(controller)
+    }
+
+    /// Builds a controller whose reconciler is handed the cached object of the primary kind
+    /// (see [`ObjectReconciler`]); fails when `R::Object` is not the kind given to
+    /// [`for_kind`](Self::for_kind), or when there is none.
+    pub fn build_objects<R: ObjectReconciler>(
+        mut self,
+        reconciler: R,
+    ) -> Result<Controller<Request, FromCache<R>>, ManagerError>
+    where
+        R::Object: 'static,
+    {
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
+        let wanted = R::Object::kind(&Default::default()).into_owned();
+        let reader = self
+            .primary_reader
+            .take()
+            .and_then(|r| r.downcast::<Reader<R::Object>>().ok())
+            .ok_or_else(|| ManagerError::Builder {
+                reason: match &self.for_kind {
+                    Some(kind) => format!(
+                        "an ObjectReconciler of {wanted} ({}) needs for_kind of the same type, but for_kind is {kind}",
+                        std::any::type_name::<R::Object>()
+                    ),
+                    None => format!(
+                        "an ObjectReconciler of {wanted} needs for_kind::<{wanted}>() to read its objects from"
+                    ),
+                },
+            })?;
+        self.build(FromCache::new(*reader, reconciler))
+    }
+
+    /// [`build_objects`](Self::build_objects), registered with the manager as
+    /// [`complete`](Self::complete) does.
+    pub fn complete_objects<R: ObjectReconciler>(self, reconciler: R) -> Result<(), ManagerError>
+    where
+        R::Object: 'static,
+    {
+        let manager = self.manager.ok_or(ManagerError::NoManager)?;
+        let controller = self.build_objects(reconciler)?;
+        manager.add_controller(controller)
     }
 
     /// Builds the controller and registers it with the manager given to
