@@ -10,7 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kcr_controller::{
-    Action, Context, LeaderElectionConfig, Manager, ManagerOptions, Reconciler, WatchOptions,
+    Action, Context, LeaderElectionConfig, Manager, ManagerOptions, ObjectReconciler, WatchOptions,
 };
 use kcr_envtest::TestApiServer;
 use kcr_handler::Request;
@@ -29,10 +29,13 @@ struct Hello {
     seen: Arc<Mutex<Vec<String>>>,
 }
 
-impl Reconciler<Request> for Hello {
+impl ObjectReconciler for Hello {
+    type Object = Deployment;
     type Error = kube::Error;
-    async fn reconcile(&self, request: &Request, ctx: &Context) -> Result<Action, kube::Error> {
-        tracing::info!(%request, id = %ctx.reconcile_id(), "reconciling");
+    async fn reconcile(&self, d: Arc<Deployment>, ctx: &Context) -> Result<Action, kube::Error> {
+        let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+        tracing::info!(name = %d.name_any(), ?replicas, id = %ctx.reconcile_id(), "reconciling");
+        let request = Request::namespaced(d.name_any(), d.namespace().unwrap_or_default());
         self.seen.lock().push(request.to_string());
         Ok(Action::done())
     }
@@ -81,7 +84,7 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
         .for_kind::<Deployment>(WatchOptions::new().predicate(GenerationChanged))
         .owns::<ReplicaSet>(WatchOptions::new())
         .max_concurrent_reconciles(4)
-        .complete(hello.clone())
+        .complete_objects(hello.clone())
         .expect("controller");
     let running = RunningManager::start(mgr);
 
