@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{CacheObject, Informer};
+use crate::transform::{Transform, Transforms};
 use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle};
 
 /// Default size of each subscriber's buffer.
@@ -47,6 +48,15 @@ pub enum CacheError {
     /// The cache was stopped.
     #[error("the cache was stopped")]
     Stopped,
+    /// A transform was set for a type after a watch of that type had started with the
+    /// previous one.
+    #[error(
+        "the transform of {kind} was set after its watch started: set transforms before the first kind() or reader() of the type"
+    )]
+    TransformAfterStart {
+        /// The type's kind.
+        kind: String,
+    },
 }
 
 /// Which objects of a type to watch. Two watches with equal options share one informer.
@@ -155,6 +165,7 @@ impl Drop for Lifetime {
 struct CacheInner {
     client: Client,
     informers: Mutex<HashMap<InformerKey, (ErasedInformer, SyncHandle)>>,
+    transforms: Mutex<Transforms>,
     subscriber_buffer: usize,
     token: CancellationToken,
     lifetime: Arc<Lifetime>,
@@ -205,11 +216,52 @@ impl Cache {
             inner: Arc::new(CacheInner {
                 client,
                 informers: Mutex::new(HashMap::new()),
+                transforms: Mutex::new(Transforms::default()),
                 subscriber_buffer: events.max(1),
                 lifetime: Arc::new(Lifetime(token.clone())),
                 token,
             }),
         }
+    }
+
+    /// Sets the transform applied to every object of type `K` before it is cached (see the
+    /// [`transform`](crate::strip_managed_fields) docs; the default drops
+    /// `metadata.managedFields`). Fails once a watch of `K` has started.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) -> Result<(), kcr_source::CacheError> {
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kcr_source::{Cache, strip_managed_fields};
+    ///
+    /// let cache = Cache::new(client);
+    /// // This controller never reads pods' status: do not keep it.
+    /// cache.set_transform::<Pod>(|pod| {
+    ///     strip_managed_fields(pod);
+    ///     pod.status = None;
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn set_transform<K: CacheObject>(
+        &self,
+        transform: impl Fn(&mut K) + Send + Sync + 'static,
+    ) -> Result<(), CacheError> {
+        let type_id = TypeId::of::<K>();
+        // Hold the informer map while registering, so no watch of K starts in between.
+        let informers = self.inner.informers.lock();
+        if informers.keys().any(|key| key.type_id == type_id) {
+            return Err(CacheError::TransformAfterStart {
+                kind: K::kind(&Default::default()).into_owned(),
+            });
+        }
+        let transform: Transform<K> = Arc::new(transform);
+        self.inner.transforms.lock().set(transform);
+        drop(informers);
+        Ok(())
+    }
+
+    /// Caches objects of type `K` whole, `managedFields` included (no transform).
+    pub fn keep_whole<K: CacheObject>(&self) -> Result<(), CacheError> {
+        self.set_transform::<K>(|_| {})
     }
 
     /// Number of informers (watches) this cache runs.
@@ -269,7 +321,10 @@ impl Cache {
             return Ok(informer);
         }
         let config = options.watcher_config()?;
-        let stream = make_stream(config)?;
+        let transform = self.inner.transforms.lock().get::<K>();
+        let stream = make_stream(config)?
+            .map(move |event| event.map(|e| e.modify(|object| transform(object))))
+            .boxed();
         let informer = Informer::spawn(
             stream,
             self.inner.subscriber_buffer,

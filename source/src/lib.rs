@@ -50,7 +50,11 @@
 //!   store. Each
 //!   subscriber has a bounded buffer; one that falls behind is resynced from the store (it gets
 //!   the net difference since what it last saw) instead of blocking the others or losing a change
-//!   (details in [`KindStream`]).
+//!   (details in [`KindStream`]). Objects are transformed before they are stored: by default
+//!   `metadata.managedFields` is dropped ([`strip_managed_fields`]; two thirds of a cache of
+//!   10,000 small ConfigMaps, 70.2 MiB whole vs 23.5 MiB, measured by
+//!   `cargo run --release -p kcr-source --example cache_memory`); set another transform per
+//!   type with [`Cache::set_transform`], or none with [`Cache::keep_whole`].
 //! * [`StreamSource`]: any `Stream<Item = Event<K>>`.
 //! * [`Channel`]: events pushed from anywhere in the program to any number of consumers, each with
 //!   its own bounded buffer; a slow consumer either back-pressures the producer or gets an
@@ -110,6 +114,7 @@ mod informer;
 mod kind;
 mod source;
 mod stream;
+mod transform;
 
 pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi, WatchScope};
 pub use channel::{Channel, ChannelStream, Overflow};
@@ -120,3 +125,4 @@ pub use kcr_core::{Event, EventKind, SelectorError, parse_label_selector};
 pub use kind::{Kind, KindStats};
 pub use source::{EventStream, Source, Started, SyncHandle, SyncSignal, wait_for_sync};
 pub use stream::StreamSource;
+pub use transform::{Transform, strip_managed_fields};

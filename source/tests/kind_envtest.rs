@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kcr_envtest::TestApiServer;
 use kcr_source::{Cache, Event, EventStream, Source, WatchScope, wait_for_sync};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -526,4 +526,98 @@ fn configmap_owned(name: &str, owner: &str) -> ConfigMap {
     cm.metadata.name = Some(name.into());
     cm.data = Some([("owner".to_string(), owner.to_string())].into());
     cm
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let client = server.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let stored = api
+        .create(&PostParams::default(), &cm("t", "1"))
+        .await
+        .expect("create");
+    assert!(
+        stored.metadata.managed_fields.is_some(),
+        "the API server records managed fields"
+    );
+
+    // Default: managedFields are gone from the cache, the rest is intact.
+    let cache = Cache::new(client.clone());
+    let reader = cache
+        .reader::<ConfigMap>(WatchScope::all().namespace("default"))
+        .expect("reader");
+    let kind = cache
+        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
+        .expect("kind");
+    let mut started = kind.start().expect("start");
+    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    let cached = reader.get("t", Some("default")).expect("cached");
+    assert_eq!(cached.metadata.managed_fields, None);
+    assert_eq!((data(&cached), rv(&cached)), ("1".into(), rv(&stored)));
+    // Events carry transformed objects too, old and new.
+    let _initial = next(&mut started.events).await;
+    set_value(&api, "t", "2").await;
+    match next(&mut started.events).await {
+        Event::Update { old, new } => {
+            assert_eq!(old.metadata.managed_fields, None);
+            assert_eq!(new.metadata.managed_fields, None);
+            assert_eq!(data(&new), "2");
+        }
+        other => panic!("expected update, got {other:?}"),
+    }
+    // Too late for ConfigMaps in this cache: its watch has started.
+    let err = cache.keep_whole::<ConfigMap>().unwrap_err();
+    assert!(
+        err.to_string().contains("set after its watch started"),
+        "{err}"
+    );
+
+    // Another cache: a custom transform for ConfigMaps, and whole Secrets.
+    let custom = Cache::new(client.clone());
+    custom
+        .set_transform::<ConfigMap>(|cm| {
+            cm.data = None;
+            cm.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert("transformed".into(), "yes".into());
+        })
+        .expect("before any watch");
+    custom.keep_whole::<Secret>().expect("before any watch");
+    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "whole"}})).unwrap(),
+        )
+        .await
+        .expect("create secret");
+    let cms = custom
+        .reader::<ConfigMap>(WatchScope::all().namespace("default"))
+        .expect("reader");
+    let secret_reader = custom
+        .reader::<Secret>(WatchScope::all().namespace("default"))
+        .expect("reader");
+    let _cm_kind = custom
+        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
+        .expect("kind")
+        .start()
+        .expect("start");
+    let _secret_kind = custom
+        .kind::<Secret>(WatchScope::all().namespace("default"))
+        .expect("kind")
+        .start()
+        .expect("start");
+    custom.wait_for_sync(WAIT).await.expect("synced");
+    let t = cms.get("t", Some("default")).expect("cached");
+    assert_eq!(t.data, None);
+    assert_eq!(t.metadata.labels.as_ref().unwrap()["transformed"], "yes");
+    // A custom transform replaces the default: managedFields stay unless it drops them.
+    assert!(t.metadata.managed_fields.is_some());
+    let secret = secret_reader
+        .get("whole", Some("default"))
+        .expect("cached secret");
+    assert!(secret.metadata.managed_fields.is_some(), "{secret:?}");
+    server.shutdown();
 }
