@@ -242,6 +242,17 @@ impl Store {
         if resource == "apiextensions.k8s.io/customresourcedefinitions" {
             let status = old["status"].clone();
             self.serve_crd(&mut obj)?;
+            // Versions objects were stored in stay listed, as upstream: a new storage version
+            // is added to them.
+            let mut stored = crate::json::strings(&status["storedVersions"]);
+            for v in crate::json::strings(&obj["status"]["storedVersions"]) {
+                if !stored.contains(&v) {
+                    stored.push(v);
+                }
+            }
+            if !stored.is_empty() {
+                obj["status"]["storedVersions"] = json!(stored);
+            }
             if !status.is_null() && !t.status_subresource {
                 obj["status"] = status;
             }
