@@ -77,6 +77,23 @@ pub(crate) async fn into_storage(route: &Route, mut obj: Value) -> Result<Value,
     Ok(obj)
 }
 
+/// A stored object stored in another version than the storage version (written before the
+/// CRD's storage version changed), converted by the CRD's conversion webhook to the storage
+/// version, to compare a new object with; `None` when no conversion is needed (the same
+/// version, or `strategy: None`, which changes only `apiVersion`).
+pub(crate) async fn stored_for_comparison(
+    route: &Route,
+    stored: &Value,
+) -> Result<Option<Value>, ApiError> {
+    let t = &route.t;
+    if !needs_webhook(t, stored, t.storage_version()) {
+        return Ok(None);
+    }
+    Ok(convert(t, vec![stored.clone()], t.storage_version())
+        .await?
+        .pop())
+}
+
 /// The response to a write: the stored object, in full, in the route's version.
 pub(crate) async fn written(
     status: StatusCode,

@@ -81,8 +81,11 @@ pub(crate) async fn scale(call: &Call<'_>, verb: &str) -> Result<Response<Body>,
                 Prepared::Store(candidate) => candidate,
             };
         let candidate = super::conversion::into_storage(&object_route, candidate).await?;
+        let old = super::conversion::stored_for_comparison(route, &current.value).await?;
         let base = expected.unwrap_or(current.rv);
-        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
+        match shared
+            .mutate(|s| s.update_from(&t, route.ns(), &name, candidate, Some(base), old.as_ref()))
+        {
             Ok(stored) => {
                 return Ok(json_value(
                     StatusCode::OK,

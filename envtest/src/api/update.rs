@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::conversion::{into_storage, view, written};
+use super::conversion::{into_storage, stored_for_comparison, view, written};
 use super::decode::{check_type, parse_body};
 use super::pagination::parse_rv;
 use super::query::{Query, dry_run};
@@ -129,8 +129,11 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
                 Prepared::Store(candidate) => candidate,
             };
         let candidate = into_storage(route, candidate).await?;
+        let old = stored_for_comparison(route, &current.value).await?;
         let base = expected.unwrap_or(current.rv);
-        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
+        match shared
+            .mutate(|s| s.update_from(&t, route.ns(), &name, candidate, Some(base), old.as_ref()))
+        {
             Ok(stored) => return written(StatusCode::OK, stored, route).await,
             // Unconditional update raced with another write: recompute on the new state.
             Err(e) if e.code == 409 && expected.is_none() => continue,
@@ -219,7 +222,17 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
                 Prepared::Store(candidate) => candidate,
             };
         let candidate = into_storage(route, candidate).await?;
-        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
+        let old = stored_for_comparison(route, &current.value).await?;
+        match shared.mutate(|s| {
+            s.update_from(
+                &t,
+                route.ns(),
+                &name,
+                candidate,
+                Some(current.rv),
+                old.as_ref(),
+            )
+        }) {
             Ok(stored) => return written(StatusCode::OK, stored, route).await,
             // Lost a race with another writer: re-apply the patch on the new state.
             Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
