@@ -115,10 +115,12 @@ pub fn event_field_to_core(path: &str) -> String {
     }
 }
 
-/// Whether objects of `t` at `version` are served exactly as stored.
-pub fn is_identity(t: &ResourceType, version: &str) -> bool {
-    !is_events_v1(t) && version == t.storage_version()
+/// Whether `stored`, an object of `t`, is served at `version` exactly as stored (it is in that
+/// version, and `t` has no field conversion).
+pub fn is_identity(t: &ResourceType, version: &str, stored: &Value) -> bool {
+    !is_events_v1(t) && stored["apiVersion"].as_str() == Some(t.api_version(version).as_str())
 }
 
 #[cfg(test)]
 mod tests;
+pub mod webhook;

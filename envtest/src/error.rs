@@ -308,6 +308,12 @@ impl ApiError {
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }
+        // An error without a reason (a conversion webhook's) has none on the wire, as upstream.
+        if self.reason.is_empty()
+            && let Some(o) = status.as_object_mut()
+        {
+            o.remove("reason");
+        }
         status
     }
 }

@@ -61,7 +61,7 @@ use crate::deploy::{WebhookTarget, webhook_configurations};
 use crate::nodes::{Applied, is_member, plan_node};
 use crate::operator::{Operator, OperatorError, RunOptions};
 use crate::runtimeclass::{Drift, desired_runtime_class, drift};
-use crate::tls::{SelfSigned, TlsError};
+use kcr_webhook::{CertificateAuthority, TlsError};
 
 /// Errors of the embedded environment.
 #[derive(Debug, thiserror::Error)]
@@ -218,7 +218,8 @@ impl Embedded {
             }
         }
         let cert_dir = tempfile::tempdir()?;
-        let pair = SelfSigned::generate(&["127.0.0.1", "localhost"])?;
+        let pair = CertificateAuthority::generate("nodepool-operator webhook CA")?
+            .issue(&["127.0.0.1", "localhost"])?;
         pair.write_to_dir(cert_dir.path())?;
         Ok(Embedded {
             server,

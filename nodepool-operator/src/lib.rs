@@ -14,14 +14,14 @@
 //!   configurations).
 //! - [`nodes`]: what a pool changes on its nodes (labels, taints, the applied record) and the
 //!   JSON patch that does it.
-//! - [`operator`]: the controller's watches on a kcr manager, the webhook server, run options.
+//! - [`operator`]: the controller's watches and the webhook server on a kcr manager, run options.
 //! - [`reconciler`]: the reconcile of one pool (nodes, finalizer, RuntimeClass, status, events).
 //! - [`quantity`]: exact resource-quantity arithmetic for the allocatable sums.
 //! - [`runtimeclass`]: the pool's RuntimeClass, desired state and drift.
 //! - [`status`]: the pool's status, and whether it needs writing.
 //! - [`validation`]: the admission rules (validation with field paths, defaulting).
-//! - [`tls`]: webhook certificates (reloaded on change; self-signed for the demo).
-//! - [`webhook`]: the admission webhook server over HTTPS.
+//! - [`webhook`]: the admission webhooks (defaulting, validation) on kcr-webhook, whose server
+//!   (HTTPS, certificates reloaded on change) the manager runs.
 //!
 //! The `embedded` module's docs show the operator run exactly as in production against the
 //! embedded API server: a pool created, a node put in it, the node converged.
@@ -40,6 +40,5 @@ pub mod quantity;
 pub mod reconciler;
 pub mod runtimeclass;
 pub mod status;
-pub mod tls;
 pub mod validation;
 pub mod webhook;

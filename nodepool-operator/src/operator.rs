@@ -14,12 +14,14 @@
 //! [`MAX_RETRY_DELAY`] ([`retry_rate_limiter`]).
 //!
 //! All three watches come from the manager's shared [`Cache`], whose stores the reconciler reads
-//! through the manager's readers (part of `/readyz`). The
-//! webhook server runs on every replica (it needs no leadership); the controller only on the
-//! leader when `--leader-elect` is on.
+//! through the manager's readers (part of `/readyz`). The webhook server (kcr-webhook's, see
+//! [`crate::webhook`]) runs on every replica (it needs no leadership) and is part of `/readyz`
+//! until it serves a valid certificate; the controller runs only on the leader when
+//! `--leader-elect` is on.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+#[cfg(test)]
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,14 +32,13 @@ use kcr_handler::{EnqueueRequestsFromMapFunc, Request};
 use kcr_predicate::Funcs;
 use kcr_queue::{DefaultControllerRateLimiter, WithMaxWait};
 use kcr_source::{Cache, CacheError, WatchScope};
-
+use kcr_webhook::{ManagerWebhookExt, ServerOptions, TlsError, WebhookError, WebhookServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::{NodePool, pools_of_labels};
 use crate::nodes::APPLIED_ANNOTATION_PREFIX;
 use crate::reconciler::NodePoolReconciler;
-use crate::tls::{ReloadingCertResolver, TlsError, server_config};
-use crate::webhook::{self, WebhookError};
+use crate::webhook;
 
 /// The controller's name (metrics label, queue name, event reporter suffix).
 pub const CONTROLLER_NAME: &str = "nodepool";
@@ -72,8 +73,8 @@ pub enum OperatorError {
     /// The shared cache refused a watch.
     #[error("cache: {0}")]
     Cache(#[from] CacheError),
-    /// Webhook certificates.
-    #[error(transparent)]
+    /// Webhook certificates (missing or unreadable at start).
+    #[error("webhook certificate: {0}")]
     Tls(#[from] TlsError),
     /// Webhook server.
     #[error(transparent)]
@@ -210,6 +211,7 @@ impl Default for RunOptions {
 /// A configured operator: manager, cache, controller and webhook server, ready to run.
 pub struct Operator {
     manager: Manager,
+    webhook: Option<WebhookServer>,
     webhook_addr: Option<SocketAddr>,
 }
 
@@ -217,6 +219,7 @@ impl std::fmt::Debug for Operator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Operator")
             .field("manager", &self.manager)
+            .field("webhook", &self.webhook.as_ref().map(WebhookServer::paths))
             .field("webhook_addr", &self.webhook_addr)
             .finish()
     }
@@ -258,30 +261,24 @@ impl Operator {
         let manager = Manager::new(client.clone(), mopts).await?;
         register_controller(&manager, options.max_concurrent_reconciles)?;
 
-        let mut webhook_addr = None;
+        let mut server = None;
         if options.webhook_enabled {
-            let resolver = Arc::new(ReloadingCertResolver::from_dir(&options.cert_dir)?);
-            let tls = server_config(resolver)?;
-            let listener = tokio::net::TcpListener::bind(SocketAddr::new(
-                options.webhook_host,
-                options.webhook_port,
-            ))
-            .await
-            .map_err(WebhookError::Io)?;
-            webhook_addr = Some(listener.local_addr().map_err(WebhookError::Io)?);
-            manager.add_runnable(
-                "webhook-server",
-                false,
-                move |token: CancellationToken| async move {
-                    webhook::serve(listener, tls, token.cancelled_owned())
-                        .await
-                        .map_err(|e| Box::new(e) as kcr_controller::BoxError)
-                },
-            )?;
+            let webhooks = WebhookServer::bind(
+                ServerOptions::default()
+                    .bind_address(SocketAddr::new(options.webhook_host, options.webhook_port))
+                    .cert_dir(&options.cert_dir),
+            )
+            .await?;
+            // A missing or broken pair fails here, at start; later rotations are picked up.
+            webhooks.cert_watcher().load()?;
+            manager.add_webhook_server(&webhooks)?;
+            webhook::register(&webhooks)?;
+            server = Some(webhooks);
         }
         Ok(Operator {
             manager,
-            webhook_addr,
+            webhook_addr: server.as_ref().map(WebhookServer::local_addr),
+            webhook: server,
         })
     }
 
@@ -298,6 +295,11 @@ impl Operator {
     /// Where the webhook server listens, if enabled.
     pub fn webhook_addr(&self) -> Option<SocketAddr> {
         self.webhook_addr
+    }
+
+    /// The webhook server, if enabled (its paths, certificate, webhook configurations).
+    pub fn webhook_server(&self) -> Option<&WebhookServer> {
+        self.webhook.as_ref()
     }
 
     /// Runs until `shutdown` is cancelled (graceful), a runnable fails or leadership is lost.

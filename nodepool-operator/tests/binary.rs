@@ -19,7 +19,9 @@ async fn run_reconciles_and_exits_zero_on_sigterm() {
     let kubeconfig = dir.path().join("kubeconfig");
     env.server.write_kubeconfig(&kubeconfig).unwrap();
     let certs = dir.path().join("certs");
-    nodepool_operator::tls::SelfSigned::generate(&["127.0.0.1"])
+    kcr_webhook::CertificateAuthority::generate("test CA")
+        .unwrap()
+        .issue(&["127.0.0.1"])
         .unwrap()
         .write_to_dir(&certs)
         .unwrap();

@@ -22,6 +22,32 @@
 //! let new = conversion.convert(old, "example.kcr.dev/v1").unwrap();
 //! assert_eq!(new["spec"], serde_json::json!({"replicas": 3, "appearance": {"colour": "red"}}));
 //! ```
+//!
+//! Wired into the API server: the server serves `/convert` for the kind, and the CRD (both
+//! versions, `v1` stored) gets the `spec.conversion` stanza pointing at it; the API server then
+//! calls the webhook whenever an object is read or written in a version other than the one it
+//! is stored in.
+//!
+//! ```no_run
+//! use kcr_webhook::example::{crd, v1, v1alpha1};
+//! use kcr_webhook::{ClientTarget, Conversion, ServerOptions, WebhookServer, crd_conversion};
+//!
+//! # async fn f(ca_pem: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+//! let server = WebhookServer::bind(ServerOptions::default().cert_dir("/certs")).await?;
+//! server.add_conversion(Conversion::<v1::Widget>::hub().spoke::<v1alpha1::Widget>())?;
+//! let mut crd = crd()?;
+//! crd.spec.conversion = Some(crd_conversion(
+//!     &ClientTarget::Service { namespace: "widgets".into(), name: "widget-webhook".into(), port: Some(443) },
+//!     ca_pem,
+//! ));
+//! // Apply `crd`; a `v1alpha1` Widget is now stored as `v1` and served in either version.
+//! # Ok(()) }
+//! ```
+//!
+//! The crate's test `an_object_written_as_v1alpha1_is_read_as_v1_and_back`
+//! (`webhook/tests/api_server.rs`) does exactly this against the API server on both
+//! kcr-envtest backends (the in-process server and kube-apiserver): a `v1alpha1` object read as
+//! `v1` and back, and a list mixing objects written in either version.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::admission::AdmissionRequest;

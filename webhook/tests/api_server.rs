@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{Hooks, SLOW, api_server, install_widget_crd, wait_for_defaulting, widget};
 use kcr_controller::{Manager, ManagerOptions};
-use kcr_envtest::{Backend, TestApiServer};
+use kcr_envtest::TestApiServer;
 use kcr_webhook::example::{WidgetDefaulter, WidgetValidator, v1, v1alpha1};
 use kcr_webhook::{
     AdmissionError, AdmissionRequest, Conversion, FailurePolicy, ManagerWebhookExt, ServerOptions,
@@ -444,17 +444,9 @@ async fn a_certificate_rotated_mid_test_causes_no_failed_request() {
 }
 
 /// A v1alpha1 object is stored as v1 and read in either version through the conversion
-/// webhook. Only the real API server converts today: kcr-envtest's in-process server shares
-/// one stored object between versions (issue 14, item 4).
+/// webhook, which the API server calls (kcr-envtest's in-process server as kube-apiserver).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_written_as_v1alpha1_is_read_as_v1_and_back() {
-    let backend = Backend::from_env().unwrap();
-    if backend == Backend::InProcess {
-        println!(
-            "skipped on the in-process backend: kcr-envtest does not call conversion webhooks yet (issue 14, item 4); run with KCR_ENVTEST_BACKEND=real"
-        );
-        return;
-    }
     let env = api_server().await;
     let mut hooks = Hooks::bind().await;
     hooks

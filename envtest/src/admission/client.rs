@@ -68,7 +68,11 @@ fn tls_config(ca_bundle: Option<&str>) -> Result<rustls::ClientConfig, String> {
 }
 
 /// One HTTP/1.1 POST over TLS; the decoded JSON body of a 200 response.
-async fn post(url: &str, ca_bundle: Option<&str>, body: Vec<u8>) -> Result<Value, String> {
+pub(crate) async fn post(
+    url: &str,
+    ca_bundle: Option<&str>,
+    body: Vec<u8>,
+) -> Result<Value, String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("invalid url: {e}"))?;
     if uri.scheme_str() != Some("https") {
         return Err("webhook url must use https".into());

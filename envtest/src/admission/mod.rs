@@ -35,7 +35,7 @@
 //! system trust roots (a `caBundle` is required) are not supported; a webhook with only
 //! `service` fails like an unreachable one, so its `failurePolicy` applies.
 
-mod client;
+pub(crate) mod client;
 mod matching;
 mod review;
 #[cfg(test)]

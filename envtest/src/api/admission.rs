@@ -146,7 +146,7 @@ pub(crate) async fn admit(
     } else {
         object
     };
-    object["apiVersion"] = json!(t.api_version(t.storage_version()));
+    object["apiVersion"] = json!(t.api_version(&route.version));
     validate(route, operation, old, &mut object)?;
     if validating {
         let admitted = run_validating(

@@ -3,9 +3,10 @@
 use http::{Response, StatusCode};
 use serde_json::json;
 
+use super::conversion::{into_storage, written};
 use super::decode::{check_type, parse_body};
 use super::query::dry_run;
-use super::response::{dry_run_response, written};
+use super::response::dry_run_response;
 use super::{Body, Call};
 use crate::error::ApiError;
 
@@ -79,6 +80,7 @@ pub(crate) async fn create(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
         return Ok(dry_run_response(StatusCode::CREATED, obj));
     }
     let obj = super::patch::track_update(route, q, None, obj);
+    let obj = into_storage(route, obj).await?;
     let stored = shared.mutate(|s| s.create(&t, obj))?;
-    Ok(written(StatusCode::CREATED, &stored, route))
+    written(StatusCode::CREATED, stored, route).await
 }

@@ -52,7 +52,8 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
     }
 }
 
-/// Check apiVersion/kind of a body against the route and fill them in when absent.
+/// Check apiVersion/kind of a body against the route and fill them in when absent. The object
+/// stays in the route's version until it is stored ([`super::conversion::into_storage`]).
 pub(crate) fn check_type(route: &Route, obj: &mut Value) -> Result<(), ApiError> {
     if !obj.is_object() {
         return Err(ApiError::bad_request(
@@ -80,8 +81,6 @@ pub(crate) fn check_type(route: &Route, obj: &mut Value) -> Result<(), ApiError>
             )));
         }
     }
-    // Store the storage version.
-    obj["apiVersion"] = json!(t.api_version(t.storage_version()));
     if !obj["metadata"].is_object() {
         obj["metadata"] = json!({});
     }

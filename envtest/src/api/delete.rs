@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::query::{OutputMode, Query, dry_run};
 use super::read::existing_object;
-use super::response::{json_bytes, render, render_list, view};
+use super::response::{json_bytes, render_list};
 use super::route::Route;
 use super::selectors::Selectors;
 use super::{Body, Call, Shared};
@@ -61,7 +61,7 @@ async fn admit_delete(
     q: &Query,
     stored: &StoredObject,
 ) -> Result<(), ApiError> {
-    let old = view(route, &stored.value);
+    let old = super::conversion::view(route, &stored.value).await?;
     super::admission::admit(shared, route, "DELETE", Some(&old), old.clone(), dry_run(q))
         .await
         .map(|_| ())
@@ -81,16 +81,10 @@ pub(crate) async fn delete(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     let current = existing_object(shared, route, &name)?;
     admit_delete(shared, route, q, &current).await?;
     if dry_run(q) {
-        return Ok(json_bytes(
-            StatusCode::OK,
-            render(&current, route, OutputMode::Full),
-        ));
+        return super::conversion::written(StatusCode::OK, current, route).await;
     }
     let last = shared.mutate(|s| s.delete(&t, route.ns(), &name, &opts))?;
-    Ok(json_bytes(
-        StatusCode::OK,
-        render(&last, route, OutputMode::Full),
-    ))
+    super::conversion::written(StatusCode::OK, last, route).await
 }
 
 /// A deletecollection: every selected object, each through admission.
@@ -134,6 +128,7 @@ pub(crate) async fn delete_collection(call: &Call<'_>) -> Result<Response<Body>,
         }
     }
     let rv = shared.store.lock().rv();
+    let deleted = super::conversion::served(route, deleted).await?;
     Ok(json_bytes(
         StatusCode::OK,
         render_list(route, &deleted, rv, "", OutputMode::Full),

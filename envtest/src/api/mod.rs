@@ -13,7 +13,7 @@
 //! | [`decode`] | body decoding (JSON, YAML, protobuf), apiVersion/kind checks, Secret decoding |
 //! | [`validate`] | object validation (name, built-in checks, CRD schemas) |
 //! | [`read`], [`create`], [`update`], [`scale`], [`delete`], [`watch`] | the verbs |
-//! | [`admission`], [`patch`] | the wiring of the admission and patch engines into the verbs |
+//! | [`admission`], [`patch`], [`conversion`] | the wiring of the admission, patch and CRD version conversion engines into the verbs |
 //!
 //! Dependencies point one way: the entry point uses the verbs, the verbs use the wiring
 //! modules, and everything uses the plumbing (query, route, response, decode, validate); the
@@ -21,6 +21,7 @@
 //! nothing of HTTP.
 
 mod admission;
+mod conversion;
 mod create;
 mod decode;
 mod delete;
@@ -255,8 +256,8 @@ async fn dispatch(
         return scale::scale(&call, verb).await;
     }
     match verb {
-        "get" => read::get(shared, &route, mode),
-        "list" => read::list(shared, &route, q, mode),
+        "get" => read::get(shared, &route, mode).await,
+        "list" => read::list(shared, &route, q, mode).await,
         "watch" => watch::start(shared.clone(), route.clone(), q, mode, closes),
         "create" => {
             if route.subresource.is_some() || route.name.is_some() {

@@ -44,19 +44,20 @@ pub(crate) fn existing_object(
 }
 
 /// A get: the named object, rendered for the output mode.
-pub(crate) fn get(
+pub(crate) async fn get(
     shared: &Shared,
     route: &Route,
     mode: OutputMode,
 ) -> Result<Response<Body>, ApiError> {
     let name = route.name.as_deref().unwrap_or_default();
     let obj = existing_object(shared, route, name)?;
+    let obj = super::conversion::served_one(route, obj).await?;
     Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
 }
 
 /// A list: one page of the objects the selectors select, from the snapshot the pagination
 /// parameters name ([`super::pagination`]).
-pub(crate) fn list(
+pub(crate) async fn list(
     shared: &Shared,
     route: &Route,
     q: &Query,
@@ -67,33 +68,36 @@ pub(crate) fn list(
     let params = ListParams::parse(q)?;
     let ns = route.namespace.as_deref();
     let resource = crate::convert::storage_key(t);
-    let store = shared.store.lock();
-    let (snapshot_rv, after) = params.snapshot(store.rv())?;
-    let list_rv = snapshot_rv.unwrap_or(store.rv());
-    let overlay = match snapshot_rv {
-        Some(at) => store.overlay_at(&resource, at).map_err(|e| {
-            ApiError::expired(format!(
-                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. (oldest available resourceVersion {})",
-                e.oldest
-            ))
-        })?,
-        None => Default::default(),
+    let (page, list_rv) = {
+        let store = shared.store.lock();
+        let (snapshot_rv, after) = params.snapshot(store.rv())?;
+        let list_rv = snapshot_rv.unwrap_or(store.rv());
+        let overlay = match snapshot_rv {
+            Some(at) => store.overlay_at(&resource, at).map_err(|e| {
+                ApiError::expired(format!(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. (oldest available resourceVersion {})",
+                    e.oldest
+                ))
+            })?,
+            None => Default::default(),
+        };
+        let in_scope =
+            |k: &ObjKey| ns.is_none_or(|ns| k.0 == ns) && after.as_ref().is_none_or(|a| k > a);
+        let page = merge_page(
+            store.range(&resource, ns, after.as_ref()),
+            overlay.iter().filter(|(k, _)| in_scope(k)),
+            |obj: &Arc<StoredObject>| sel.is_everything() || sel.matches(&obj.value),
+            params.limit,
+        );
+        (page, list_rv)
     };
-    let in_scope =
-        |k: &ObjKey| ns.is_none_or(|ns| k.0 == ns) && after.as_ref().is_none_or(|a| k > a);
-    let page = merge_page(
-        store.range(&resource, ns, after.as_ref()),
-        overlay.iter().filter(|(k, _)| in_scope(k)),
-        |obj: &Arc<StoredObject>| sel.is_everything() || sel.matches(&obj.value),
-        params.limit,
-    );
-    drop(store);
     let continue_token = page
         .next
         .map(|k| encode_continue(list_rv, &k))
         .unwrap_or_default();
+    let items = super::conversion::served(route, page.items).await?;
     Ok(json_bytes(
         StatusCode::OK,
-        render_list(route, &page.items, list_rv, &continue_token, mode),
+        render_list(route, &items, list_rv, &continue_token, mode),
     ))
 }

@@ -60,15 +60,10 @@ pub(crate) fn error_response(err: &ApiError) -> Response<Body> {
     resp
 }
 
-/// The response to a write: the stored object, rendered in full for the route's version.
-pub(crate) fn written(status: StatusCode, stored: &StoredObject, route: &Route) -> Response<Body> {
-    json_bytes(status, render(stored, route, OutputMode::Full))
-}
-
 /// Render one stored object for `route.version` and the output mode.
 pub(crate) fn render(obj: &StoredObject, route: &Route, mode: OutputMode) -> Bytes {
     match mode {
-        OutputMode::Full if crate::convert::is_identity(&route.t, &route.version) => {
+        OutputMode::Full if crate::convert::is_identity(&route.t, &route.version, &obj.value) => {
             obj.bytes.clone()
         }
         OutputMode::Full => {

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::decode::parse_body;
 use super::pagination::parse_rv;
 use super::read::{existing_object, url_name};
-use super::response::{json_value, view};
+use super::response::json_value;
 use super::route::Route;
 use super::update::{Prepared, prepare_update};
 use super::{Body, Call};
@@ -38,7 +38,7 @@ pub(crate) async fn scale(call: &Call<'_>, verb: &str) -> Result<Response<Body>,
     };
     loop {
         let current = existing_object(shared, route, &name)?;
-        let current_view = view(route, &current.value);
+        let current_view = super::conversion::view(route, &current.value).await?;
         let current_scale = scale_of(&current_view);
         let requested = match verb {
             "get" => return Ok(json_value(StatusCode::OK, &current_scale)),
@@ -80,12 +80,16 @@ pub(crate) async fn scale(call: &Call<'_>, verb: &str) -> Result<Response<Body>,
                 }
                 Prepared::Store(candidate) => candidate,
             };
+        let candidate = super::conversion::into_storage(&object_route, candidate).await?;
+        let old = super::conversion::stored_for_comparison(route, &current.value).await?;
         let base = expected.unwrap_or(current.rv);
-        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
+        match shared
+            .mutate(|s| s.update_from(&t, route.ns(), &name, candidate, Some(base), old.as_ref()))
+        {
             Ok(stored) => {
                 return Ok(json_value(
                     StatusCode::OK,
-                    &scale_of(&view(route, &stored.value)),
+                    &scale_of(&super::conversion::view(route, &stored.value).await?),
                 ));
             }
             // Raced with another write and no precondition was asked for: recompute.

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
+use super::conversion::{into_storage, stored_for_comparison, view, written};
 use super::decode::{check_type, parse_body};
 use super::pagination::parse_rv;
 use super::query::{Query, dry_run};
 use super::read::{existing_object, stored_object, url_name};
-use super::response::{dry_run_response, view, written};
+use super::response::dry_run_response;
 use super::route::Route;
 use super::{Body, Call, Shared};
 use crate::error::ApiError;
@@ -121,15 +122,19 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     };
     loop {
         let current = existing_object(shared, route, &name)?;
-        let current_view = view(route, &current.value);
+        let current_view = view(route, &current.value).await?;
         let candidate =
             match prepare_update(shared, route, q, &current_view, obj.clone(), true).await? {
                 Prepared::DryRun(response) => return Ok(response),
                 Prepared::Store(candidate) => candidate,
             };
+        let candidate = into_storage(route, candidate).await?;
+        let old = stored_for_comparison(route, &current.value).await?;
         let base = expected.unwrap_or(current.rv);
-        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
-            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
+        match shared
+            .mutate(|s| s.update_from(&t, route.ns(), &name, candidate, Some(base), old.as_ref()))
+        {
+            Ok(stored) => return written(StatusCode::OK, stored, route).await,
             // Unconditional update raced with another write: recompute on the new state.
             Err(e) if e.code == 409 && expected.is_none() => continue,
             Err(e) => return Err(e),
@@ -147,7 +152,10 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
     loop {
         let current = stored_object(shared, route, &name);
-        let current_view = current.as_ref().map(|c| view(route, &c.value));
+        let current_view = match &current {
+            Some(c) => Some(view(route, &c.value).await?),
+            None => None,
+        };
         if current.is_none() && route.subresource.is_some() {
             // No create through a subresource, whatever the patch type.
             return Err(ApiError::not_found(&t.group, &t.plural, &name));
@@ -172,8 +180,9 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
             if dry_run(q) {
                 return Ok(dry_run_response(StatusCode::CREATED, obj));
             }
+            let obj = into_storage(route, obj).await?;
             match shared.mutate(|s| s.create(&t, obj)) {
-                Ok(stored) => return Ok(written(StatusCode::CREATED, &stored, route)),
+                Ok(stored) => return written(StatusCode::CREATED, stored, route).await,
                 Err(e) if e.code == 409 && e.reason == "AlreadyExists" => continue,
                 Err(e) => return Err(e),
             }
@@ -212,8 +221,19 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
                 Prepared::DryRun(response) => return Ok(response),
                 Prepared::Store(candidate) => candidate,
             };
-        match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
-            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
+        let candidate = into_storage(route, candidate).await?;
+        let old = stored_for_comparison(route, &current.value).await?;
+        match shared.mutate(|s| {
+            s.update_from(
+                &t,
+                route.ns(),
+                &name,
+                candidate,
+                Some(current.rv),
+                old.as_ref(),
+            )
+        }) {
+            Ok(stored) => return written(StatusCode::OK, stored, route).await,
             // Lost a race with another writer: re-apply the patch on the new state.
             Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
             Err(e) => return Err(e),

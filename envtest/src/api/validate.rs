@@ -212,7 +212,7 @@ pub(crate) fn validate(
     }
     causes.extend(validate_builtin(route, operation, old, obj));
     if let Some(custom) = &t.custom
-        && let Some(schema) = custom.schemas.get(t.storage_version())
+        && let Some(schema) = custom.schemas.get(&route.version)
     {
         let pruned = crate::schema::prune(schema, obj);
         if route.strict && !pruned.is_empty() {

@@ -182,8 +182,8 @@ impl WatchSpec {
         self.sel.is_everything() || self.sel.matches(&obj.value)
     }
 
-    /// Append the wire form of one log event (after selector transitions), if any.
-    fn push_event(&self, buf: &mut BytesMut, ev: &LogEvent) {
+    /// The kind of event a log event is for this watch (after selector transitions), if any.
+    fn event_kind(&self, ev: &LogEvent) -> Option<EventKind> {
         let now = self.matches(&ev.object);
         let kind = match ev.kind {
             EventKind::Added if now => EventKind::Added,
@@ -194,16 +194,12 @@ impl WatchSpec {
                     (true, true) => EventKind::Modified,
                     (true, false) => EventKind::Deleted,
                     (false, true) => EventKind::Added,
-                    (false, false) => return,
+                    (false, false) => return None,
                 }
             }
-            _ => return,
+            _ => return None,
         };
-        event_line(
-            buf,
-            kind.as_str(),
-            &render(&ev.object, &self.route, self.mode),
-        );
+        Some(kind)
     }
 }
 
@@ -251,6 +247,15 @@ async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
             return;
         }
     };
+    // Objects stored in another version than the watch's go through the CRD's conversion
+    // webhook; a failure ends the watch with an ERROR event.
+    let initial = match super::conversion::served(&spec.route, initial).await {
+        Ok(initial) => initial,
+        Err(e) => {
+            let _ = tx.send(error_event(&e)).await;
+            return;
+        }
+    };
     let mut buf = BytesMut::new();
     for obj in &initial {
         event_line(&mut buf, "ADDED", &render(obj, &spec.route, spec.mode));
@@ -290,12 +295,27 @@ async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
                 break;
             };
             cursor = last.rv;
-            for ev in &events {
-                if spec.in_scope(ev, &key) {
-                    spec.push_event(&mut buf, ev);
-                    if buf.len() >= CHUNK && !send(&tx, &mut buf).await {
-                        return;
-                    }
+            let (kinds, objects): (Vec<EventKind>, Vec<Arc<StoredObject>>) = events
+                .iter()
+                .filter(|ev| spec.in_scope(ev, &key))
+                .filter_map(|ev| spec.event_kind(ev).map(|k| (k, ev.object.clone())))
+                .unzip();
+            let objects = match super::conversion::served(&spec.route, objects).await {
+                Ok(objects) => objects,
+                Err(e) => {
+                    let _ = send(&tx, &mut buf).await;
+                    let _ = tx.send(error_event(&e)).await;
+                    return;
+                }
+            };
+            for (kind, obj) in kinds.into_iter().zip(&objects) {
+                event_line(
+                    &mut buf,
+                    kind.as_str(),
+                    &render(obj, &spec.route, spec.mode),
+                );
+                if buf.len() >= CHUNK && !send(&tx, &mut buf).await {
+                    return;
                 }
             }
             if !send(&tx, &mut buf).await {

@@ -64,8 +64,13 @@ fn other_resources_only_get_their_api_version() {
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}, "data": {}});
     assert_eq!(to_storage(&cms, cm.clone()), cm);
     assert_eq!(from_storage(&cms, "v1", &cm), cm);
-    assert!(is_identity(&cms, "v1"));
-    assert!(!is_identity(&events_v1(), "v1"));
+    assert!(is_identity(&cms, "v1", &cm));
+    // An object stored in another version (before the storage version changed) is not.
+    let mut old = cm.clone();
+    old["apiVersion"] = json!("v0");
+    assert!(!is_identity(&cms, "v1", &old));
+    let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event"});
+    assert!(!is_identity(&events_v1(), "v1", &event));
     assert_eq!(storage_key(&events_v1()), "events");
     assert_eq!(storage_key(&cms), "configmaps");
     assert_eq!(event_field_to_core("regarding.name"), "involvedObject.name");

@@ -59,6 +59,9 @@ pub struct CustomInfo {
     pub schemas: BTreeMap<String, Value>,
     /// `additionalPrinterColumns` per version.
     pub printer_columns: BTreeMap<String, Vec<Value>>,
+    /// `spec.conversion` with `strategy: Webhook`; `None` for `strategy: None` (only
+    /// `apiVersion` is rewritten between versions).
+    pub conversion: Option<crate::convert::webhook::WebhookConversion>,
 }
 
 impl ResourceType {
@@ -209,6 +212,13 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
     if versions.is_empty() {
         causes.push(required("spec.versions"));
     }
+    let conversion = match crate::convert::webhook::from_crd_spec(spec) {
+        Ok(c) => c,
+        Err(mut c) => {
+            causes.append(&mut c);
+            None
+        }
+    };
     if !causes.is_empty() {
         return Err(causes);
     }
@@ -238,6 +248,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
             crd_name: name,
             schemas,
             printer_columns,
+            conversion,
         }),
     })
 }

@@ -37,7 +37,7 @@ pub struct StoredObject {
 }
 
 impl StoredObject {
-    fn new(value: Value, rv: u64) -> Arc<Self> {
+    pub(crate) fn new(value: Value, rv: u64) -> Arc<Self> {
         // invariant: a serde_json::Value always serialises (keys are strings)
         let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
         Arc::new(StoredObject { value, bytes, rv })

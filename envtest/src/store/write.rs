@@ -157,8 +157,24 @@ impl Store {
         t: &ResourceType,
         ns: &str,
         name: &str,
+        obj: Value,
+        expected_rv: Option<u64>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.update_from(t, ns, name, obj, expected_rv, None)
+    }
+
+    /// [`Store::update`] of an object that may be stored in another version than `obj` (a
+    /// custom resource written before its CRD's storage version changed): `old_converted` is
+    /// the stored object converted to `obj`'s version, which the generation rule compares
+    /// `obj` with (as upstream compares both in the request's version).
+    pub fn update_from(
+        &mut self,
+        t: &ResourceType,
+        ns: &str,
+        name: &str,
         mut obj: Value,
         expected_rv: Option<u64>,
+        old_converted: Option<&Value>,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let resource = crate::convert::storage_key(t);
         obj = crate::convert::to_storage(t, obj);
@@ -197,7 +213,9 @@ impl Store {
             }
         }
         // Deployments also count annotation changes (upstream copies them to ReplicaSets).
-        let changed = spec_part(old, t.status_subresource) != spec_part(&obj, t.status_subresource)
+        let compared = old_converted.unwrap_or(old);
+        let changed = spec_part(compared, t.status_subresource)
+            != spec_part(&obj, t.status_subresource)
             || (resource == "apps/deployments"
                 && old["metadata"]["annotations"] != obj["metadata"]["annotations"]);
         let generation = match old["metadata"]["generation"].as_i64() {
@@ -242,6 +260,17 @@ impl Store {
         if resource == "apiextensions.k8s.io/customresourcedefinitions" {
             let status = old["status"].clone();
             self.serve_crd(&mut obj)?;
+            // Versions objects were stored in stay listed, as upstream: a new storage version
+            // is added to them.
+            let mut stored = crate::json::strings(&status["storedVersions"]);
+            for v in crate::json::strings(&obj["status"]["storedVersions"]) {
+                if !stored.contains(&v) {
+                    stored.push(v);
+                }
+            }
+            if !stored.is_empty() {
+                obj["status"]["storedVersions"] = json!(stored);
+            }
             if !status.is_null() && !t.status_subresource {
                 obj["status"] = status;
             }

@@ -1,0 +1,439 @@
+//! CRDs in several versions, as the real API server serves them: objects stored in the storage
+//! version, read and written in any served version through the CRD's conversion webhook (a
+//! small HTTPS webhook in the test), a list mixing stored versions after the storage version
+//! changes, watches converted too, and a failing webhook reported as a 500.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use http_body_util::{BodyExt as _, Full};
+use kcr_envtest::{TestApiServer, eventually};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchParams};
+use kube::core::{GroupVersionKind, WatchEvent};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+const GROUP: &str = "conv.kcr.dev";
+
+struct Hook {
+    url: String,
+    ca_bundle: String,
+    calls: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hook {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `v1` has `spec.size`, `v2` has `spec.replicas`; `/fail` refuses every review, `/bad-uid`
+/// changes the uid of what it converts.
+fn convert_one(obj: &Value, desired: &str) -> Value {
+    let mut out = obj.clone();
+    let spec = out["spec"].as_object_mut().cloned().unwrap_or_default();
+    let mut new = serde_json::Map::new();
+    for (k, v) in spec {
+        let k = match (k.as_str(), desired) {
+            ("size", "conv.kcr.dev/v2") => "replicas".to_string(),
+            ("replicas", "conv.kcr.dev/v1") => "size".to_string(),
+            _ => k,
+        };
+        new.insert(k, v);
+    }
+    out["spec"] = Value::Object(new);
+    out["apiVersion"] = json!(desired);
+    // Upstream keeps only labels and annotations of the converted metadata.
+    out["metadata"]["labels"]["converted"] = json!("true");
+    out["metadata"]["generation"] = json!(1000);
+    out
+}
+
+fn review(path: &str, review: &Value) -> Value {
+    let req = &review["request"];
+    let uid = req["uid"].clone();
+    let response = if path == "/fail" {
+        json!({"uid": uid, "result": {"status": "Failure", "message": "the test webhook refuses to convert"}})
+    } else if path == "/bad-uid" {
+        let objects: Vec<Value> = req["objects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| {
+                let mut o = convert_one(o, req["desiredAPIVersion"].as_str().unwrap_or_default());
+                o["metadata"]["uid"] = json!("changed-by-the-webhook");
+                o
+            })
+            .collect();
+        json!({"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects})
+    } else {
+        let desired = req["desiredAPIVersion"].as_str().unwrap_or_default();
+        let objects: Vec<Value> = req["objects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| convert_one(o, desired))
+            .collect();
+        json!({"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects})
+    };
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
+}
+
+async fn start_hook() -> Hook {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, counter) = (acceptor.clone(), counter.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let counter = counter.clone();
+                        async move {
+                            counter.fetch_add(1, Ordering::SeqCst);
+                            let path = req.uri().path().to_string();
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let input: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                            let out = review(&path, &input).to_string();
+                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(out))))
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Hook {
+        url,
+        ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.pem()),
+        calls,
+        task,
+    }
+}
+
+fn schema(field: &str) -> Value {
+    json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {field: {"type": "integer"}}}}}})
+}
+
+/// The CRD `things.conv.kcr.dev` in v1 and v2, `storage` the storage version, converted by
+/// the webhook at `url` + `path`.
+fn crd(plural: &str, storage: &str, hook: &Hook, path: &str) -> Value {
+    json!({
+        "metadata": {"name": format!("{plural}.{GROUP}")},
+        "spec": {
+            "group": GROUP, "scope": "Namespaced",
+            "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind_of(plural),
+                      "listKind": format!("{}List", kind_of(plural))},
+            "versions": [
+                {"name": "v1", "served": true, "storage": storage == "v1", "schema": schema("size")},
+                {"name": "v2", "served": true, "storage": storage == "v2", "schema": schema("replicas")},
+            ],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("{}{path}", hook.url), "caBundle": hook.ca_bundle}}},
+        },
+    })
+}
+
+fn kind_of(plural: &str) -> String {
+    let mut k = plural.trim_end_matches('s').to_string();
+    k[..1].make_ascii_uppercase();
+    k
+}
+
+fn api(server: &TestApiServer, plural: &str, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(GROUP, version, &kind_of(plural));
+    Api::namespaced_with(
+        server.client(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
+fn obj(plural: &str, version: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/{version}"), "kind": kind_of(plural),
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// How long the real API server may take to serve a changed CRD (in process: at once).
+const IN_EFFECT: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches() {
+    let server = TestApiServer::start().await.unwrap();
+    let hook = start_hook().await;
+    server
+        .install_crd_value(crd("things", "v1", &hook, "/convert"))
+        .await
+        .unwrap();
+    let v1 = api(&server, "things", "v1");
+    let v2 = api(&server, "things", "v2");
+
+    // Written as v2, stored as v1, read back in both versions.
+    let created = v2
+        .create(
+            &PostParams::default(),
+            &obj("things", "v2", "a", json!({"replicas": 2})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        created.types.as_ref().unwrap().api_version,
+        "conv.kcr.dev/v2"
+    );
+    assert_eq!(created.data["spec"], json!({"replicas": 2}));
+    // Only labels and annotations of the converted metadata are kept.
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(
+        created.metadata.labels.as_ref().unwrap()["converted"],
+        "true"
+    );
+    let as_v1 = v1.get("a").await.unwrap();
+    assert_eq!(as_v1.types.as_ref().unwrap().api_version, "conv.kcr.dev/v1");
+    assert_eq!(as_v1.data["spec"], json!({"size": 2}));
+    assert_eq!(
+        v2.get("a").await.unwrap().data["spec"],
+        json!({"replicas": 2})
+    );
+    assert!(hook.calls.load(Ordering::SeqCst) > 0);
+
+    // A merge patch in v2's fields, of an object stored as v1.
+    let patched = v2
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data["spec"], json!({"replicas": 4}));
+    assert_eq!(v1.get("a").await.unwrap().data["spec"], json!({"size": 4}));
+
+    // The storage version becomes v2: "a" stays stored as v1, "b" is stored as v2.
+    server
+        .install_crd_value(crd("things", "v2", &hook, "/convert"))
+        .await
+        .unwrap();
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(server.client());
+    eventually("v1 and v2 are stored versions", IN_EFFECT, || async {
+        let crd = crds.get("things.conv.kcr.dev").await.unwrap();
+        crd.status.and_then(|s| s.stored_versions) == Some(vec!["v1".into(), "v2".into()])
+    })
+    .await;
+    v1.create(
+        &PostParams::default(),
+        &obj("things", "v1", "b", json!({"size": 3})),
+    )
+    .await
+    .unwrap();
+    // A metadata-only change of "a" (stored as v1, written now as v2) keeps its generation:
+    // the spec is compared in one version.
+    let before = v2.get("a").await.unwrap().metadata.generation;
+    let labelled = v2
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.metadata.generation, before);
+    assert_eq!(labelled.data["spec"], json!({"replicas": 4}));
+    let spec_of = |list: Vec<DynamicObject>| -> Vec<(String, Value)> {
+        let mut out: Vec<(String, Value)> = list
+            .into_iter()
+            .map(|o| (o.metadata.name.unwrap_or_default(), o.data["spec"].clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
+    assert_eq!(
+        spec_of(v1.list(&ListParams::default()).await.unwrap().items),
+        vec![
+            ("a".to_string(), json!({"size": 4})),
+            ("b".to_string(), json!({"size": 3}))
+        ]
+    );
+    assert_eq!(
+        spec_of(v2.list(&ListParams::default()).await.unwrap().items),
+        vec![
+            ("a".to_string(), json!({"replicas": 4})),
+            ("b".to_string(), json!({"replicas": 3}))
+        ]
+    );
+
+    // A watch in v1 sees both objects in v1, and a later change of "b" too.
+    let mut events = v1
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(o) => {
+                seen.push((o.metadata.name.clone().unwrap(), o.data["spec"].clone()))
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        vec![
+            ("a".to_string(), json!({"size": 4})),
+            ("b".to_string(), json!({"size": 3}))
+        ]
+    );
+    v2.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 7}})),
+    )
+    .await
+    .unwrap();
+    loop {
+        match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Modified(o) => {
+                assert_eq!(o.types.as_ref().unwrap().api_version, "conv.kcr.dev/v1");
+                assert_eq!(o.data["spec"], json!({"size": 7}));
+                break;
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_conversion_webhook_is_a_500_naming_it() {
+    let server = TestApiServer::start().await.unwrap();
+    let hook = start_hook().await;
+    server
+        .install_crd_value(crd("fails", "v1", &hook, "/fail"))
+        .await
+        .unwrap();
+    let v1 = api(&server, "fails", "v1");
+    let v2 = api(&server, "fails", "v2");
+    // In the storage version: no conversion, no failure.
+    v1.create(
+        &PostParams::default(),
+        &obj("fails", "v1", "a", json!({"size": 1})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v1.get("a").await.unwrap().data["spec"], json!({"size": 1}));
+    let status = match v2.get("a").await.unwrap_err() {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert_eq!(status.code, 500, "{status:?}");
+    assert_eq!(status.reason, "", "{status:?}");
+    assert_eq!(
+        status.message,
+        "conversion webhook for conv.kcr.dev/v1, Kind=Fail failed: the test webhook refuses to convert"
+    );
+    let status = match v2
+        .create(
+            &PostParams::default(),
+            &obj("fails", "v2", "b", json!({"replicas": 1})),
+        )
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert_eq!(status.code, 500, "{status:?}");
+    // The object sent in v2 is converted to the storage version, v1.
+    assert_eq!(
+        status.message,
+        "conversion webhook for conv.kcr.dev/v2, Kind=Fail failed: the test webhook refuses to convert"
+    );
+    assert!(v1.get_opt("b").await.unwrap().is_none());
+    let status = match v2.list(&ListParams::default()).await.unwrap_err() {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert_eq!(status.code, 500, "{status:?}");
+    assert_eq!(
+        status.message,
+        "conversion webhook for conv.kcr.dev/v1, Kind=Fail failed: the test webhook refuses to convert"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversion_that_changes_the_uid_is_refused() {
+    let server = TestApiServer::start().await.unwrap();
+    let hook = start_hook().await;
+    server
+        .install_crd_value(crd("uids", "v1", &hook, "/bad-uid"))
+        .await
+        .unwrap();
+    let v1 = api(&server, "uids", "v1");
+    let v2 = api(&server, "uids", "v2");
+    let created = v1
+        .create(
+            &PostParams::default(),
+            &obj("uids", "v1", "a", json!({"size": 1})),
+        )
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    let status = match v2.get("a").await.unwrap_err() {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert_eq!(status.code, 500, "{status:?}");
+    assert_eq!(
+        status.message,
+        format!(
+            "conversion webhook for conv.kcr.dev/v1, Kind=Uid returned invalid object: must have the same UID: {uid} != changed-by-the-webhook"
+        )
+    );
+}
