@@ -60,7 +60,7 @@ use crate::crd::{FINALIZER, NodePool, runtime_class_name};
 use crate::deploy::{WebhookTarget, webhook_configurations};
 use crate::nodes::{Applied, is_member, plan_node};
 use crate::operator::{Operator, OperatorError, RunOptions};
-use crate::runtimeclass::{Drift, desired_runtime_class, drift};
+use crate::runtimeclass::reconcile_runtime_class;
 use kcr_webhook::{CertificateAuthority, TlsError};
 
 /// Errors of the embedded environment.
@@ -368,15 +368,15 @@ pub async fn convergence_problems(client: &kube::Client) -> Result<Vec<String>, 
                 ));
             }
         }
-        match (
-            rcs.get(&runtime_class_name(&name)),
-            desired_runtime_class(pool),
-        ) {
-            (None, _) => problems.push(format!("RuntimeClass of pool {name} missing")),
-            (Some(rc), Ok(want)) if drift(rc, &want) != Drift::None => {
-                problems.push(format!("RuntimeClass of pool {name} drifted"))
+        match rcs.get(&runtime_class_name(&name)) {
+            None => problems.push(format!("RuntimeClass of pool {name} missing")),
+            Some(rc) => {
+                // Drifted: the operator's own mutate function would change it (or cannot).
+                let mut repaired = rc.clone();
+                if reconcile_runtime_class(&mut repaired, pool).is_err() || repaired != *rc {
+                    problems.push(format!("RuntimeClass of pool {name} drifted"));
+                }
             }
-            _ => {}
         }
         let status = pool.status.clone().unwrap_or_default();
         let ready = status.ready_condition().map(|c| c.status.as_str());

@@ -5,33 +5,48 @@
 //! (same key, value and effect, operator `Equal`), and a controller owner reference to the pool,
 //! so the garbage collector deletes it with the pool.
 //!
-//! [`drift`] compares what exists with that: nothing to do, an in-place update (selector,
-//! tolerations or owner reference differ), or a re-creation, because a RuntimeClass's `handler`
-//! is immutable on the API server. Empty and absent selectors and tolerations are the same
-//! thing, and so are an absent toleration value and an empty one.
+//! [`reconcile_runtime_class`] is the mutate function of kcr-controller's `create_or_update`:
+//! it brings an existing RuntimeClass to that state in place (selector and tolerations, the
+//! controller reference through `set_controller_reference`), keeping what others wrote
+//! (labels, annotations, other owner references), or refuses with
+//! [`RuntimeClassError::HandlerChanged`] when the `handler` differs, because a RuntimeClass's
+//! `handler` is immutable on the API server (the caller deletes and re-creates it). Empty and
+//! absent selectors and tolerations are the same thing, and so are an absent toleration value
+//! and an empty one, so an equivalent object is left untouched (no write).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::api::node::v1::{RuntimeClass, Scheduling};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kcr_controller::objects::{OwnerError, set_controller_reference};
 
 use crate::crd::{NodePool, runtime_class_name};
 
-/// Errors building the desired RuntimeClass.
+/// Why the RuntimeClass cannot be brought to the desired state in place.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeClassError {
     /// The pool has no name or uid yet (it was not read from the API server).
     #[error("NodePool has no name or uid, cannot own a RuntimeClass")]
     PoolNotPersisted,
+    /// The existing RuntimeClass has another handler; `handler` is immutable, so it must be
+    /// deleted and created again.
+    #[error(
+        "RuntimeClass handler is {current:?}, the pool wants {wanted:?} (immutable: re-create)"
+    )]
+    HandlerChanged {
+        /// The handler it has.
+        current: String,
+        /// The handler the pool wants.
+        wanted: String,
+    },
+    /// The RuntimeClass is controlled by something else than this pool.
+    #[error(transparent)]
+    Owner(#[from] OwnerError),
 }
 
 /// The RuntimeClass `pool` wants.
 pub fn desired_runtime_class(pool: &NodePool) -> Result<RuntimeClass, RuntimeClassError> {
-    let owner = pool
-        .controller_owner_ref(&())
-        .ok_or(RuntimeClassError::PoolNotPersisted)?;
     let name = pool
         .metadata
         .name
@@ -53,28 +68,21 @@ pub fn desired_runtime_class(pool: &NodePool) -> Result<RuntimeClass, RuntimeCla
         node_selector: (!spec.labels.is_empty()).then(|| spec.labels.clone()),
         tolerations: (!tolerations.is_empty()).then_some(tolerations),
     };
-    Ok(RuntimeClass {
+    let mut rc = RuntimeClass {
         metadata: ObjectMeta {
             name: Some(runtime_class_name(name)),
-            owner_references: Some(vec![owner]),
             ..Default::default()
         },
         handler: spec.effective_handler().to_owned(),
         scheduling: (!is_empty_scheduling(&scheduling)).then_some(scheduling),
         overhead: None,
-    })
-}
-
-/// What it takes to bring an existing RuntimeClass to the desired state.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Drift {
-    /// It matches.
-    None,
-    /// Update it in place to this object (carries the current resourceVersion and keeps the
-    /// current labels, annotations and non-controller owner references).
-    Update(Box<RuntimeClass>),
-    /// The handler differs and is immutable: delete it and create the desired one.
-    Recreate,
+    };
+    // controller: true, blockOwnerDeletion: true (the RBAC grants nodepools/finalizers).
+    set_controller_reference(pool, &mut rc).map_err(|e| match e {
+        OwnerError::OwnerNotPersisted { .. } => RuntimeClassError::PoolNotPersisted,
+        other => RuntimeClassError::Owner(other),
+    })?;
+    Ok(rc)
 }
 
 fn is_empty_scheduling(s: &Scheduling) -> bool {
@@ -106,44 +114,29 @@ fn normalized_scheduling(
     (selector, tolerations)
 }
 
-fn controller_ref(rc: &RuntimeClass) -> Option<&OwnerReference> {
-    rc.metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))
-}
-
-/// Compares `current` with `desired` (from [`desired_runtime_class`]).
-pub fn drift(current: &RuntimeClass, desired: &RuntimeClass) -> Drift {
+/// Brings `current` (as read from the API server) to what `pool` wants, in place: see the
+/// [module docs](self). Leaves an equivalent object exactly as it is.
+pub fn reconcile_runtime_class(
+    current: &mut RuntimeClass,
+    pool: &NodePool,
+) -> Result<(), RuntimeClassError> {
+    let desired = desired_runtime_class(pool)?;
     if current.handler != desired.handler {
-        return Drift::Recreate;
+        return Err(RuntimeClassError::HandlerChanged {
+            current: current.handler.clone(),
+            wanted: desired.handler,
+        });
     }
-    let want_owner = controller_ref(desired);
-    let owner_ok = match (controller_ref(current), want_owner) {
-        (Some(c), Some(w)) => c.uid == w.uid && c.kind == w.kind && c.api_version == w.api_version,
-        (None, None) => true,
-        _ => false,
-    };
-    let scheduling_ok = normalized_scheduling(current.scheduling.as_ref())
-        == normalized_scheduling(desired.scheduling.as_ref());
-    if owner_ok && scheduling_ok {
-        return Drift::None;
+    if normalized_scheduling(current.scheduling.as_ref())
+        != normalized_scheduling(desired.scheduling.as_ref())
+    {
+        current.scheduling = desired.scheduling;
     }
-    let mut updated = current.clone();
-    updated.scheduling = desired.scheduling.clone();
-    let mut owners: Vec<OwnerReference> = current
-        .metadata
-        .owner_references
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|o| o.controller != Some(true))
-        .filter(|o| want_owner.is_none_or(|w| w.uid != o.uid))
-        .collect();
-    owners.extend(want_owner.cloned());
-    updated.metadata.owner_references = (!owners.is_empty()).then_some(owners);
-    Drift::Update(Box::new(updated))
+    set_controller_reference(pool, current).map_err(|e| match e {
+        OwnerError::OwnerNotPersisted { .. } => RuntimeClassError::PoolNotPersisted,
+        other => RuntimeClassError::Owner(other),
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -151,6 +144,7 @@ mod tests {
     use super::*;
     use crate::crd::NodePoolSpec;
     use k8s_openapi::api::core::v1::Taint;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn pool(
         labels: &[(&str, &str)],
@@ -235,16 +229,27 @@ mod tests {
         );
     }
 
+    /// `reconcile_runtime_class` on a copy: `Ok(Some(new))` when it changed it, `Ok(None)`
+    /// when it left it exactly as it was.
+    fn reconciled(
+        current: &RuntimeClass,
+        pool: &NodePool,
+    ) -> Result<Option<RuntimeClass>, RuntimeClassError> {
+        let mut rc = current.clone();
+        reconcile_runtime_class(&mut rc, pool)?;
+        Ok((rc != *current).then_some(rc))
+    }
+
     #[test]
-    fn drift_table() {
+    fn reconcile_table() {
         let desired = desired_runtime_class(&sample()).unwrap();
         let mut current = desired.clone();
         current.metadata.resource_version = Some("5".into());
         current.metadata.labels =
             Some([("keep".to_owned(), "me".to_owned())].into_iter().collect());
 
-        // Equal, including absent-vs-empty toleration value and implied operator.
-        assert_eq!(drift(&current, &desired), Drift::None);
+        // Equal, including absent-vs-empty toleration value and implied operator: untouched.
+        assert_eq!(reconciled(&current, &sample()), Ok(None));
         let mut same = current.clone();
         same.scheduling
             .as_mut()
@@ -253,37 +258,41 @@ mod tests {
             .as_mut()
             .unwrap()[0]
             .operator = None;
-        assert_eq!(drift(&same, &desired), Drift::None);
+        assert_eq!(reconciled(&same, &sample()), Ok(None));
 
         // Handler edited by hand: immutable, so re-create.
         let mut h = current.clone();
         h.handler = "other".into();
-        assert_eq!(drift(&h, &desired), Drift::Recreate);
+        assert_eq!(
+            reconciled(&h, &sample()),
+            Err(RuntimeClassError::HandlerChanged {
+                current: "other".into(),
+                wanted: "runc".into()
+            })
+        );
 
-        // Selector edited by hand: update in place, keeping labels and resourceVersion.
+        // Selector edited by hand: updated in place, keeping labels and resourceVersion.
         let mut sel = current.clone();
         sel.scheduling.as_mut().unwrap().node_selector =
             Some([("x".to_owned(), "y".to_owned())].into_iter().collect());
-        match drift(&sel, &desired) {
-            Drift::Update(u) => {
-                assert_eq!(u.scheduling, desired.scheduling);
-                assert_eq!(u.metadata.resource_version.as_deref(), Some("5"));
-                assert_eq!(u.metadata.labels, current.metadata.labels);
-            }
-            other => panic!("want update, got {other:?}"),
-        }
+        let u = reconciled(&sel, &sample()).unwrap().expect("an update");
+        assert_eq!(u.scheduling, desired.scheduling);
+        assert_eq!(u.metadata.resource_version.as_deref(), Some("5"));
+        assert_eq!(u.metadata.labels, current.metadata.labels);
 
         // Tolerations removed by hand.
         let mut tol = current.clone();
         tol.scheduling.as_mut().unwrap().tolerations = None;
-        assert!(matches!(drift(&tol, &desired), Drift::Update(_)));
+        let u = reconciled(&tol, &sample()).unwrap().expect("an update");
+        assert_eq!(u.scheduling, desired.scheduling);
 
         // Scheduling dropped entirely.
         let mut none = current.clone();
         none.scheduling = None;
-        assert!(matches!(drift(&none, &desired), Drift::Update(_)));
+        let u = reconciled(&none, &sample()).unwrap().expect("an update");
+        assert_eq!(u.scheduling, desired.scheduling);
 
-        // Owner reference missing or pointing at an older pool: fixed, other owners kept.
+        // Owner reference pointing at an older pool of the same name: fixed, other owners kept.
         let mut own = current.clone();
         own.metadata.owner_references = Some(vec![
             OwnerReference {
@@ -303,42 +312,61 @@ mod tests {
                 block_owner_deletion: None,
             },
         ]);
-        match drift(&own, &desired) {
-            Drift::Update(u) => {
-                let owners = u.metadata.owner_references.unwrap();
-                let uids: Vec<&str> = owners.iter().map(|o| o.uid.as_str()).collect();
-                assert_eq!(uids, vec!["cm", "uid-1"]);
-            }
-            other => panic!("want update, got {other:?}"),
-        }
+        let u = reconciled(&own, &sample()).unwrap().expect("an update");
+        let owners = u.metadata.owner_references.unwrap();
+        let uids: Vec<&str> = owners.iter().map(|o| o.uid.as_str()).collect();
+        assert_eq!(uids, vec!["uid-1", "cm"]);
+        assert_eq!(owners[0].controller, Some(true));
+        // Missing: added.
         let mut no_owner = current.clone();
         no_owner.metadata.owner_references = None;
-        assert!(matches!(drift(&no_owner, &desired), Drift::Update(_)));
+        let u = reconciled(&no_owner, &sample())
+            .unwrap()
+            .expect("an update");
+        assert_eq!(
+            u.metadata.owner_references,
+            desired.metadata.owner_references
+        );
+
+        // Controlled by something else: refused, not taken over.
+        let mut foreign = current.clone();
+        foreign.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            name: "someone".into(),
+            uid: "d".into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]);
+        assert!(matches!(
+            reconciled(&foreign, &sample()),
+            Err(RuntimeClassError::Owner(OwnerError::AlreadyOwned { .. }))
+        ));
     }
 
     #[test]
-    fn spec_change_shows_as_drift() {
+    fn spec_change_shows_as_an_update() {
         let old = desired_runtime_class(&sample()).unwrap();
         let changed = pool(
             &[("node-pool.lailin.xyz/worker", "11")],
             &[("node-pool.lailin.xyz", Some("worker"), "NoSchedule")],
             "runc",
         );
-        let want = desired_runtime_class(&changed).unwrap();
-        assert!(matches!(drift(&old, &want), Drift::Update(_)));
+        assert!(reconciled(&old, &changed).unwrap().is_some());
         let taint_value = pool(
             &[("node-pool.lailin.xyz/worker", "10")],
             &[("node-pool.lailin.xyz", None, "NoSchedule")],
             "runc",
         );
-        let want = desired_runtime_class(&taint_value).unwrap();
-        assert!(matches!(drift(&old, &want), Drift::Update(_)));
+        assert!(reconciled(&old, &taint_value).unwrap().is_some());
         let handler = pool(
             &[("node-pool.lailin.xyz/worker", "10")],
             &[("node-pool.lailin.xyz", Some("worker"), "NoSchedule")],
             "kata",
         );
-        let want = desired_runtime_class(&handler).unwrap();
-        assert_eq!(drift(&old, &want), Drift::Recreate);
+        assert!(matches!(
+            reconciled(&old, &handler),
+            Err(RuntimeClassError::HandlerChanged { .. })
+        ));
     }
 }

@@ -22,8 +22,8 @@
 //!   The real API server answers every JSON patch that does not apply with the same 422
 //!   ("the server rejected our request due to an error in our request", no causes), a failed
 //!   `test` and a missing path alike, hence the replay on the fresh node;
-//! - the finalizer: JSON patch guarded by `test` (the finalizer at its index, or the
-//!   resourceVersion when the list does not exist yet);
+//! - the finalizer: kcr-controller's [`finalizer`] helper (JSON patches guarded by `test`: the
+//!   finalizer at its index, or the resourceVersion when the list does not exist yet);
 //! - the RuntimeClass: deleted by the finalizer when the pool is (the owner reference alone
 //!   leaves it to the garbage collector, which on a cluster with a new CRD may take its 30 s
 //!   discovery period); create, replace (with its resourceVersion) when it drifted, delete and
@@ -36,7 +36,7 @@
 //! bounded by [`crate::operator::MAX_RETRY_DELAY`]). Nodes and RuntimeClass
 //! changes are recorded as Normal events. There is no periodic requeue: [`Action::done`] always.//!
 //! Split by concern: `error` (the failures and the classification of a refused patch), `nodes`
-//! (the guarded node patches), `finalizer`, `runtime_class`; the reconcile itself is here.
+//! (the guarded node patches), `runtime_class`; the reconcile itself is here.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -44,6 +44,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kcr_controller::objects::{FinalizerError, FinalizerEvent, ObjectError, finalizer};
 use kcr_controller::{Action, Context, Reconciler};
 use kcr_handler::Request;
 use kcr_source::Reader;
@@ -56,7 +57,6 @@ use crate::nodes::{Applied, Change, Conflict, is_member};
 use crate::status::{allocatable_sum, failure_status, merge_patch, needs_write, success_status};
 
 mod error;
-mod finalizer;
 mod nodes;
 mod runtime_class;
 
@@ -88,6 +88,16 @@ pub struct NodePoolReconciler {
     runtime_classes: Reader<RuntimeClass>,
     recorder: Option<Recorder>,
 }
+/// An `objects` helper's error as the kube error inside it (the API server's answer), for
+/// [`ReconcileFailure`]'s variants that carry one; the helper's own refusals (which the
+/// operator's fixed names and owners never trigger) keep their text.
+fn into_kube(e: ObjectError) -> kube::Error {
+    match e {
+        ObjectError::Api { source, .. } => *source,
+        other => kube::Error::Service(Box::new(other)),
+    }
+}
+
 fn now() -> Time {
     Time(jiff::Timestamp::now())
 }
@@ -161,49 +171,74 @@ impl NodePoolReconciler {
         Ok(true)
     }
 
-    /// The reconcile proper, without the failure handling.
-    pub async fn reconcile_pool(&self, pool: &NodePool) -> Result<Outcome, ReconcileFailure> {
-        let name = pool.name_any();
+    /// The reconcile proper, without the failure handling: under the pool's finalizer
+    /// (kcr-controller's [`finalizer`]: added before the first apply, removed once the
+    /// cleanup succeeded, every patch guarded by a JSON-patch `test`).
+    pub async fn reconcile_pool(&self, pool: &Arc<NodePool>) -> Result<Outcome, ReconcileFailure> {
+        let api: Api<NodePool> = Api::all(self.client.clone());
         let mut outcome = Outcome::default();
-        if pool.metadata.deletion_timestamp.is_some() {
-            if !pool.finalizers().iter().any(|f| f == FINALIZER) {
-                return Ok(outcome);
+        let out = &mut outcome;
+        let result = finalizer(&api, FINALIZER, Arc::clone(pool), |event| async move {
+            match event {
+                FinalizerEvent::Apply(pool) => self.apply_pool(&pool, out).await,
+                FinalizerEvent::Cleanup(pool) => self.cleanup_pool(&pool, out).await,
             }
-            self.sync_nodes(&name, None, &mut outcome).await?;
-            if !outcome.nodes.is_empty() {
-                let nodes: Vec<&str> = outcome.nodes.iter().map(|(n, _)| n.as_str()).collect();
-                self.event(
-                    pool,
-                    EventType::Normal,
-                    "NodesCleaned",
-                    "Cleanup",
-                    format!(
-                        "removed the pool's labels and taints from {}",
-                        nodes.join(", ")
-                    ),
-                )
-                .await;
-            }
-            if self.delete_owned_runtime_class(pool).await? {
-                self.event(
-                    pool,
-                    EventType::Normal,
-                    "RuntimeClassDeleted",
-                    "Cleanup",
-                    format!(
-                        "deleted RuntimeClass {}",
-                        runtime_class_name(&pool.name_any())
-                    ),
-                )
-                .await;
-            }
-            self.remove_finalizer(pool).await?;
-            return Ok(outcome);
+            .map(|()| Action::done())
+        })
+        .await;
+        match result {
+            Ok(_) => Ok(outcome),
+            Err(FinalizerError::Apply(e) | FinalizerError::Cleanup(e)) => Err(e),
+            Err(FinalizerError::Finalizer(e)) => Err(ReconcileFailure::Finalizer(into_kube(e))),
         }
-        self.ensure_finalizer(pool).await?;
+    }
+
+    /// The pool is being deleted: its labels and taints leave the nodes and its RuntimeClass
+    /// goes; the finalizer is removed by the caller when this succeeds.
+    async fn cleanup_pool(
+        &self,
+        pool: &NodePool,
+        outcome: &mut Outcome,
+    ) -> Result<(), ReconcileFailure> {
+        let name = pool.name_any();
+        self.sync_nodes(&name, None, outcome).await?;
+        if !outcome.nodes.is_empty() {
+            let nodes: Vec<&str> = outcome.nodes.iter().map(|(n, _)| n.as_str()).collect();
+            self.event(
+                pool,
+                EventType::Normal,
+                "NodesCleaned",
+                "Cleanup",
+                format!(
+                    "removed the pool's labels and taints from {}",
+                    nodes.join(", ")
+                ),
+            )
+            .await;
+        }
+        if self.delete_owned_runtime_class(pool).await? {
+            self.event(
+                pool,
+                EventType::Normal,
+                "RuntimeClassDeleted",
+                "Cleanup",
+                format!("deleted RuntimeClass {}", runtime_class_name(&name)),
+            )
+            .await;
+        }
+        Ok(())
+    }
+
+    /// The pool is live (and carries the finalizer): nodes, RuntimeClass, status.
+    async fn apply_pool(
+        &self,
+        pool: &NodePool,
+        outcome: &mut Outcome,
+    ) -> Result<(), ReconcileFailure> {
+        let name = pool.name_any();
 
         let desired = Applied::from_spec(&pool.spec);
-        self.sync_nodes(&name, Some(&desired), &mut outcome).await?;
+        self.sync_nodes(&name, Some(&desired), outcome).await?;
         if !outcome.nodes.is_empty() {
             let text: Vec<String> = outcome
                 .nodes
@@ -304,7 +339,7 @@ impl NodePoolReconciler {
             .write_status(pool, &new_status)
             .await
             .map_err(ReconcileFailure::Status)?;
-        Ok(outcome)
+        Ok(())
     }
 }
 

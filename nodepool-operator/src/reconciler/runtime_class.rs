@@ -1,14 +1,15 @@
-//! The pool's RuntimeClass: created, repaired, re-created when its immutable handler changed,
-//! and deleted by the finalizer when the pool controls it.
+//! The pool's RuntimeClass: created, repaired, re-created when its immutable handler changed
+//! (kcr-controller's `create_or_update`), and deleted by the finalizer when the pool controls it.
 
 use k8s_openapi::api::node::v1::RuntimeClass;
+use kcr_controller::objects::{ObjectError, OperationResult, create_or_update};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Preconditions};
 
-use super::NodePoolReconciler;
 use super::error::{ReconcileFailure, is_conflict, is_not_found};
+use super::{NodePoolReconciler, into_kube};
 use crate::crd::{NodePool, runtime_class_name};
-use crate::runtimeclass::{Drift, desired_runtime_class, drift};
+use crate::runtimeclass::{RuntimeClassError, desired_runtime_class, reconcile_runtime_class};
 
 impl NodePoolReconciler {
     /// Delete the pool's RuntimeClass if this pool controls it (uid precondition, so a
@@ -53,6 +54,10 @@ impl NodePoolReconciler {
         }
     }
 
+    /// Creates, repairs or re-creates the pool's RuntimeClass with kcr-controller's
+    /// `create_or_update` ([`reconcile_runtime_class`] is the mutate function). A conflict (the
+    /// object changed or appeared between the read and the write) or a handler change
+    /// (delete, then create) goes round again, three rounds at most. Returns what it did.
     pub(super) async fn sync_runtime_class(
         &self,
         pool: &NodePool,
@@ -64,58 +69,51 @@ impl NodePoolReconciler {
             name: name.clone(),
             source,
         };
-        let pp = PostParams::default();
-        // The cached copy may be stale; a write that conflicts is retried on a fresh read.
-        let mut current = self
-            .runtime_classes
-            .get(&name, None)
-            .map(|rc| (*rc).clone());
-        for attempt in 1..=3 {
-            let last = attempt == 3;
-            let Some(cur) = current.take() else {
-                match api.create(&pp, &desired).await {
-                    Ok(_) => return Ok(Some("Created")),
-                    Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409) && !last => {
-                        current = api.get_opt(&name).await.map_err(rc_err)?;
-                        continue;
-                    }
-                    Err(e) => return Err(rc_err(e)),
-                }
-            };
-            match drift(&cur, &desired) {
-                Drift::None => return Ok(None),
-                Drift::Update(updated) => match api.replace(&name, &pp, &updated).await {
-                    Ok(_) => return Ok(Some("Repaired")),
-                    Err(e) if (is_not_found(&e) || is_conflict(&e)) && !last => {
-                        current = api.get_opt(&name).await.map_err(rc_err)?;
-                    }
-                    Err(e) => return Err(rc_err(e)),
-                },
-                Drift::Recreate => {
-                    let dp = DeleteParams {
-                        preconditions: cur.metadata.uid.clone().map(|uid| Preconditions {
-                            uid: Some(uid),
-                            resource_version: None,
-                        }),
-                        ..DeleteParams::default()
-                    };
-                    match api.delete(&name, &dp).await {
-                        Ok(_) => {}
-                        Err(e) if is_not_found(&e) => {}
-                        Err(e) if is_conflict(&e) && !last => {
-                            current = api.get_opt(&name).await.map_err(rc_err)?;
-                            continue;
-                        }
-                        Err(e) => return Err(rc_err(e)),
-                    }
-                    return match api.create(&pp, &desired).await {
-                        Ok(_) => Ok(Some("Recreated")),
-                        Err(e) => Err(rc_err(e)),
-                    };
-                }
+        // The steady state costs no request: the cached copy needs nothing. (A cache that lags
+        // behind a change is followed by that change's watch event, and another reconcile.)
+        if let Some(cached) = self.runtime_classes.get(&name, None) {
+            let mut repaired = (*cached).clone();
+            if reconcile_runtime_class(&mut repaired, pool).is_ok() && repaired == *cached {
+                return Ok(None);
             }
         }
-        // Every attempt ended in a conflict that was re-read; the next event or retry settles it.
+        let mut recreated = false;
+        for attempt in 1..=3 {
+            let last = attempt == 3;
+            let mut rc = desired.clone();
+            let mut read_uid = None;
+            let result = create_or_update(&api, &mut rc, |current| {
+                read_uid.clone_from(&current.metadata.uid);
+                reconcile_runtime_class(current, pool)
+            })
+            .await;
+            let error = match result {
+                Ok(OperationResult::Created) if recreated => return Ok(Some("Recreated")),
+                Ok(OperationResult::Created) => return Ok(Some("Created")),
+                Ok(OperationResult::Unchanged) => return Ok(None),
+                Ok(_) => return Ok(Some("Repaired")),
+                Err(e) => e,
+            };
+            match error {
+                ObjectError::Mutate { source, .. } => {
+                    match *source
+                        .downcast::<RuntimeClassError>()
+                        .map_err(|other| rc_err(kube::Error::Service(other)))?
+                    {
+                        // Immutable handler: delete the one read (uid precondition, so one
+                        // re-created meanwhile by someone else stays), then create.
+                        RuntimeClassError::HandlerChanged { .. } if !last => {
+                            self.delete_runtime_class(&api, &name, read_uid).await?;
+                            recreated = true;
+                        }
+                        e => return Err(ReconcileFailure::Owner(e)),
+                    }
+                }
+                e if (e.is_conflict() || e.is_not_found()) && !last => {}
+                e => return Err(rc_err(into_kube(e))),
+            }
+        }
+        // Every round ended in a conflict; the next event or retry settles it.
         Err(ReconcileFailure::RuntimeClass {
             name: name.clone(),
             source: kube::Error::Api(
@@ -124,5 +122,29 @@ impl NodePoolReconciler {
                     .boxed(),
             ),
         })
+    }
+
+    async fn delete_runtime_class(
+        &self,
+        api: &Api<RuntimeClass>,
+        name: &str,
+        uid: Option<String>,
+    ) -> Result<(), ReconcileFailure> {
+        let dp = DeleteParams {
+            preconditions: uid.map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => Ok(()),
+            // Gone already, or replaced meanwhile: the next round reads it again.
+            Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
+            Err(e) => Err(ReconcileFailure::RuntimeClass {
+                name: name.to_string(),
+                source: e,
+            }),
+        }
     }
 }
