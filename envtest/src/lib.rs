@@ -93,6 +93,7 @@
 pub mod admission;
 mod api;
 mod backend;
+mod bootstrap;
 mod convert;
 mod defaults;
 mod discovery;

@@ -10,6 +10,7 @@
 //! - timestamps (RFC 3339, managedFields times included) become `<time>`;
 //! - a server-generated name (`metadata.name` that extends `metadata.generateName`) becomes
 //!   `<generateName>#N`, wherever it appears, messages included;
+//! - a Service's allocated cluster IPs (`clusterIP`, `clusterIPs`) become `<cluster-ip>`;
 //! - in Status and cause messages, numbers of three or more digits become `N` (resourceVersions
 //!   quoted in messages).
 
@@ -17,6 +18,14 @@ use std::collections::HashMap;
 
 use regex::Regex;
 use serde_json::{Map, Value};
+
+/// Whether `ip` is an address allocated from the service range (10.0.0.0/24) other than
+/// `10.0.0.1`, the `kubernetes` Service's.
+fn allocated_ip(ip: &str) -> bool {
+    ip.strip_prefix("10.0.0.")
+        .and_then(|last| last.parse::<u8>().ok())
+        .is_some_and(|last| last > 1)
+}
 
 /// Per-backend normalisation state.
 #[derive(Debug)]
@@ -188,6 +197,20 @@ impl Normaliser {
                         ("resourceVersion", Value::String(rv)) if !rv.starts_with('<') => {
                             let t = self.rv(&rv.clone());
                             *child = Value::String(t);
+                        }
+                        // Allocated at random from the service range by both servers.
+                        ("clusterIP", Value::String(ip)) if allocated_ip(ip) => {
+                            *child = Value::String("<cluster-ip>".into());
+                        }
+                        ("clusterIPs", Value::Array(ips)) => {
+                            let ips = ips
+                                .iter()
+                                .map(|ip| match ip.as_str() {
+                                    Some(s) if allocated_ip(s) => "<cluster-ip>".into(),
+                                    _ => ip.clone(),
+                                })
+                                .collect();
+                            *child = Value::Array(ips);
                         }
                         ("message", Value::String(s)) if status_body || in_status_body => {
                             let t = self.string(&s.clone(), true);

@@ -20,6 +20,9 @@ pub fn tracks_generation(t: &ResourceType) -> bool {
         || matches!(
             crate::convert::storage_key(t).as_str(),
             "pods"
+                | "replicationcontrollers"
+                | "networking.k8s.io/ingresses"
+                | "discovery.k8s.io/endpointslices"
                 | "apps/deployments"
                 | "apps/replicasets"
                 | "apps/statefulsets"
@@ -103,10 +106,31 @@ impl Store {
             meta.remove("deletionGracePeriodSeconds");
         }
         crate::defaults::apply(t, None, &mut obj);
+        crate::defaults::prepare_create(t, &mut obj);
+        if t.key() == "services" {
+            let existing = self.range("services", None, None).map(|(_, s)| &s.value);
+            crate::defaults::allocate(existing, &mut obj)?;
+        }
         if t.key() == "apiextensions.k8s.io/customresourcedefinitions" {
             self.serve_crd(&mut obj)?;
         }
-        Ok(self.write(&crate::convert::storage_key(t), key, obj))
+        let stored = self.write(&crate::convert::storage_key(t), key, obj);
+        if t.key() == "namespaces" {
+            self.create_default_service_account(&stored.value);
+        }
+        Ok(stored)
+    }
+
+    /// The serviceaccount controller's work, done with the namespace's creation: a `default`
+    /// ServiceAccount in every new namespace ([`crate::bootstrap::default_service_account`]).
+    fn create_default_service_account(&mut self, namespace: &Value) {
+        let ns = meta_str(namespace, "name").unwrap_or_default().to_string();
+        if let Some(t) = self.registry.get("serviceaccounts").cloned()
+            && self.get("serviceaccounts", &ns, "default").is_none()
+        {
+            // Cannot fail: the namespace exists and the account does not.
+            let _ = self.create(&t, crate::bootstrap::default_service_account(&ns));
+        }
     }
 
     /// Register the resource of a CRD object and mark it Established.

@@ -41,9 +41,42 @@
 //! server stores no `taints`), and `spec.finalizers` driving namespace deletion (contents are
 //! removed at once, as before).
 
+mod objects;
+mod pod;
+mod service;
+
 use serde_json::{Map, Value, json};
 
+pub(crate) use objects::{
+    config_map, custom_resource_definition, deployment, empty_status, endpoint_slice, endpoints,
+    event, mutating_webhooks, no_replicas, replicated, replication_controller, templated,
+    validating_webhooks,
+};
+pub(crate) use pod::{admit_pod, admit_pod_update, pod, pod_status};
+pub(crate) use service::{allocate, service, service_status};
+
 use crate::resources::ResourceType;
+
+/// Inserts `value` at `field` unless the field is there (a `null` counts as absent).
+fn or_insert(map: &mut Map<String, Value>, field: &str, value: Value) {
+    match map.get(field) {
+        Some(v) if !v.is_null() => {}
+        _ => {
+            map.insert(field.to_string(), value);
+        }
+    }
+}
+
+/// The strategy's first status of a new object of `t` (`PrepareForCreate`), on every create
+/// (through the API or [`TestApiServer::upsert`](crate::TestApiServer::upsert)).
+pub(crate) fn prepare_create(t: &ResourceType, obj: &mut Value) {
+    if !obj.is_object() {
+        return;
+    }
+    if let Some(prepare) = crate::resources::kinds::of(t).and_then(|k| k.prepare_create) {
+        prepare(obj);
+    }
+}
 
 /// The taint `TaintNodesByCondition` gives every new Node.
 pub(crate) const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
@@ -56,6 +89,17 @@ pub(crate) fn admit_create(t: &ResourceType, obj: &mut Value) {
     }
     if let Some(on_create) = crate::resources::kinds::of(t).and_then(|k| k.on_create) {
         on_create(obj);
+    }
+}
+
+/// The built-in mutating admission of an update through the API (the descriptor's
+/// `on_update`; `old` is the stored object): see [`admit_pod_update`].
+pub(crate) fn admit_update(t: &ResourceType, old: &Value, obj: &mut Value) {
+    if !obj.is_object() {
+        return;
+    }
+    if let Some(on_update) = crate::resources::kinds::of(t).and_then(|k| k.on_update) {
+        on_update(old, obj);
     }
 }
 
@@ -106,7 +150,13 @@ pub(crate) fn apply(t: &ResourceType, old: Option<&Value>, obj: &mut Value) {
     if !obj.is_object() {
         return;
     }
-    if let Some(defaults) = crate::resources::kinds::of(t).and_then(|k| k.defaults) {
+    // events.k8s.io Events are stored as core Events: the store defaults the core form.
+    let descriptor = if crate::convert::is_events_v1(t) && obj["apiVersion"] == "v1" {
+        crate::resources::kinds::core_events()
+    } else {
+        crate::resources::kinds::of(t)
+    };
+    if let Some(defaults) = descriptor.and_then(|k| k.defaults) {
         defaults(old, obj);
     }
 }
