@@ -419,8 +419,13 @@ async fn ephemeral_containers() {
 async fn bootstrap_objects() {
     let server = TestApiServer::start().await.unwrap();
     let client = server.client();
-    let (code, svc) = get(&client, "/api/v1/namespaces/default/services/kubernetes").await;
-    assert_eq!(code, 200);
+    // kube-apiserver writes it moments after it is ready; kcr-envtest before it answers.
+    let path = "/api/v1/namespaces/default/services/kubernetes";
+    eventually("the kubernetes Service", LIMIT, || async {
+        get(&client, path).await.0 == 200
+    })
+    .await;
+    let (_, svc) = get(&client, path).await;
     assert_eq!(svc["spec"]["clusterIP"], "10.0.0.1");
     assert_eq!(svc["spec"]["ports"][0]["port"], 443);
     assert_eq!(svc["spec"]["ports"][0]["name"], "https");

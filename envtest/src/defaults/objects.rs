@@ -112,7 +112,7 @@ pub(crate) fn validating_webhooks(_old: Option<&Value>, obj: &mut Value) {
 
 /// A core Event's always-encoded fields (no `omitempty` upstream): the timestamps as `null`,
 /// the reporting fields as `""`, `source` and `involvedObject` as `{}`.
-pub(crate) fn event(_old: Option<&Value>, obj: &mut Value) {
+pub(crate) fn event(obj: &mut Value) {
     let Some(map) = obj.as_object_mut() else {
         return;
     };

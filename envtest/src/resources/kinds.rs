@@ -6,7 +6,8 @@
 //! how `kubectl get` prints it ([`Printer`], see [`crate::table`]), which fields a field
 //! selector may name besides `metadata.name` and `metadata.namespace` and what an absent one
 //! reads as ([`SelectableField`]), and what the real server writes into it besides what a
-//! client sent ([`Kind::defaults`], [`Kind::on_create`], see [`crate::defaults`]).
+//! client sent ([`Kind::defaults`], [`Kind::encoded`], [`Kind::on_create`],
+//! [`Kind::on_update`], [`Kind::prepare_create`], see [`crate::defaults`]).
 //!
 //! Adding a built-in kind is adding one entry to [`KINDS`] (with a printer function in
 //! `table/columns.rs` when it has columns of its own). Protobuf bodies are decoded by message
@@ -53,6 +54,9 @@ pub(crate) struct Kind {
     pub fields: &'static [SelectableField],
     /// What the real server writes on every write (`old`: the stored object of an update).
     pub defaults: Option<fn(Option<&Value>, &mut Value)>,
+    /// The always-encoded zero-valued fields (no `omitempty` upstream) the store writes into
+    /// every stored object: in every answer, owned by no field manager.
+    pub encoded: Option<fn(&mut Value)>,
     /// The built-in mutating admission of a create through the API.
     pub on_create: Option<fn(&mut Value)>,
     /// The built-in mutating admission of an update through the API (`old`: the stored object).
@@ -111,6 +115,7 @@ const BASE: Kind = Kind {
     printer: Printer::Columns(columns::none),
     fields: &[],
     defaults: None,
+    encoded: None,
     on_create: None,
     on_update: None,
     prepare_create: None,
@@ -181,7 +186,7 @@ const EVENTS: Kind = Kind {
     short_names: &["ev"],
     printer: Printer::Complete(columns::events),
     fields: EVENT_FIELDS,
-    defaults: Some(defaults::event),
+    encoded: Some(defaults::event),
     ..BASE
 };
 
@@ -365,7 +370,6 @@ pub(crate) const KINDS: &[Kind] = &[
     },
     Kind {
         group: "events.k8s.io",
-        defaults: None,
         ..EVENTS
     },
     Kind {

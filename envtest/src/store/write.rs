@@ -12,8 +12,8 @@ use crate::error::ApiError;
 use crate::resources::{ResourceType, from_crd};
 
 /// Whether the real API server keeps `metadata.generation` for objects of `t` (checked against
-/// kube-apiserver 1.34): custom resources, CRDs, the apps and batch workloads, pods and the
-/// admission webhook configurations. Other kinds (ConfigMap, Secret, Service, Namespace, Node,
+/// kube-apiserver 1.34): custom resources, CRDs, the apps and batch workloads, pods,
+/// ReplicationControllers, Ingresses, EndpointSlices and the admission webhook configurations. Other kinds (ConfigMap, Secret, Service, Namespace, Node,
 /// Lease, Event, ...) store whatever a create sent (usually nothing) and never change it.
 pub fn tracks_generation(t: &ResourceType) -> bool {
     t.custom.is_some()
@@ -106,6 +106,7 @@ impl Store {
             meta.remove("deletionGracePeriodSeconds");
         }
         crate::defaults::apply(t, None, &mut obj);
+        crate::defaults::encode(t, &mut obj);
         crate::defaults::prepare_create(t, &mut obj);
         if t.key() == "services" {
             let existing = self.range("services", None, None).map(|(_, s)| &s.value);
@@ -202,6 +203,7 @@ impl Store {
         }
         let old = &current.value;
         crate::defaults::apply(t, Some(old), &mut obj);
+        crate::defaults::encode(t, &mut obj);
         let deleting = !old["metadata"]["deletionTimestamp"].is_null();
         if deleting {
             let old_f: HashSet<String> = finalizers(old).into_iter().collect();
