@@ -155,6 +155,30 @@ async fn the_added_kinds_are_served() {
     )
     .await;
     assert_eq!(ing["status"], json!({"loadBalancer": {}}));
+    // An EndpointSlice's generation counts label changes too.
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    let (_, es) = post(
+        &client,
+        slices,
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "es2"},
+            "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.2.3"]}], "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(es["endpoints"][0]["conditions"], json!({}));
+    assert_eq!(
+        es["ports"][0],
+        json!({"name": "", "port": 80, "protocol": "TCP"})
+    );
+    let (code, labelled) = call(
+        &client,
+        "PATCH",
+        &format!("{slices}/es2"),
+        Some(json!({"metadata": {"labels": {"a": "b"}}})),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(labelled["metadata"]["generation"], 2);
     // A CertificateSigningRequest list and the local APIServices answer.
     let (code, csrs) = get(
         &client,
@@ -447,6 +471,23 @@ async fn bootstrap_objects() {
     assert_eq!(code, 200);
     assert_eq!(binding["subjects"][0]["name"], "system:masters");
     assert_eq!(binding["roleRef"]["name"], "cluster-admin");
+    // The whole bootstrap policy: a role per controller, and namespaced roles in kube-system.
+    for path in [
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:controller:namespace-controller",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:kube-controller-manager",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/roles/extension-apiserver-authentication-reader",
+    ] {
+        assert_eq!(get(&client, path).await.0, 200, "{path}");
+    }
+    let (_, view) = get(
+        &client,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/view",
+    )
+    .await;
+    assert!(
+        view["aggregationRule"]["clusterRoleSelectors"].is_array(),
+        "{view}"
+    );
     let (code, _) = post(
         &client,
         "/api/v1/namespaces",

@@ -222,10 +222,13 @@ impl Store {
                 ));
             }
         }
-        // Deployments also count annotation changes (upstream copies them to ReplicaSets).
+        // Deployments also count annotation changes (upstream copies them to ReplicaSets),
+        // EndpointSlices label changes (their strategy compares the labels).
         let changed = spec_part(old, t.status_subresource) != spec_part(&obj, t.status_subresource)
             || (resource == "apps/deployments"
-                && old["metadata"]["annotations"] != obj["metadata"]["annotations"]);
+                && old["metadata"]["annotations"] != obj["metadata"]["annotations"])
+            || (resource == "discovery.k8s.io/endpointslices"
+                && old["metadata"]["labels"] != obj["metadata"]["labels"]);
         let generation = match old["metadata"]["generation"].as_i64() {
             Some(g) if tracks_generation(t) && changed => Some(json!(g + 1)),
             None if tracks_generation(t) => Some(json!(if changed { 2 } else { 1 })),
