@@ -509,3 +509,152 @@ async fn bootstrap_objects() {
     )
     .await;
 }
+
+/// The Table cells of `path`'s rows, as `kubectl get` asks for them, with the column names.
+async fn table(client: &kube::Client, path: &str) -> (Vec<String>, Vec<Vec<Value>>) {
+    let (code, t) = call(
+        client,
+        "GET",
+        path,
+        None,
+        Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+    )
+    .await;
+    assert_eq!(code, 200, "{path}: {t}");
+    let columns = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    let rows = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cells"].as_array().unwrap().clone())
+        .collect();
+    (columns, rows)
+}
+
+/// The added kinds print upstream's columns (the AGE cells aside).
+#[tokio::test]
+async fn the_added_kinds_print_upstreams_columns() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = server.client();
+    let ns = "/api/v1/namespaces";
+    assert_eq!(
+        post(
+            &client,
+            ns,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "printed"}})
+        )
+        .await
+        .0,
+        201
+    );
+    let objects = [
+        (
+            "/api/v1/namespaces/printed/endpoints",
+            json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ep"},
+                "subsets": [{"addresses": [{"ip": "10.1.2.3"}, {"ip": "10.1.2.4"}],
+                    "ports": [{"port": 80, "name": "a"}, {"port": 81, "name": "b"}]}]}),
+            vec!["Name", "Endpoints", "Age"],
+            vec![
+                json!("ep"),
+                json!("10.1.2.3:80,10.1.2.4:80,10.1.2.3:81 + 1 more..."),
+            ],
+        ),
+        (
+            "/apis/discovery.k8s.io/v1/namespaces/printed/endpointslices",
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "es"},
+                "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.2.3"]}, {"addresses": ["10.1.2.4"]}],
+                "ports": [{"port": 80, "name": "a"}, {"port": 81, "name": "b"}]}),
+            vec!["Name", "AddressType", "Ports", "Endpoints", "Age"],
+            vec![
+                json!("es"),
+                json!("IPv4"),
+                json!("80,81"),
+                json!("10.1.2.3,10.1.2.4"),
+            ],
+        ),
+        (
+            "/apis/networking.k8s.io/v1/namespaces/printed/ingresses",
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "ing"},
+                "spec": {"ingressClassName": "nginx", "rules": [{"host": "a.example.com", "http": {"paths": [
+                    {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "s", "port": {"number": 80}}}}]}},
+                    {"host": "b.example.com"}], "tls": [{"hosts": ["a.example.com"]}]}}),
+            vec!["Name", "Class", "Hosts", "Address", "Ports", "Age"],
+            vec![
+                json!("ing"),
+                json!("nginx"),
+                json!("a.example.com,b.example.com"),
+                json!(""),
+                json!("80, 443"),
+            ],
+        ),
+        (
+            "/api/v1/namespaces/printed/replicationcontrollers",
+            json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
+                "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "rc"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+            vec![
+                "Name",
+                "Desired",
+                "Current",
+                "Ready",
+                "Age",
+                "Containers",
+                "Images",
+                "Selector",
+            ],
+            vec![json!("rc"), json!(2), json!(0), json!(0)],
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/printed/rolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+                "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"},
+                    {"kind": "ServiceAccount", "name": "sa", "namespace": "printed"},
+                    {"kind": "Group", "name": "g1", "apiGroup": "rbac.authorization.k8s.io"}]}),
+            vec!["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
+            vec![json!("rb"), json!("Role/r")],
+        ),
+    ];
+    for (path, object, columns, cells) in objects {
+        assert_eq!(post(&client, path, object).await.0, 201, "{path}");
+        let (names, rows) = table(&client, path).await;
+        assert_eq!(names, columns, "{path}");
+        assert_eq!(rows[0][..cells.len()], cells[..], "{path}");
+    }
+    let (_, rows) = table(
+        &client,
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/printed/rolebindings",
+    )
+    .await;
+    assert_eq!(
+        rows[0][3..],
+        [json!("alice"), json!("g1"), json!("printed/sa")]
+    );
+    let (_, rows) = table(&client, "/api/v1/namespaces/printed/replicationcontrollers").await;
+    assert_eq!(
+        rows[0][5..],
+        [json!("c"), json!("busybox:1"), json!("app=rc")]
+    );
+    let (names, rows) = table(
+        &client,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin",
+    )
+    .await;
+    assert_eq!(names, ["Name", "Created At"]);
+    assert_eq!(rows[0][0], "cluster-admin");
+    let (names, rows) = table(
+        &client,
+        "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps",
+    )
+    .await;
+    assert_eq!(names, ["Name", "Service", "Available", "Age"]);
+    assert_eq!(
+        rows[0][..3],
+        [json!("v1.apps"), json!("Local"), json!("True")]
+    );
+}

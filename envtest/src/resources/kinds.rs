@@ -424,12 +424,14 @@ pub(crate) const KINDS: &[Kind] = &[
         kind: "Endpoints",
         short_names: &["ep"],
         defaults: Some(defaults::endpoints),
+        printer: Printer::Columns(columns::endpoints),
         ..BASE
     },
     Kind {
         short_names: &["rc"],
         scale: true,
         defaults: Some(defaults::replication_controller),
+        printer: Printer::Columns(columns::replication_controller),
         prepare_create: Some(defaults::no_replicas),
         fields: &[field_or("status.replicas", "0")],
         ..workload("", "replicationcontrollers", "ReplicationController")
@@ -447,18 +449,21 @@ pub(crate) const KINDS: &[Kind] = &[
         group: "rbac.authorization.k8s.io",
         plural: "roles",
         kind: "Role",
+        printer: Printer::Complete(columns::role),
         ..BASE
     },
     Kind {
         group: "rbac.authorization.k8s.io",
         plural: "rolebindings",
         kind: "RoleBinding",
+        printer: Printer::Complete(columns::role_binding),
         ..BASE
     },
     Kind {
         group: "rbac.authorization.k8s.io",
         plural: "clusterroles",
         kind: "ClusterRole",
+        printer: Printer::Complete(columns::role),
         namespaced: false,
         ..BASE
     },
@@ -466,6 +471,7 @@ pub(crate) const KINDS: &[Kind] = &[
         group: "rbac.authorization.k8s.io",
         plural: "clusterrolebindings",
         kind: "ClusterRoleBinding",
+        printer: Printer::Complete(columns::role_binding),
         namespaced: false,
         ..BASE
     },
@@ -473,6 +479,7 @@ pub(crate) const KINDS: &[Kind] = &[
         group: "networking.k8s.io",
         plural: "ingresses",
         kind: "Ingress",
+        printer: Printer::Columns(columns::ingress),
         short_names: &["ing"],
         status: true,
         prepare_create: Some(defaults::service_status),
@@ -483,6 +490,7 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "endpointslices",
         kind: "EndpointSlice",
         defaults: Some(defaults::endpoint_slice),
+        printer: Printer::Columns(columns::endpoint_slice),
         ..BASE
     },
     Kind {
@@ -490,6 +498,7 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "certificatesigningrequests",
         kind: "CertificateSigningRequest",
         namespaced: false,
+        printer: Printer::Complete(columns::certificate_signing_request),
         short_names: &["csr"],
         subresources: &[Subresource {
             name: "approval",
@@ -507,6 +516,7 @@ pub(crate) const KINDS: &[Kind] = &[
         group: "apiregistration.k8s.io",
         plural: "apiservices",
         kind: "APIService",
+        printer: Printer::Columns(columns::api_service),
         namespaced: false,
         categories: API_EXTENSIONS,
         status: true,
