@@ -658,3 +658,70 @@ async fn the_added_kinds_print_upstreams_columns() {
         [json!("v1.apps"), json!("Local"), json!("True")]
     );
 }
+
+/// `pods/binding` assigns a Pod to a node once; `pods/eviction` deletes it.
+#[tokio::test]
+async fn pod_binding_and_eviction() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = server.client();
+    let pods = "/api/v1/namespaces/default/pods";
+    for name in ["bound", "evicted"] {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}});
+        assert_eq!(post(&client, pods, pod).await.0, 201);
+    }
+    let binding_of = |pod: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+            "target": {"kind": "Node", "name": node}})
+    };
+    let binding = |node: &str| binding_of("bound", node);
+    let path = format!("{pods}/bound/binding");
+    let (code, answer) = post(&client, &path, binding("n1")).await;
+    assert_eq!(code, 201, "{answer}");
+    assert_eq!(answer["status"], "Success");
+    let (_, pod) = get(&client, &format!("{pods}/bound")).await;
+    assert_eq!(pod["spec"]["nodeName"], "n1");
+    let scheduled = pod["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .cloned()
+        .unwrap();
+    assert_eq!(scheduled["status"], "True");
+    let (code, err) = post(&client, &path, binding("n2")).await;
+    assert_eq!((code, err["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(
+        err["message"],
+        "Operation cannot be fulfilled on pods/binding \"bound\": pod bound is already assigned to node \"n1\""
+    );
+    let (code, err) = post(&client, &format!("{pods}/missing/binding"), binding("n1")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        err["message"],
+        "name in URL does not match name in Binding object"
+    );
+    let missing = binding_of("missing", "n1");
+    let (code, _) = post(&client, &format!("{pods}/missing/binding"), missing).await;
+    assert_eq!(code, 404);
+    let (code, _) = get(&client, &path).await;
+    assert_eq!(code, 405);
+
+    let eviction = |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+    let path = format!("{pods}/evicted/eviction");
+    let (code, err) = post(&client, &path, eviction("other")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        err["message"],
+        "name in URL does not match name in Eviction object"
+    );
+    let (code, answer) = post(&client, &path, eviction("evicted")).await;
+    assert_eq!(code, 201, "{answer}");
+    assert_eq!(answer["status"], "Success");
+    eventually("the evicted pod is gone", LIMIT, || async {
+        get(&client, &format!("{pods}/evicted")).await.0 == 404
+    })
+    .await;
+    let (code, _) = post(&client, &path, eviction("evicted")).await;
+    assert_eq!(code, 404);
+}

@@ -48,7 +48,7 @@ RULES = [
 ]
 
 REASONS = {
-    "KUBELET-SUBRESOURCES": "the subresources that need a kubelet or a proxy (pods/attach, binding, eviction, exec, log, portforward, proxy, resize; nodes/proxy; services/proxy) are neither served nor listed in discovery (stays: no kubelet runs)",
+    "KUBELET-SUBRESOURCES": "the subresources that need a kubelet or a proxy (pods/attach, exec, log, portforward, proxy, resize; nodes/proxy; services/proxy) are neither served nor listed in discovery (stays: no kubelet runs)",
     "BOOTSTRAP-OBJECTS": "objects the real server creates at start are missing (the kubernetes Service in default, bootstrap RBAC such as cluster-admin)",
     "NO-DEFAULT-SERVICEACCOUNT": "the real control plane's serviceaccount controller creates `default` in every namespace; kcr-envtest does not",
     "POD-GRACEFUL-DELETE": "pods are removed at once; the real server answers the pod with deletionTimestamp, deletionGracePeriodSeconds 0 and generation bumped",

@@ -27,6 +27,7 @@ mod decode;
 mod delete;
 mod pagination;
 mod patch;
+mod pods;
 mod query;
 mod read;
 mod response;
@@ -282,6 +283,9 @@ async fn dispatch(
     allowed(&route, verb)?;
     if computed::is_computed(&route) {
         return computed::answer(&call, verb);
+    }
+    if pods::is_pod_action(&call) {
+        return pods::answer(&call);
     }
     if route.subresource.as_deref() == Some("scale") {
         return scale::scale(&call, verb).await;

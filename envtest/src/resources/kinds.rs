@@ -250,13 +250,29 @@ pub(crate) const KINDS: &[Kind] = &[
         kind: "Pod",
         short_names: &["po"],
         categories: ALL,
-        subresources: &[Subresource {
-            name: "ephemeralcontainers",
-            group: "",
-            version: "",
-            kind: "Pod",
-            verbs: GET_PATCH_UPDATE,
-        }],
+        subresources: &[
+            Subresource {
+                name: "binding",
+                group: "",
+                version: "",
+                kind: "Binding",
+                verbs: &["create"],
+            },
+            Subresource {
+                name: "ephemeralcontainers",
+                group: "",
+                version: "",
+                kind: "Pod",
+                verbs: GET_PATCH_UPDATE,
+            },
+            Subresource {
+                name: "eviction",
+                group: "policy",
+                version: "v1",
+                kind: "Eviction",
+                verbs: &["create"],
+            },
+        ],
         status: true,
         lists: Lists::pod_spec(
             "spec.",
