@@ -365,3 +365,25 @@ pub fn status_parts(v: &Value) -> Value {
     }
     Value::Object(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn allocated_cluster_ips_are_normalised_and_fixed_ones_kept() {
+        let mut n = Normaliser::new();
+        let svc = json!({"kind": "Service", "spec": {"clusterIP": "10.0.0.77",
+            "clusterIPs": ["10.0.0.77"]}});
+        let out = n.normalise(&svc);
+        assert_eq!(out["spec"]["clusterIP"], "<cluster-ip>");
+        assert_eq!(out["spec"]["clusterIPs"], json!(["<cluster-ip>"]));
+        for kept in ["10.0.0.1", "None", "192.168.0.7"] {
+            let svc = json!({"spec": {"clusterIP": kept, "clusterIPs": [kept]}});
+            let out = n.normalise(&svc);
+            assert_eq!(out["spec"]["clusterIP"], kept);
+            assert_eq!(out["spec"]["clusterIPs"], json!([kept]));
+        }
+    }
+}
