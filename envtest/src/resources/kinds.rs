@@ -1,7 +1,9 @@
 //! Data table: one descriptor per built-in kind, the one place a built-in is registered.
 //!
 //! A descriptor ([`Kind`]) says how the kind is served (group, version, plural, scope, short
-//! names, `all` category, `status` and `scale` subresources), how its lists merge under
+//! names, categories, verbs, the `status` and `scale` subresources and any other
+//! ([`Subresource`]): discovery lists exactly these, with upstream's storage version hash),
+//! how its lists merge under
 //! strategic merge patch and server-side apply ([`Lists`], see [`crate::patch::strategy`]),
 //! how `kubectl get` prints it ([`Printer`], see [`crate::table`]), which fields a field
 //! selector may name besides `metadata.name` and `metadata.namespace` and what an absent one
@@ -10,9 +12,12 @@
 //! [`Kind::on_update`], [`Kind::prepare_create`], see [`crate::defaults`]).
 //!
 //! Adding a built-in kind is adding one entry to [`KINDS`] (with a printer function in
-//! `table/columns.rs` when it has columns of its own). Protobuf bodies are decoded by message
+//! `table/columns.rs` when it has columns of its own). A subresource other than `status` and
+//! `scale` also needs its verbs' handler: `api/update.rs` (the part of the object it writes),
+//! `api/computed.rs` or `api/pods.rs`. Protobuf bodies are decoded by message
 //! type in `protobuf.rs`, not per kind. The unit tests check that every entry is served, has a
-//! merge strategy and columns, and that no two entries collide.
+//! merge strategy and columns, that no two entries collide, and that verbs and subresources are
+//! well formed.
 
 use serde_json::Value;
 
