@@ -87,7 +87,16 @@ pub fn to_storage(t: &ResourceType, obj: Value) -> Value {
 /// rewritten for resources without a field conversion).
 pub fn from_storage(t: &ResourceType, version: &str, stored: &Value) -> Value {
     let mut out = if is_events_v1(t) {
-        rename(stored.clone(), EVENT_RENAMES.iter().map(|(a, b)| (*b, *a)))
+        let mut v1 = rename(stored.clone(), EVENT_RENAMES.iter().map(|(a, b)| (*b, *a)));
+        // Always encoded in core/v1, `omitempty` in events.k8s.io/v1.
+        if let Some(map) = v1.as_object_mut() {
+            for field in ["reportingController", "reportingInstance"] {
+                if map.get(field).is_some_and(|v| v == "") {
+                    map.remove(field);
+                }
+            }
+        }
+        v1
     } else {
         stored.clone()
     };

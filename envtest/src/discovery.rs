@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::resources::kinds::GET_PATCH_UPDATE;
 use crate::resources::{Registry, ResourceType};
 
 /// `/version`.
@@ -87,16 +88,74 @@ fn add_names(entry: &mut Value, t: &ResourceType) {
     }
 }
 
-const VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
+/// The `storageVersionHash` of `t`: kube-apiserver's `StorageVersionHash`, the first 8 bytes
+/// of SHA-256 of `group/version/kind` of the storage version, base64-encoded. events.k8s.io
+/// Events are stored as core/v1 Events, and hash as those; CRDs hash as `v1beta1`, the version
+/// upstream stores them in.
+pub(crate) fn storage_version_hash(t: &ResourceType) -> String {
+    let group = if crate::convert::is_events_v1(t) {
+        ""
+    } else {
+        t.group.as_str()
+    };
+    // CRDs are still stored as apiextensions.k8s.io/v1beta1 upstream.
+    let version = if t.key() == "apiextensions.k8s.io/customresourcedefinitions" {
+        "v1beta1"
+    } else {
+        t.storage_version()
+    };
+    let gvk = format!("{group}/{version}/{}", t.kind);
+    let digest = ring::digest::digest(&ring::digest::SHA256, gvk.as_bytes());
+    base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        &digest.as_ref()[..8],
+    )
+}
+
+/// One subresource of `t` as both discovery forms need it: name, response group, version and
+/// kind (group and version empty for a kind of `t`'s own API), verbs.
+struct Sub {
+    name: &'static str,
+    group: &'static str,
+    version: &'static str,
+    kind: String,
+    verbs: &'static [&'static str],
+}
+
+/// The subresources of `t`, sorted by name as kube-apiserver lists them.
+fn subresources(t: &ResourceType) -> Vec<Sub> {
+    let own = |name, verbs| Sub {
+        name,
+        group: "",
+        version: "",
+        kind: t.kind.clone(),
+        verbs,
+    };
+    let mut out = Vec::new();
+    if t.status_subresource {
+        out.push(own("status", GET_PATCH_UPDATE));
+    }
+    if t.scale.is_some() {
+        out.push(Sub {
+            name: "scale",
+            group: "autoscaling",
+            version: "v1",
+            kind: "Scale".into(),
+            verbs: GET_PATCH_UPDATE,
+        });
+    }
+    for s in t.subresources {
+        out.push(Sub {
+            name: s.name,
+            group: s.group,
+            version: s.version,
+            kind: s.kind.into(),
+            verbs: s.verbs,
+        });
+    }
+    out.sort_by_key(|s| s.name);
+    out
+}
 
 fn resource_entries(t: &ResourceType) -> Vec<Value> {
     let mut main = json!({
@@ -104,38 +163,27 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         "singularName": t.singular,
         "namespaced": t.namespaced,
         "kind": t.kind,
-        "verbs": VERBS,
+        "verbs": t.verbs,
     });
     add_names(&mut main, t);
+    // Stored resources have one; computed ones (componentstatuses, not watchable) have none.
+    if t.allows("watch") {
+        main["storageVersionHash"] = json!(storage_version_hash(t));
+    }
     let mut out = vec![main];
-    if t.status_subresource {
-        out.push(json!({
-            "name": format!("{}/status", t.plural),
+    for s in subresources(t) {
+        let mut entry = json!({
+            "name": format!("{}/{}", t.plural, s.name),
             "singularName": "",
             "namespaced": t.namespaced,
-            "kind": t.kind,
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
-    if t.scale.is_some() {
-        out.push(json!({
-            "name": format!("{}/scale", t.plural),
-            "singularName": "",
-            "namespaced": t.namespaced,
-            "group": "autoscaling",
-            "version": "v1",
-            "kind": "Scale",
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
-    if t.key() == "namespaces" {
-        out.push(json!({
-            "name": "namespaces/finalize",
-            "singularName": "",
-            "namespaced": false,
-            "kind": "Namespace",
-            "verbs": ["update"],
-        }));
+            "kind": s.kind,
+            "verbs": s.verbs,
+        });
+        if !s.group.is_empty() {
+            entry["group"] = json!(s.group);
+            entry["version"] = json!(s.version);
+        }
+        out.push(entry);
     }
     out
 }
@@ -175,23 +223,22 @@ pub fn wants_aggregated(accept: &str) -> bool {
     })
 }
 
-fn aggregated_resource(t: &ResourceType, version: &str) -> Value {
-    let kind = json!({"group": t.group, "version": version, "kind": t.kind});
-    let mut subresources = Vec::new();
-    if t.status_subresource {
-        subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
-    }
-    if t.scale.is_some() {
-        subresources.push(json!({"subresource": "scale",
-            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-            "verbs": ["get", "patch", "update"]}));
-    }
+fn aggregated_resource(t: &ResourceType) -> Value {
+    // kube-apiserver leaves group and version empty for the resource's own kind.
+    let subresources: Vec<Value> = subresources(t)
+        .into_iter()
+        .map(|s| {
+            json!({"subresource": s.name,
+                "responseKind": {"group": s.group, "version": s.version, "kind": s.kind},
+                "verbs": s.verbs})
+        })
+        .collect();
     let mut r = json!({
         "resource": t.plural,
-        "responseKind": kind,
+        "responseKind": {"group": "", "version": "", "kind": t.kind},
         "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": t.singular,
-        "verbs": VERBS,
+        "verbs": t.verbs,
     });
     add_names(&mut r, t);
     if !subresources.is_empty() {
@@ -208,7 +255,7 @@ pub fn aggregated(reg: &Registry, core: bool) -> Value {
         let resources: Vec<Value> = reg
             .all()
             .filter(|t| t.group.is_empty())
-            .map(|t| aggregated_resource(t, "v1"))
+            .map(|t| aggregated_resource(t))
             .collect();
         items.push(json!({
             "metadata": {"creationTimestamp": null},
@@ -222,7 +269,7 @@ pub fn aggregated(reg: &Registry, core: bool) -> Value {
                     let resources: Vec<Value> = reg
                         .all()
                         .filter(|t| t.group == group && t.serves(v))
-                        .map(|t| aggregated_resource(t, v))
+                        .map(|t| aggregated_resource(t))
                         .collect();
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })

@@ -173,6 +173,23 @@ impl TestApiServerBuilder {
                     error: Box::new(error),
                 })?;
         }
+        for (key, obj) in crate::bootstrap::objects(addr.port()) {
+            let name = obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            shared
+                .mutate(|s| {
+                    let t = s.registry.get(key).cloned().ok_or_else(|| {
+                        ApiError::new(500, "InternalError", format!("{key} not registered"))
+                    })?;
+                    s.create(&t, obj)
+                })
+                .map_err(|error| EnvtestError::Api {
+                    what: format!("{key} {name}"),
+                    error: Box::new(error),
+                })?;
+        }
         let client = client_for(addr)?;
         let handler = shared.clone();
         let task = tokio::spawn(crate::serve::serve(

@@ -10,6 +10,7 @@
 //! - timestamps (RFC 3339, managedFields times included) become `<time>`;
 //! - a server-generated name (`metadata.name` that extends `metadata.generateName`) becomes
 //!   `<generateName>#N`, wherever it appears, messages included;
+//! - a Service's allocated cluster IPs (`clusterIP`, `clusterIPs`) become `<cluster-ip>`;
 //! - in Status and cause messages, numbers of three or more digits become `N` (resourceVersions
 //!   quoted in messages).
 
@@ -17,6 +18,14 @@ use std::collections::HashMap;
 
 use regex::Regex;
 use serde_json::{Map, Value};
+
+/// Whether `ip` is an address allocated from the service range (10.0.0.0/24) other than
+/// `10.0.0.1`, the `kubernetes` Service's.
+fn allocated_ip(ip: &str) -> bool {
+    ip.strip_prefix("10.0.0.")
+        .and_then(|last| last.parse::<u8>().ok())
+        .is_some_and(|last| last > 1)
+}
 
 /// Per-backend normalisation state.
 #[derive(Debug)]
@@ -189,6 +198,20 @@ impl Normaliser {
                             let t = self.rv(&rv.clone());
                             *child = Value::String(t);
                         }
+                        // Allocated at random from the service range by both servers.
+                        ("clusterIP", Value::String(ip)) if allocated_ip(ip) => {
+                            *child = Value::String("<cluster-ip>".into());
+                        }
+                        ("clusterIPs", Value::Array(ips)) => {
+                            let ips = ips
+                                .iter()
+                                .map(|ip| match ip.as_str() {
+                                    Some(s) if allocated_ip(s) => "<cluster-ip>".into(),
+                                    _ => ip.clone(),
+                                })
+                                .collect();
+                            *child = Value::Array(ips);
+                        }
                         ("message", Value::String(s)) if status_body || in_status_body => {
                             let t = self.string(&s.clone(), true);
                             *child = Value::String(t);
@@ -341,4 +364,26 @@ pub fn status_parts(v: &Value) -> Value {
         msg.push_str("[<causes>]");
     }
     Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn allocated_cluster_ips_are_normalised_and_fixed_ones_kept() {
+        let mut n = Normaliser::new();
+        let svc = json!({"kind": "Service", "spec": {"clusterIP": "10.0.0.77",
+            "clusterIPs": ["10.0.0.77"]}});
+        let out = n.normalise(&svc);
+        assert_eq!(out["spec"]["clusterIP"], "<cluster-ip>");
+        assert_eq!(out["spec"]["clusterIPs"], json!(["<cluster-ip>"]));
+        for kept in ["10.0.0.1", "None", "192.168.0.7"] {
+            let svc = json!({"spec": {"clusterIP": kept, "clusterIPs": [kept]}});
+            let out = n.normalise(&svc);
+            assert_eq!(out["spec"]["clusterIP"], kept);
+            assert_eq!(out["spec"]["clusterIPs"], json!([kept]));
+        }
+    }
 }

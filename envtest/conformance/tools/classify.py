@@ -14,7 +14,7 @@ from collections import defaultdict
 # (cause, regex on "name: piece"); the first that matches wins.
 RULES = [
     # Name-based causes first: every differing path of these exchanges follows from one cause.
-    ("NOT-SERVED", r"^(crud/(endpoints|replicationcontroller|endpointslice|ingress|role|rolebinding|clusterrole)/|kinds/(cluster-admin|serviceaccount-token|ephemeral-containers|componentstatuses|csr-list|apiservices-list)|discovery/(aggregated/|apis/)?(rbac|networking|discovery\.k8s|certificates|apiregistration)|discovery/v1/(endpoints|replicationcontrollers|componentstatuses|serviceaccounts/token|pods/ephemeralcontainers)|discovery/aggregated/v1/pods: .*subresources)"),
+    ("KUBELET-SUBRESOURCES", r"^discovery/aggregated/v1/(pods|nodes|services): .*subresources"),
     ("BOOTSTRAP-OBJECTS", r"^kinds/kubernetes-service"),
     ("NO-DEFAULT-SERVICEACCOUNT", r"^crud/serviceaccount/list: //items:"),
     ("POD-GRACEFUL-DELETE", r"^crud/pod/delete: /metadata/(deletion|generation)"),
@@ -48,7 +48,7 @@ RULES = [
 ]
 
 REASONS = {
-    "NOT-SERVED": "group/resource not served by kcr-envtest (rbac.authorization.k8s.io, networking.k8s.io, discovery.k8s.io, certificates.k8s.io, apiregistration.k8s.io; endpoints, replicationcontrollers, componentstatuses, serviceaccounts/token, pods/ephemeralcontainers and pods' other subresources)",
+    "KUBELET-SUBRESOURCES": "the subresources that need a kubelet or a proxy (pods/attach, exec, log, portforward, proxy, resize; nodes/proxy; services/proxy) are neither served nor listed in discovery (stays: no kubelet runs)",
     "BOOTSTRAP-OBJECTS": "objects the real server creates at start are missing (the kubernetes Service in default, bootstrap RBAC such as cluster-admin)",
     "NO-DEFAULT-SERVICEACCOUNT": "the real control plane's serviceaccount controller creates `default` in every namespace; kcr-envtest does not",
     "POD-GRACEFUL-DELETE": "pods are removed at once; the real server answers the pod with deletionTimestamp, deletionGracePeriodSeconds 0 and generation bumped",
@@ -71,9 +71,9 @@ REASONS = {
     "JSON-FIELD-ORDER": "kcr-envtest writes JSON keys alphabetically (apiVersion first); the real server writes kind, apiVersion, metadata, then the type's field order",
     "STATUS-BODY-SHAPE": "Status bodies: no trailing newline, no `metadata: {}`, an empty `details.group` written",
     "EMPTY-MAP-KEPT": "an empty map (`data: {}`) is stored and written back; the real server drops it (omitempty)",
-    "MANAGED-FIELDS-SET": "Update/Apply managedFields field sets: no `.` entries for maps and keyed list items, defaulted fields missing, server-written fields (Node status, Namespace spec/status, event conversion) attributed to the writer",
+    "MANAGED-FIELDS-SET": "Update/Apply managedFields field sets: no `.` entries for maps and keyed list items, defaulted fields missing, server-written fields (Node status, Namespace spec/status, event conversion; the Pod admission plugins' tolerations and priority) attributed to the writer, atomic structs and maps (label selectors, object references, Service selectors) split into fields, Service ports keyed by port only (upstream: port and protocol)",
     "LIST-ITEM-KIND": "list items carry kind/apiVersion; the real server omits them",
-    "DISCOVERY-DETAILS": "discovery: no storageVersionHash, no `api-extensions` category, namespaces list deletecollection, aggregated responseKind group/version filled (real: empty strings)",
+    "DISCOVERY-DETAILS": "discovery details (storageVersionHash, categories, verbs, aggregated responseKind) differ",
     "BUILTIN-DEFAULTS": "built-in defaulting not done (Pod spec and containers, Service spec and clusterIP allocation, Deployment spec/strategy, webhook fields, CRD spec.conversion, Event null/empty fields; status filled on create: Pod phase/qosClass, Service loadBalancer, Deployment {})",
     "REMAINING-ITEM-COUNT": "remainingItemCount is not set on paginated lists",
     "NOT-FOUND-DETAILS": "a 404 for an unserved path or subresource carries causes `UnexpectedServerResponse: 404 page not found` and no details (group, kind, name)",
@@ -82,7 +82,7 @@ REASONS = {
 
 # Where in envtest/src the fix belongs (file: function), per cause.
 FIXES = {
-    "NOT-SERVED": "resources.rs: the built-in registry (add the groups/resources); api.rs: dispatch for serviceaccounts/token (TokenRequest) and pods/ephemeralcontainers",
+    "KUBELET-SUBRESOURCES": "stays; or resources/kinds.rs subresources and api/computed.rs, answering as upstream does without a kubelet (`pod ... does not have a host assigned`)",
     "BOOTSTRAP-OBJECTS": "server.rs TestApiServerBuilder::start / store.rs Store::new, where the default namespaces are seeded",
     "NO-DEFAULT-SERVICEACCOUNT": "api.rs create (namespaces) or store.rs create: add `default` ServiceAccount; or list as staying (a controller's work)",
     "POD-GRACEFUL-DELETE": "store.rs Store::delete (pods: answer with deletionTimestamp, grace 0, generation+1)",

@@ -70,6 +70,9 @@ pub(crate) async fn admit(
         if op == Operation::Create && route.subresource.is_none() {
             crate::defaults::admit_create(&route.t, &mut object);
         }
+        if let (Operation::Update, None, Some(old)) = (op, &route.subresource, old) {
+            crate::defaults::admit_update(&route.t, old, &mut object);
+        }
         decode_builtin(route, &mut object)?;
     }
     if !mutating && !validating {

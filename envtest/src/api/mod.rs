@@ -21,12 +21,14 @@
 //! nothing of HTTP.
 
 mod admission;
+mod computed;
 mod conversion;
 mod create;
 mod decode;
 mod delete;
 mod pagination;
 mod patch;
+mod pods;
 mod query;
 mod read;
 mod response;
@@ -232,6 +234,33 @@ pub(crate) struct Call<'a> {
     pub body: &'a [u8],
 }
 
+/// 405 MethodNotAllowed unless the resource (or the subresource) allows `verb`, as discovery
+/// lists its verbs (`namespaces` have no `deletecollection`, `componentstatuses` only `get` and
+/// `list`, `serviceaccounts/token` only `create`).
+fn allowed(route: &Route, verb: &str) -> Result<(), ApiError> {
+    let allows = match route.subresource.as_deref() {
+        None => route.t.allows(verb),
+        Some(sub) => route
+            .t
+            .subresource(sub)
+            .is_none_or(|s| s.verbs.contains(&verb)),
+    };
+    if allows {
+        return Ok(());
+    }
+    Err(if verb == "watch" {
+        ApiError::method_not_allowed(format!(
+            "watch is not supported on resources of kind \"{}\"",
+            route.t.plural
+        ))
+        .with_details(json!({"kind": route.t.plural}))
+    } else {
+        ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )
+    })
+}
+
 /// Runs a resource request's verb.
 #[allow(clippy::too_many_arguments)]
 async fn dispatch(
@@ -252,6 +281,13 @@ async fn dispatch(
         content_type,
         body: &body,
     };
+    allowed(&route, verb)?;
+    if computed::is_computed(&route) {
+        return computed::answer(&call, verb);
+    }
+    if pods::is_pod_action(&call) {
+        return pods::answer(&call);
+    }
     if route.subresource.as_deref() == Some("scale") {
         return scale::scale(&call, verb).await;
     }

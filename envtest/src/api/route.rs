@@ -134,7 +134,7 @@ pub(crate) fn route(
     if let Some(sub) = &sub {
         let ok = (sub == "status" && t.status_subresource)
             || (sub == "scale" && t.scale.is_some())
-            || (sub == "finalize" && t.key() == "namespaces");
+            || t.subresource(sub).is_some();
         if !ok {
             return Err(ApiError::no_route(path));
         }

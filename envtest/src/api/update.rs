@@ -16,16 +16,53 @@ use super::route::Route;
 use super::{Body, Call, Shared};
 use crate::error::ApiError;
 
-/// Combine the incoming object with the current one according to the status subresource rules.
-fn split_status(route: &Route, current: &Value, mut incoming: Value) -> Value {
-    if route.subresource.as_deref() == Some("status") {
-        let mut out = current.clone();
-        out["status"] = incoming.get("status").cloned().unwrap_or(Value::Null);
-        if out["status"].is_null()
-            && let Some(o) = out.as_object_mut()
-        {
-            o.remove("status");
+/// The part of an object a write through `subresource` changes (a JSON pointer): `status`
+/// for `/status`, the approval conditions for a CertificateSigningRequest's `/approval`, the
+/// ephemeral containers for a Pod's `/ephemeralcontainers`.
+fn subresource_scope(subresource: Option<&str>) -> Option<&'static str> {
+    match subresource? {
+        "status" => Some("/status"),
+        "approval" => Some("/status/conditions"),
+        "ephemeralcontainers" => Some("/spec/ephemeralContainers"),
+        _ => None,
+    }
+}
+
+/// Sets (or, for `None`, removes) the value at `pointer` in `obj`, creating objects on the way.
+fn set_pointer(obj: &mut Value, pointer: &str, value: Option<Value>) {
+    let Some((parent, field)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    if value.is_none() && obj.pointer(parent).is_none() {
+        return;
+    }
+    let mut target = obj;
+    for seg in parent.split('/').filter(|s| !s.is_empty()) {
+        if !target[seg].is_object() {
+            target[seg] = json!({});
         }
+        target = &mut target[seg];
+    }
+    if let Some(map) = target.as_object_mut() {
+        match value {
+            Some(v) => {
+                map.insert(field.to_string(), v);
+            }
+            None => {
+                map.remove(field);
+            }
+        }
+    }
+}
+
+/// Combine the incoming object with the current one according to the subresource rules: a
+/// write through a subresource changes only its part ([`subresource_scope`]); a write of the
+/// main resource of a kind with a status subresource keeps the stored status.
+fn split_status(route: &Route, current: &Value, mut incoming: Value) -> Value {
+    if let Some(scope) = subresource_scope(route.subresource.as_deref()) {
+        let mut out = current.clone();
+        let part = incoming.pointer(scope).filter(|v| !v.is_null()).cloned();
+        set_pointer(&mut out, scope, part);
         // The resourceVersion precondition comes from the incoming object, and so does field
         // ownership computed for this write (server-side apply to /status).
         out["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();

@@ -1,17 +1,23 @@
 //! Data table: one descriptor per built-in kind, the one place a built-in is registered.
 //!
 //! A descriptor ([`Kind`]) says how the kind is served (group, version, plural, scope, short
-//! names, `all` category, `status` and `scale` subresources), how its lists merge under
+//! names, categories, verbs, the `status` and `scale` subresources and any other
+//! ([`Subresource`]): discovery lists exactly these, with upstream's storage version hash),
+//! how its lists merge under
 //! strategic merge patch and server-side apply ([`Lists`], see [`crate::patch::strategy`]),
 //! how `kubectl get` prints it ([`Printer`], see [`crate::table`]), which fields a field
 //! selector may name besides `metadata.name` and `metadata.namespace` and what an absent one
 //! reads as ([`SelectableField`]), and what the real server writes into it besides what a
-//! client sent ([`Kind::defaults`], [`Kind::on_create`], see [`crate::defaults`]).
+//! client sent ([`Kind::defaults`], [`Kind::encoded`], [`Kind::on_create`],
+//! [`Kind::on_update`], [`Kind::prepare_create`], see [`crate::defaults`]).
 //!
 //! Adding a built-in kind is adding one entry to [`KINDS`] (with a printer function in
-//! `table/columns.rs` when it has columns of its own). Protobuf bodies are decoded by message
+//! `table/columns.rs` when it has columns of its own). A subresource other than `status` and
+//! `scale` also needs its verbs' handler: `api/update.rs` (the part of the object it writes),
+//! `api/computed.rs` or `api/pods.rs`. Protobuf bodies are decoded by message
 //! type in `protobuf.rs`, not per kind. The unit tests check that every entry is served, has a
-//! merge strategy and columns, and that no two entries collide.
+//! merge strategy and columns, that no two entries collide, and that verbs and subresources are
+//! well formed.
 
 use serde_json::Value;
 
@@ -35,8 +41,12 @@ pub(crate) struct Kind {
     pub namespaced: bool,
     /// Short names (`po`).
     pub short_names: &'static [&'static str],
-    /// In the `all` category (`kubectl get all`).
-    pub all: bool,
+    /// Discovery categories (`all`: `kubectl get all`; `api-extensions`).
+    pub categories: &'static [&'static str],
+    /// The verbs of the resource itself, as discovery lists them (and the server allows).
+    pub verbs: &'static [&'static str],
+    /// Subresources besides `status` and `scale` (see [`Subresource`]).
+    pub subresources: &'static [Subresource],
     /// Whether the `status` subresource is served.
     pub status: bool,
     /// Whether the `scale` subresource is served (replicas at `.spec.replicas`).
@@ -49,12 +59,51 @@ pub(crate) struct Kind {
     pub fields: &'static [SelectableField],
     /// What the real server writes on every write (`old`: the stored object of an update).
     pub defaults: Option<fn(Option<&Value>, &mut Value)>,
+    /// The always-encoded zero-valued fields (no `omitempty` upstream) the store writes into
+    /// every stored object: in every answer, owned by no field manager.
+    pub encoded: Option<fn(&mut Value)>,
     /// The built-in mutating admission of a create through the API.
     pub on_create: Option<fn(&mut Value)>,
+    /// The built-in mutating admission of an update through the API (`old`: the stored object).
+    pub on_update: Option<fn(&Value, &mut Value)>,
+    /// The strategy's `PrepareForCreate` on every create: the first status.
+    pub prepare_create: Option<fn(&mut Value)>,
 }
 
+/// A subresource besides `status` and `scale`, as discovery lists it. `group` and `version`
+/// are those of its `responseKind` when that is another API's kind (`authentication.k8s.io/v1`
+/// `TokenRequest` for `serviceaccounts/token`), empty for a kind of the resource's own group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresource {
+    /// The name after the object's (`token`).
+    pub name: &'static str,
+    /// Group of the response kind (empty: the resource's own).
+    pub group: &'static str,
+    /// Version of the response kind (empty: the resource's own).
+    pub version: &'static str,
+    /// The response kind.
+    pub kind: &'static str,
+    /// Its verbs.
+    pub verbs: &'static [&'static str],
+}
+
+/// The verbs of an ordinary resource.
+pub(crate) const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The verbs of a subresource that reads and writes a part of its object (`status`).
+pub(crate) const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
+
 /// A descriptor with the common values: namespaced, no short names, not in `all`, no
-/// subresources, common list rules only, NAME and AGE, no selectable fields, no defaults.
+/// subresources, every verb, common list rules only, NAME and AGE, no selectable fields, no defaults.
 const BASE: Kind = Kind {
     group: "",
     version: "v1",
@@ -62,15 +111,26 @@ const BASE: Kind = Kind {
     kind: "",
     namespaced: true,
     short_names: &[],
-    all: false,
+    categories: &[],
+    verbs: VERBS,
+    subresources: &[],
     status: false,
     scale: false,
     lists: Lists::NONE,
     printer: Printer::Columns(columns::none),
     fields: &[],
     defaults: None,
+    encoded: None,
     on_create: None,
+    on_update: None,
+    prepare_create: None,
 };
+
+/// The `all` category.
+const ALL: &[&str] = &["all"];
+
+/// The `api-extensions` category.
+const API_EXTENSIONS: &[&str] = &["api-extensions"];
 
 /// A selectable field that reads as the empty string when absent.
 const fn field(path: &'static str) -> SelectableField {
@@ -131,6 +191,7 @@ const EVENTS: Kind = Kind {
     short_names: &["ev"],
     printer: Printer::Complete(columns::events),
     fields: EVENT_FIELDS,
+    encoded: Some(defaults::event),
     ..BASE
 };
 
@@ -141,7 +202,7 @@ const fn workload(group: &'static str, plural: &'static str, kind: &'static str)
         group,
         plural,
         kind,
-        all: true,
+        categories: ALL,
         status: true,
         lists: Lists::pod_spec("spec.template.spec.", CONDITIONS),
         ..BASE
@@ -155,6 +216,16 @@ pub(crate) const KINDS: &[Kind] = &[
         kind: "Namespace",
         namespaced: false,
         short_names: &["ns"],
+        verbs: &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
+        subresources: &[Subresource {
+            name: "finalize",
+            group: "",
+            version: "",
+            kind: "Namespace",
+            verbs: &["update"],
+        }],
         status: true,
         lists: Lists::rows(CONDITIONS),
         printer: Printer::Columns(columns::namespace),
@@ -183,7 +254,30 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "pods",
         kind: "Pod",
         short_names: &["po"],
-        all: true,
+        categories: ALL,
+        subresources: &[
+            Subresource {
+                name: "binding",
+                group: "",
+                version: "",
+                kind: "Binding",
+                verbs: &["create"],
+            },
+            Subresource {
+                name: "ephemeralcontainers",
+                group: "",
+                version: "",
+                kind: "Pod",
+                verbs: GET_PATCH_UPDATE,
+            },
+            Subresource {
+                name: "eviction",
+                group: "policy",
+                version: "v1",
+                kind: "Eviction",
+                verbs: &["create"],
+            },
+        ],
         status: true,
         lists: Lists::pod_spec(
             "spec.",
@@ -195,6 +289,10 @@ pub(crate) const KINDS: &[Kind] = &[
         ),
         printer: Printer::Columns(columns::pod),
         fields: POD_FIELDS,
+        defaults: Some(defaults::pod),
+        on_create: Some(defaults::admit_pod),
+        on_update: Some(defaults::admit_pod_update),
+        prepare_create: Some(defaults::pod_status),
         ..BASE
     },
     Kind {
@@ -202,6 +300,7 @@ pub(crate) const KINDS: &[Kind] = &[
         kind: "ConfigMap",
         short_names: &["cm"],
         printer: Printer::Columns(columns::config_map),
+        defaults: Some(defaults::config_map),
         ..BASE
     },
     Kind {
@@ -216,19 +315,28 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "services",
         kind: "Service",
         short_names: &["svc"],
-        all: true,
+        categories: ALL,
         status: true,
         lists: Lists::rows(&[
             ("spec.ports", Row::Map(&["port"])),
             ("status.conditions", Row::Map(&["type"])),
         ]),
         printer: Printer::Columns(columns::service),
+        defaults: Some(defaults::service),
+        prepare_create: Some(defaults::service_status),
         ..BASE
     },
     Kind {
         plural: "serviceaccounts",
         kind: "ServiceAccount",
         short_names: &["sa"],
+        subresources: &[Subresource {
+            name: "token",
+            group: "authentication.k8s.io",
+            version: "v1",
+            kind: "TokenRequest",
+            verbs: &["create"],
+        }],
         ..BASE
     },
     Kind {
@@ -246,27 +354,33 @@ pub(crate) const KINDS: &[Kind] = &[
         short_names: &["deploy"],
         scale: true,
         printer: Printer::Columns(columns::deployment),
+        defaults: Some(defaults::deployment),
+        prepare_create: Some(defaults::empty_status),
         ..workload("apps", "deployments", "Deployment")
     },
     Kind {
         short_names: &["rs"],
         scale: true,
         printer: Printer::Columns(columns::replica_set),
+        defaults: Some(defaults::replicated),
         ..workload("apps", "replicasets", "ReplicaSet")
     },
     Kind {
         short_names: &["sts"],
         scale: true,
         printer: Printer::Columns(columns::stateful_set),
+        defaults: Some(defaults::templated),
         ..workload("apps", "statefulsets", "StatefulSet")
     },
     Kind {
         short_names: &["ds"],
         printer: Printer::Columns(columns::daemon_set),
+        defaults: Some(defaults::templated),
         ..workload("apps", "daemonsets", "DaemonSet")
     },
     Kind {
         printer: Printer::Columns(columns::job),
+        defaults: Some(defaults::templated),
         ..workload("batch", "jobs", "Job")
     },
     Kind {
@@ -300,6 +414,8 @@ pub(crate) const KINDS: &[Kind] = &[
         kind: "CustomResourceDefinition",
         namespaced: false,
         short_names: &["crd", "crds"],
+        defaults: Some(defaults::custom_resource_definition),
+        categories: API_EXTENSIONS,
         status: true,
         lists: Lists::rows(CONDITIONS),
         ..BASE
@@ -309,6 +425,8 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "mutatingwebhookconfigurations",
         kind: "MutatingWebhookConfiguration",
         namespaced: false,
+        defaults: Some(defaults::mutating_webhooks),
+        categories: API_EXTENSIONS,
         lists: Lists::rows(WEBHOOKS),
         ..BASE
     },
@@ -317,7 +435,113 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "validatingwebhookconfigurations",
         kind: "ValidatingWebhookConfiguration",
         namespaced: false,
+        defaults: Some(defaults::validating_webhooks),
+        categories: API_EXTENSIONS,
         lists: Lists::rows(WEBHOOKS),
+        ..BASE
+    },
+    Kind {
+        plural: "endpoints",
+        kind: "Endpoints",
+        short_names: &["ep"],
+        defaults: Some(defaults::endpoints),
+        printer: Printer::Columns(columns::endpoints),
+        ..BASE
+    },
+    Kind {
+        short_names: &["rc"],
+        scale: true,
+        defaults: Some(defaults::replication_controller),
+        printer: Printer::Columns(columns::replication_controller),
+        prepare_create: Some(defaults::no_replicas),
+        fields: &[field_or("status.replicas", "0")],
+        ..workload("", "replicationcontrollers", "ReplicationController")
+    },
+    Kind {
+        plural: "componentstatuses",
+        kind: "ComponentStatus",
+        namespaced: false,
+        short_names: &["cs"],
+        verbs: &["get", "list"],
+        lists: Lists::rows(CONDITIONS),
+        ..BASE
+    },
+    Kind {
+        group: "rbac.authorization.k8s.io",
+        plural: "roles",
+        kind: "Role",
+        printer: Printer::Complete(columns::role),
+        ..BASE
+    },
+    Kind {
+        group: "rbac.authorization.k8s.io",
+        plural: "rolebindings",
+        kind: "RoleBinding",
+        printer: Printer::Complete(columns::role_binding),
+        ..BASE
+    },
+    Kind {
+        group: "rbac.authorization.k8s.io",
+        plural: "clusterroles",
+        kind: "ClusterRole",
+        printer: Printer::Complete(columns::role),
+        namespaced: false,
+        ..BASE
+    },
+    Kind {
+        group: "rbac.authorization.k8s.io",
+        plural: "clusterrolebindings",
+        kind: "ClusterRoleBinding",
+        printer: Printer::Complete(columns::role_binding),
+        namespaced: false,
+        ..BASE
+    },
+    Kind {
+        group: "networking.k8s.io",
+        plural: "ingresses",
+        kind: "Ingress",
+        printer: Printer::Columns(columns::ingress),
+        short_names: &["ing"],
+        status: true,
+        prepare_create: Some(defaults::service_status),
+        ..BASE
+    },
+    Kind {
+        group: "discovery.k8s.io",
+        plural: "endpointslices",
+        kind: "EndpointSlice",
+        defaults: Some(defaults::endpoint_slice),
+        printer: Printer::Columns(columns::endpoint_slice),
+        ..BASE
+    },
+    Kind {
+        group: "certificates.k8s.io",
+        plural: "certificatesigningrequests",
+        kind: "CertificateSigningRequest",
+        namespaced: false,
+        printer: Printer::Complete(columns::certificate_signing_request),
+        short_names: &["csr"],
+        subresources: &[Subresource {
+            name: "approval",
+            group: "",
+            version: "",
+            kind: "CertificateSigningRequest",
+            verbs: GET_PATCH_UPDATE,
+        }],
+        status: true,
+        lists: Lists::rows(CONDITIONS),
+        fields: &[field("spec.signerName")],
+        ..BASE
+    },
+    Kind {
+        group: "apiregistration.k8s.io",
+        plural: "apiservices",
+        kind: "APIService",
+        printer: Printer::Columns(columns::api_service),
+        namespaced: false,
+        categories: API_EXTENSIONS,
+        status: true,
+        lists: Lists::rows(CONDITIONS),
         ..BASE
     },
 ];
@@ -326,17 +550,10 @@ const WEBHOOKS: &[(&str, Row)] = &[("webhooks", Row::Map(&["name"]))];
 
 /// Core kinds the server does not serve whose list rules [`crate::patch::MergeStrategy::builtin`]
 /// knows all the same (for callers of the patch engine).
-const UNSERVED_LISTS: &[(&str, Lists)] = &[
-    (
-        "ReplicationController",
-        Lists::pod_spec("spec.template.spec.", CONDITIONS),
-    ),
-    (
-        "PodTemplate",
-        Lists::pod_spec("spec.template.spec.", CONDITIONS),
-    ),
-    ("Endpoints", Lists::NONE),
-];
+const UNSERVED_LISTS: &[(&str, Lists)] = &[(
+    "PodTemplate",
+    Lists::pod_spec("spec.template.spec.", CONDITIONS),
+)];
 
 /// The descriptor of a served resource, `None` for custom resources.
 pub(crate) fn of(t: &super::ResourceType) -> Option<&'static Kind> {
@@ -346,6 +563,13 @@ pub(crate) fn of(t: &super::ResourceType) -> Option<&'static Kind> {
     KINDS
         .iter()
         .find(|k| k.group == t.group && k.plural == t.plural)
+}
+
+/// The descriptor of core/v1 Events (events.k8s.io Events are stored as those).
+pub(crate) fn core_events() -> Option<&'static Kind> {
+    KINDS
+        .iter()
+        .find(|k| k.group.is_empty() && k.plural == "events")
 }
 
 /// The list rules of the built-in kind `kind` in `group`.

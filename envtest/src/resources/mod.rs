@@ -28,6 +28,11 @@ pub struct ResourceType {
     pub short_names: Vec<String>,
     /// Categories (`all`).
     pub categories: Vec<String>,
+    /// The verbs the resource itself allows (discovery lists them; others answer 405).
+    pub verbs: Vec<String>,
+    /// Subresources besides `status` and `scale` (built-ins only: `namespaces/finalize`,
+    /// `serviceaccounts/token`, ...).
+    pub subresources: &'static [kinds::Subresource],
     /// Whether the `status` subresource is served (and separates status from the rest).
     pub status_subresource: bool,
     /// Whether strategic merge patch is accepted (built-in types only, as on the real server).
@@ -90,6 +95,16 @@ impl ResourceType {
         format!("{}List", self.kind)
     }
 
+    /// Whether the resource itself allows `verb` (`get`, `list`, `watch`, `create`, ...).
+    pub fn allows(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
+    }
+
+    /// The subresource `name` besides `status` and `scale`, when served.
+    pub fn subresource(&self, name: &str) -> Option<&'static kinds::Subresource> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
     /// Whether `version` is served.
     pub fn serves(&self, version: &str) -> bool {
         self.versions.iter().any(|v| v == version)
@@ -117,7 +132,9 @@ impl ResourceType {
             kind: k.kind.to_string(),
             namespaced: k.namespaced,
             short_names: strings(k.short_names),
-            categories: if k.all { strings(&["all"]) } else { Vec::new() },
+            categories: strings(k.categories),
+            verbs: strings(k.verbs),
+            subresources: k.subresources,
             status_subresource: k.status,
             strategic_merge: true,
             scale: k.scale.then(crate::scale::builtin),
@@ -241,6 +258,8 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
         namespaced,
         short_names: crate::json::strings(&names["shortNames"]),
         categories: crate::json::strings(&names["categories"]),
+        verbs: kinds::VERBS.iter().map(|v| v.to_string()).collect(),
+        subresources: &[],
         status_subresource,
         strategic_merge: false,
         scale,

@@ -12,14 +12,17 @@ use crate::error::ApiError;
 use crate::resources::{ResourceType, from_crd};
 
 /// Whether the real API server keeps `metadata.generation` for objects of `t` (checked against
-/// kube-apiserver 1.34): custom resources, CRDs, the apps and batch workloads, pods and the
-/// admission webhook configurations. Other kinds (ConfigMap, Secret, Service, Namespace, Node,
+/// kube-apiserver 1.34): custom resources, CRDs, the apps and batch workloads, pods,
+/// ReplicationControllers, Ingresses, EndpointSlices and the admission webhook configurations. Other kinds (ConfigMap, Secret, Service, Namespace, Node,
 /// Lease, Event, ...) store whatever a create sent (usually nothing) and never change it.
 pub fn tracks_generation(t: &ResourceType) -> bool {
     t.custom.is_some()
         || matches!(
             crate::convert::storage_key(t).as_str(),
             "pods"
+                | "replicationcontrollers"
+                | "networking.k8s.io/ingresses"
+                | "discovery.k8s.io/endpointslices"
                 | "apps/deployments"
                 | "apps/replicasets"
                 | "apps/statefulsets"
@@ -103,10 +106,32 @@ impl Store {
             meta.remove("deletionGracePeriodSeconds");
         }
         crate::defaults::apply(t, None, &mut obj);
+        crate::defaults::encode(t, &mut obj);
+        crate::defaults::prepare_create(t, &mut obj);
+        if t.key() == "services" {
+            let existing = self.range("services", None, None).map(|(_, s)| &s.value);
+            crate::defaults::allocate(existing, &mut obj)?;
+        }
         if t.key() == "apiextensions.k8s.io/customresourcedefinitions" {
             self.serve_crd(&mut obj)?;
         }
-        Ok(self.write(&crate::convert::storage_key(t), key, obj))
+        let stored = self.write(&crate::convert::storage_key(t), key, obj);
+        if t.key() == "namespaces" {
+            self.create_default_service_account(&stored.value);
+        }
+        Ok(stored)
+    }
+
+    /// The serviceaccount controller's work, done with the namespace's creation: a `default`
+    /// ServiceAccount in every new namespace ([`crate::bootstrap::default_service_account`]).
+    fn create_default_service_account(&mut self, namespace: &Value) {
+        let ns = meta_str(namespace, "name").unwrap_or_default().to_string();
+        if let Some(t) = self.registry.get("serviceaccounts").cloned()
+            && self.get("serviceaccounts", &ns, "default").is_none()
+        {
+            // Cannot fail: the namespace exists and the account does not.
+            let _ = self.create(&t, crate::bootstrap::default_service_account(&ns));
+        }
     }
 
     /// Register the resource of a CRD object and mark it Established.
@@ -194,6 +219,7 @@ impl Store {
         }
         let old = &current.value;
         crate::defaults::apply(t, Some(old), &mut obj);
+        crate::defaults::encode(t, &mut obj);
         let deleting = !old["metadata"]["deletionTimestamp"].is_null();
         if deleting {
             let old_f: HashSet<String> = finalizers(old).into_iter().collect();
@@ -212,12 +238,15 @@ impl Store {
                 ));
             }
         }
-        // Deployments also count annotation changes (upstream copies them to ReplicaSets).
+        // Deployments also count annotation changes (upstream copies them to ReplicaSets),
+        // EndpointSlices label changes (their strategy compares the labels).
         let compared = old_converted.unwrap_or(old);
         let changed = spec_part(compared, t.status_subresource)
             != spec_part(&obj, t.status_subresource)
             || (resource == "apps/deployments"
-                && old["metadata"]["annotations"] != obj["metadata"]["annotations"]);
+                && old["metadata"]["annotations"] != obj["metadata"]["annotations"])
+            || (resource == "discovery.k8s.io/endpointslices"
+                && old["metadata"]["labels"] != obj["metadata"]["labels"]);
         let generation = match old["metadata"]["generation"].as_i64() {
             Some(g) if tracks_generation(t) && changed => Some(json!(g + 1)),
             None if tracks_generation(t) => Some(json!(if changed { 2 } else { 1 })),

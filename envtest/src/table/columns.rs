@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Column, cell_text, col, human_age, human_duration, int_col, json_path, wide};
+use super::{
+    Column, cell_text, col, human_age, human_duration, int_col, json_path, name_column, wide,
+};
 
 fn int_at(o: &Value, pointer: &str) -> i64 {
     o.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
@@ -427,6 +429,265 @@ pub(crate) fn lease() -> Vec<Column> {
 
 pub(crate) fn runtime_class() -> Vec<Column> {
     vec![col("Handler", |o| cell_text(o.get("handler")))]
+}
+
+/// A ReplicationController: desired, current and ready replicas; wide, its template's
+/// containers and images and its selector (a label map).
+pub(crate) fn replication_controller() -> Vec<Column> {
+    let mut cols = vec![
+        int_col("Desired", desired_replicas),
+        int_col("Current", |o| int_at(o, "/status/replicas")),
+        int_col("Ready", |o| int_at(o, "/status/readyReplicas")),
+    ];
+    cols.extend(template_columns("/spec/template", None));
+    cols.push(wide("Selector", |o| {
+        json!(format_labels(o.pointer("/spec/selector")))
+    }));
+    cols
+}
+
+/// Roles and ClusterRoles: NAME and CREATED AT (a date), no AGE, as upstream prints them.
+pub(crate) fn role() -> Vec<Column> {
+    vec![
+        name_column(),
+        Column {
+            kind: "date".into(),
+            ..col("Created At", |o| {
+                cell_text(o.pointer("/metadata/creationTimestamp"))
+            })
+        },
+    ]
+}
+
+/// RoleBindings and ClusterRoleBindings: the role, AGE, and, wide, the subjects by kind
+/// (service accounts as `namespace/name`).
+pub(crate) fn role_binding() -> Vec<Column> {
+    fn subjects(o: &Value, kind: &str) -> Value {
+        let names: Vec<String> = o["subjects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["kind"] == kind)
+            .map(|s| {
+                let name = s["name"].as_str().unwrap_or_default();
+                match s["namespace"].as_str() {
+                    Some(ns) if kind == "ServiceAccount" => format!("{ns}/{name}"),
+                    _ => name.to_string(),
+                }
+            })
+            .collect();
+        json!(names.join(", "))
+    }
+    vec![
+        name_column(),
+        col("Role", |o| {
+            json!(format!(
+                "{}/{}",
+                o["roleRef"]["kind"].as_str().unwrap_or_default(),
+                o["roleRef"]["name"].as_str().unwrap_or_default()
+            ))
+        }),
+        col("Age", |o| {
+            json!(human_age(
+                o["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+            ))
+        }),
+        wide("Users", |o| subjects(o, "User")),
+        wide("Groups", |o| subjects(o, "Group")),
+        wide("ServiceAccounts", |o| subjects(o, "ServiceAccount")),
+    ]
+}
+
+/// An Ingress: its class (`<none>`), hosts (`*` for a rule without one), load balancer
+/// addresses, and ports (`80`, `80, 443` with TLS).
+pub(crate) fn ingress() -> Vec<Column> {
+    vec![
+        col("Class", |o| cell_text(o.pointer("/spec/ingressClassName"))),
+        col("Hosts", |o| {
+            let hosts: Vec<&str> = o
+                .pointer("/spec/rules")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|r| r["host"].as_str().unwrap_or("*"))
+                .collect();
+            json!(if hosts.is_empty() {
+                "*".to_string()
+            } else {
+                hosts.join(",")
+            })
+        }),
+        col("Address", |o| {
+            let addresses: Vec<&str> = o
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i["ip"].as_str().or(i["hostname"].as_str()))
+                .collect();
+            json!(addresses.join(","))
+        }),
+        col("Ports", |o| {
+            let tls = o
+                .pointer("/spec/tls")
+                .and_then(Value::as_array)
+                .is_some_and(|t| !t.is_empty());
+            json!(if tls { "80, 443" } else { "80" })
+        }),
+    ]
+}
+
+/// At most three items of `items`, then ` + N more...` (upstream's endpoint lists).
+fn at_most_three(items: Vec<String>, empty: &str) -> Value {
+    if items.is_empty() {
+        return json!(empty);
+    }
+    let mut text = items.iter().take(3).cloned().collect::<Vec<_>>().join(",");
+    if items.len() > 3 {
+        text.push_str(&format!(" + {} more...", items.len() - 3));
+    }
+    json!(text)
+}
+
+/// Endpoints: `ip:port` of each port and address (port by port) of each subset, at most three.
+pub(crate) fn endpoints() -> Vec<Column> {
+    vec![col("Endpoints", |o| {
+        let mut items = Vec::new();
+        for subset in o["subsets"].as_array().into_iter().flatten() {
+            let ports: Vec<i64> = subset["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["port"].as_i64())
+                .collect();
+            let ips: Vec<&str> = subset["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a["ip"].as_str())
+                .collect();
+            if ports.is_empty() {
+                items.extend(ips.iter().map(|ip| ip.to_string()));
+            }
+            for p in &ports {
+                items.extend(ips.iter().map(|ip| format!("{ip}:{p}")));
+            }
+        }
+        at_most_three(items, "<none>")
+    })]
+}
+
+/// An EndpointSlice: its address type, ports and endpoint addresses (at most three).
+pub(crate) fn endpoint_slice() -> Vec<Column> {
+    vec![
+        col("AddressType", |o| cell_text(o.get("addressType"))),
+        col("Ports", |o| {
+            let ports: Vec<String> = o["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    p["port"]
+                        .as_i64()
+                        .map_or("<unset>".into(), |n| n.to_string())
+                })
+                .collect();
+            json!(if ports.is_empty() {
+                "<unset>".to_string()
+            } else {
+                ports.join(",")
+            })
+        }),
+        col("Endpoints", |o| {
+            let addresses: Vec<String> = o["endpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|e| crate::json::strings(&e["addresses"]))
+                .collect();
+            at_most_three(addresses, "<unset>")
+        }),
+    ]
+}
+
+/// An APIService: its service (`namespace/name`, `Local` without one) and the status of its
+/// `Available` condition (with the reason when not `True`).
+pub(crate) fn api_service() -> Vec<Column> {
+    vec![
+        col("Service", |o| {
+            let service = &o["spec"]["service"];
+            json!(match service["name"].as_str() {
+                Some(name) => format!(
+                    "{}/{name}",
+                    service["namespace"].as_str().unwrap_or_default()
+                ),
+                None => "Local".to_string(),
+            })
+        }),
+        col("Available", |o| {
+            let available = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Available");
+            json!(match available {
+                None => "Unknown".to_string(),
+                Some(c) if c["status"] == "True" => "True".to_string(),
+                Some(c) => format!(
+                    "{} ({})",
+                    c["status"].as_str().unwrap_or_default(),
+                    c["reason"].as_str().unwrap_or_default()
+                ),
+            })
+        }),
+    ]
+}
+
+/// A CertificateSigningRequest: AGE first, the signer, the requestor, the requested
+/// duration (`<none>`) and its conditions (`Pending` without any).
+pub(crate) fn certificate_signing_request() -> Vec<Column> {
+    vec![
+        name_column(),
+        col("Age", |o| {
+            json!(human_age(
+                o["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+            ))
+        }),
+        col("SignerName", |o| cell_text(o.pointer("/spec/signerName"))),
+        col("Requestor", |o| {
+            json!(
+                o.pointer("/spec/username")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            )
+        }),
+        col("RequestedDuration", |o| {
+            json!(
+                o.pointer("/spec/expirationSeconds")
+                    .and_then(Value::as_i64)
+                    .map_or("<none>".to_string(), human_duration)
+            )
+        }),
+        col("Condition", |o| {
+            let conditions: Vec<&str> = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["type"].as_str())
+                .collect();
+            json!(if conditions.is_empty() {
+                "Pending".to_string()
+            } else {
+                conditions.join(",")
+            })
+        }),
+    ]
 }
 
 /// No columns of its own: the kind prints NAME and AGE.

@@ -85,3 +85,42 @@ fn descriptors_reach_the_registry() {
     assert!(lists("", "ReplicationController").is_some());
     assert!(lists("apps", "Pod").is_none());
 }
+
+/// Verbs are upstream's names, subresources are unique per kind and not `status` or `scale`
+/// (those come from `status` and `scale`), and a subresource of another API names its version.
+#[test]
+fn verbs_and_subresources_are_well_formed() {
+    for k in KINDS {
+        assert!(!k.verbs.is_empty(), "{}", k.plural);
+        for v in k.verbs {
+            assert!(VERBS.contains(v), "{}: {v}", k.plural);
+        }
+        let mut names = BTreeSet::new();
+        for s in k.subresources {
+            assert!(names.insert(s.name), "{}/{}", k.plural, s.name);
+            assert!(!["status", "scale"].contains(&s.name), "{}", k.plural);
+            assert!(!s.verbs.is_empty() && !s.kind.is_empty());
+            assert_eq!(
+                s.group.is_empty(),
+                s.version.is_empty(),
+                "{}/{}",
+                k.plural,
+                s.name
+            );
+        }
+    }
+    let reg = Registry::with_builtins();
+    let namespaces = reg.get("namespaces").unwrap();
+    assert!(namespaces.allows("delete") && !namespaces.allows("deletecollection"));
+    assert!(namespaces.subresource("finalize").is_some());
+    let cs = reg.get("componentstatuses").unwrap();
+    assert!(cs.allows("list") && !cs.allows("watch") && !cs.allows("create"));
+    assert_eq!(
+        reg.get("serviceaccounts")
+            .unwrap()
+            .subresource("token")
+            .map(|s| (s.group, s.kind)),
+        Some(("authentication.k8s.io", "TokenRequest"))
+    );
+    assert!(reg.get("pods").unwrap().subresource("log").is_none());
+}

@@ -8,42 +8,98 @@
 //! `status.nodeInfo` finds the other fields there, a selector on `kubernetes.io/metadata.name`
 //! matches every Namespace.
 //!
-//! Which function a kind gets is part of its descriptor (`src/resources/kinds.rs`: `defaults`,
-//! `on_create`). [`apply`] runs on every object the store writes (create, update, patch, server-side apply and
-//! [`TestApiServer::upsert`](crate::TestApiServer::upsert)) and, before admission, on the
-//! object mutating webhooks see. It does only what the real server is known to do:
+//! Which functions a kind gets is part of its descriptor (`src/resources/kinds.rs`:
+//! `defaults`, `encoded`, `on_create`, `on_update`, `prepare_create`):
+//!
+//! - [`apply`] (`defaults`, the `SetDefaults_*` functions) runs on every object the store
+//!   writes (create, update, patch, server-side apply and
+//!   [`TestApiServer::upsert`](crate::TestApiServer::upsert)) and, before admission, on the
+//!   object mutating webhooks see (so field ownership includes what it fills in);
+//! - [`encode`] (`encoded`: always-encoded zero-valued fields) runs in the store only, so that
+//!   no field manager owns them, as upstream;
+//! - [`admit_create`] / [`admit_update`] (`on_create` / `on_update`) run on writes through the
+//!   API, as the built-in admission plugins that run before mutating webhooks;
+//! - [`prepare_create`] (the strategy's `PrepareForCreate`: a new object's first status) and,
+//!   for Services, [`allocate`] (cluster IP and node ports) run in the store on every create.
+//!
+//! They do only what the real server is known to do (checked against kube-apiserver 1.34):
 //!
 //! | Kind | When | Written |
 //! |---|---|---|
 //! | Node | every write | `spec: {}` when absent (`NodeSpec` is a struct); `status: {}` when absent, `status.daemonEndpoints.kubeletEndpoint.Port: 0` and the ten string fields of `status.nodeInfo` (`machineID` … `architecture`) as `""` when absent (structs and fields without `omitempty`); `status.allocatable` copied from `status.capacity` when only capacity is given (`SetDefaults_NodeStatus`) |
+//! | Node | create (API) | the `node.kubernetes.io/not-ready:NoSchedule` taint (`TaintNodesByCondition`) unless a taint with that key and effect is there |
 //! | Namespace | every write | label `kubernetes.io/metadata.name: <name>` (`SetDefaults_Namespace`, overriding any other value) |
 //! | Namespace | create | `spec.finalizers` gains `kubernetes`; `status` is `{phase: Active}` whatever was sent (the namespace strategy's `PrepareForCreate`) |
 //! | Namespace | update | `spec.finalizers` keeps its stored value (only the `finalize` subresource changes it upstream; `PrepareForUpdate`) |
 //! | Namespace | every write | `status.phase: Active` when absent (`SetDefaults_NamespaceStatus`) |
 //! | PersistentVolumeClaim | every write | `spec.volumeMode: Filesystem` and `status.phase: Pending` when absent (`SetDefaults_PersistentVolumeClaimSpec`, `SetDefaults_PersistentVolumeClaim`) |
+//! | PersistentVolumeClaim | create (API) | the `kubernetes.io/pvc-protection` finalizer (`StorageObjectInUseProtection`, [`protect_claim`]) |
+//! | Pod, and every pod template | every write | `restartPolicy: Always`, `terminationGracePeriodSeconds: 30`, `dnsPolicy: ClusterFirst`, `securityContext: {}`, `schedulerName: default-scheduler`; per container `resources: {}`, `terminationMessagePath: /dev/termination-log`, `terminationMessagePolicy: File`, `imagePullPolicy` (`Always` for an untagged or `:latest` image, else `IfNotPresent`), port `protocol: TCP`, probe timings; volume `defaultMode: 420` |
+//! | Pod | every write | `enableServiceLinks: true`; requests copied from limits where only limits are set |
+//! | Pod | create, update (API) | `NoExecute` tolerations of `node.kubernetes.io/not-ready` and `unreachable` for 300 s (`DefaultTolerationSeconds`); `priority: 0` and `preemptionPolicy: PreemptLowerPriority` without a priority class (`Priority`; an update keeps the stored ones) |
+//! | Pod | create | `status: {phase: Pending, qosClass}` whatever was sent (`BestEffort`, `Burstable` or `Guaranteed`) |
+//! | Service | every write | `type: ClusterIP`, `sessionAffinity: None`, `internalTrafficPolicy: Cluster`, `externalTrafficPolicy: Cluster` (NodePort, LoadBalancer), port `protocol: TCP` and `targetPort` = `port`; an update without them keeps the allocated cluster IPs and node ports |
+//! | Service | create | a cluster IP from `10.0.0.0/24` (random in the dynamic band, as upstream; a requested one must be free and in range: 422), `clusterIPs`, `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack`; node ports from `30000-32767` for NodePort and LoadBalancer; `status: {loadBalancer: {}}` |
+//! | Deployment | every write | `replicas: 1`, `strategy` `RollingUpdate` with `25%`/`25%`, `revisionHistoryLimit: 10`, `progressDeadlineSeconds: 600` |
+//! | Deployment | create | `status: {}` |
+//! | ReplicaSet, ReplicationController | every write | `replicas: 1`; a ReplicationController without a selector or labels takes its template's labels for both |
+//! | ReplicationController | create | `status: {replicas: 0}` |
+//! | Ingress | create | `status: {loadBalancer: {}}` |
+//! | Endpoints, EndpointSlice | every write | port `protocol: TCP`; EndpointSlice port `name: ""` and endpoint `conditions: {}` |
+//! | Mutating/ValidatingWebhookConfiguration | every write | per webhook `failurePolicy: Fail`, `matchPolicy: Equivalent`, `namespaceSelector: {}`, `objectSelector: {}`, `timeoutSeconds: 10`, (mutating) `reinvocationPolicy: Never`, rule `scope: "*"`, service `port: 443` |
+//! | Event (core/v1 storage) | every write | `involvedObject: {}`, `source: {}`, `firstTimestamp`, `lastTimestamp` and `eventTime` as `null`, `reportingComponent` and `reportingInstance` as `""` (always encoded; events.k8s.io/v1 drops the empty reporting fields, `omitempty` there) |
+//! | CustomResourceDefinition | every write | `spec.conversion: {strategy: None}` |
+//! | ConfigMap | every write | an empty `data` or `binaryData` is not stored (`omitempty`) |
 //!
-//! `kcr-envtest/tests/builtin_writes.rs` pins these through the API, on either backend.
+//! `kcr-envtest/tests/builtin_writes.rs` and `builtin_defaults.rs` pin these through the API,
+//! on either backend. On a cluster the node lifecycle controller removes the not-ready taint
+//! once the kubelet reports Ready; no such controller runs here (on either backend), so it stays
+//! until a client removes it. [`TestApiServer::add_nodes`](crate::TestApiServer::add_nodes)
+//! makes registered, Ready nodes without it on both backends.
 //!
-//! [`admit_create`] runs on objects created through the API (not on
-//! [`TestApiServer::upsert`](crate::TestApiServer::upsert)), as the built-in admission plugins
-//! that run before mutating webhooks: `TaintNodesByCondition` taints a new Node
-//! `node.kubernetes.io/not-ready:NoSchedule` unless it already has a taint with that key and
-//! effect, and `StorageObjectInUseProtection` gives a new PersistentVolumeClaim the
-//! `kubernetes.io/pvc-protection` finalizer ([`protect_claim`]). On a cluster the node lifecycle
-//! controller removes the taint once the kubelet reports Ready;
-//! no such controller runs here (on either backend), so it stays until a client removes it.
-//! [`TestApiServer::add_nodes`](crate::TestApiServer::add_nodes) makes registered, Ready nodes
-//! without it on both backends.
-//!
-//! Not done (the real server does more): Pod, Service and workload defaults (`restartPolicy`,
-//! `dnsPolicy`, `terminationMessagePath`, `clusterIP` allocation, `strategy`, ...), dropping
-//! empty `omitempty` lists and maps (a Node stored with `spec.taints: []` keeps it here; the real
-//! server stores no `taints`), and `spec.finalizers` driving namespace deletion (contents are
-//! removed at once, as before).
+//! Not done (the real server does more): the defaults of StatefulSet, DaemonSet, Job and
+//! CronJob specs besides their pod templates, `serviceAccountName` (the real backend, like
+//! controller-runtime's envtest, runs without the ServiceAccount admission plugin), dropping
+//! other empty `omitempty` lists and maps (a Node stored with `spec.taints: []` keeps it here;
+//! the real server stores no `taints`), and `spec.finalizers` driving namespace deletion
+//! (contents are removed at once, as before).
+
+mod objects;
+mod pod;
+mod service;
 
 use serde_json::{Map, Value, json};
 
+pub(crate) use objects::{
+    config_map, custom_resource_definition, deployment, empty_status, endpoint_slice, endpoints,
+    event, mutating_webhooks, no_replicas, replicated, replication_controller, templated,
+    validating_webhooks,
+};
+pub(crate) use pod::{admit_pod, admit_pod_update, pod, pod_status};
+pub(crate) use service::{allocate, service, service_status};
+
 use crate::resources::ResourceType;
+
+/// Inserts `value` at `field` unless the field is there (a `null` counts as absent).
+fn or_insert(map: &mut Map<String, Value>, field: &str, value: Value) {
+    match map.get(field) {
+        Some(v) if !v.is_null() => {}
+        _ => {
+            map.insert(field.to_string(), value);
+        }
+    }
+}
+
+/// The strategy's first status of a new object of `t` (`PrepareForCreate`), on every create
+/// (through the API or [`TestApiServer::upsert`](crate::TestApiServer::upsert)).
+pub(crate) fn prepare_create(t: &ResourceType, obj: &mut Value) {
+    if !obj.is_object() {
+        return;
+    }
+    if let Some(prepare) = crate::resources::kinds::of(t).and_then(|k| k.prepare_create) {
+        prepare(obj);
+    }
+}
 
 /// The taint `TaintNodesByCondition` gives every new Node.
 pub(crate) const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
@@ -56,6 +112,17 @@ pub(crate) fn admit_create(t: &ResourceType, obj: &mut Value) {
     }
     if let Some(on_create) = crate::resources::kinds::of(t).and_then(|k| k.on_create) {
         on_create(obj);
+    }
+}
+
+/// The built-in mutating admission of an update through the API (the descriptor's
+/// `on_update`; `old` is the stored object): see [`admit_pod_update`].
+pub(crate) fn admit_update(t: &ResourceType, old: &Value, obj: &mut Value) {
+    if !obj.is_object() {
+        return;
+    }
+    if let Some(on_update) = crate::resources::kinds::of(t).and_then(|k| k.on_update) {
+        on_update(old, obj);
     }
 }
 
@@ -108,6 +175,23 @@ pub(crate) fn apply(t: &ResourceType, old: Option<&Value>, obj: &mut Value) {
     }
     if let Some(defaults) = crate::resources::kinds::of(t).and_then(|k| k.defaults) {
         defaults(old, obj);
+    }
+}
+
+/// The always-encoded zero-valued fields of `t`'s objects (the descriptor's `encoded`), which
+/// the store writes into every object it stores; kept out of [`apply`] so that, as upstream, no
+/// field manager owns them. events.k8s.io Events are stored as core Events: the core form's.
+pub(crate) fn encode(t: &ResourceType, obj: &mut Value) {
+    if !obj.is_object() {
+        return;
+    }
+    let descriptor = if crate::convert::is_events_v1(t) {
+        crate::resources::kinds::core_events()
+    } else {
+        crate::resources::kinds::of(t)
+    };
+    if let Some(encoded) = descriptor.and_then(|k| k.encoded) {
+        encoded(obj);
     }
 }
 
