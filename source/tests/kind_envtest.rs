@@ -621,3 +621,47 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
     assert!(secret.metadata.managed_fields.is_some(), "{secret:?}");
     server.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_list_fills_the_cache_and_then_watches() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for i in 0..5 {
+        api.create(&PostParams::default(), &cm(&format!("s{i}"), "1"))
+            .await
+            .expect("create");
+    }
+    let cache = Cache::new(server.client());
+    let scope = WatchScope::all()
+        .namespace("default")
+        .labels("app=demo")
+        .streaming_list();
+    let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
+    let mut started = cache
+        .kind::<ConfigMap>(scope)
+        .expect("kind")
+        .start()
+        .expect("start");
+    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    assert_eq!(reader.len(), 5);
+    let initial = next_n(&mut started.events, 5).await;
+    assert!(
+        initial
+            .iter()
+            .all(|e| matches!(e, Event::Create { initial: true, .. })),
+        "{initial:?}"
+    );
+    // Then live events, as with a list.
+    set_value(&api, "s3", "2").await;
+    match next(&mut started.events).await {
+        Event::Update { old, new } => {
+            assert_eq!(
+                (name(&new), data(&old), data(&new)),
+                ("s3".into(), "1".into(), "2".into())
+            );
+        }
+        other => panic!("expected update, got {other:?}"),
+    }
+    quiet(&mut started.events).await;
+    server.shutdown();
+}
