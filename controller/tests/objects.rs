@@ -351,9 +351,12 @@ async fn finalizer_is_added_before_apply_kept_on_failed_cleanup_and_removed_afte
     assert!(cleaned.load(std::sync::atomic::Ordering::SeqCst));
 
     // An invalid finalizer name is refused before any request.
-    let err = finalizer(&api, "not/a/name", Arc::new(named_configmap("x")), |_| async {
-        Ok::<_, Failed>(Action::done())
-    })
+    let err = finalizer(
+        &api,
+        "not/a/name",
+        Arc::new(named_configmap("x")),
+        |_| async { Ok::<_, Failed>(Action::done()) },
+    )
     .await
     .unwrap_err();
     assert!(matches!(

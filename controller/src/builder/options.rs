@@ -56,6 +56,13 @@ impl<K> WatchOptions<K> {
         self.scope = self.scope.fields(selector);
         self
     }
+
+    /// Fills the cache with a streaming list instead of paged lists (`for_kind`/`owns`; see
+    /// [`kcr_source::WatchScope::streaming_list`]).
+    pub fn streaming_list(mut self) -> Self {
+        self.scope = self.scope.streaming_list();
+        self
+    }
 }
 
 pub(super) fn describe_options(options: &kcr_source::WatchScope) -> String {
@@ -68,6 +75,9 @@ pub(super) fn describe_options(options: &kcr_source::WatchScope) -> String {
     }
     if let Some(f) = &options.field_selector {
         parts.push(format!("fields={f}"));
+    }
+    if options.streaming_list {
+        parts.push("streaming-list".to_string());
     }
     if parts.is_empty() {
         String::new()

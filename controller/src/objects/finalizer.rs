@@ -273,7 +273,11 @@ mod tests {
         assert!(check_name("example.com/cleanup").is_ok());
         assert!(check_name("node.finalizers.node-pool.lailin.xyz").is_ok());
         let err = check_name("clean up").unwrap_err();
-        assert!(err.to_string().contains("invalid finalizer name \"clean up\""), "{err}");
+        assert!(
+            err.to_string()
+                .contains("invalid finalizer name \"clean up\""),
+            "{err}"
+        );
         let err = check_name("Example.com/").unwrap_err();
         assert!(matches!(err, ObjectError::InvalidFinalizer { .. }), "{err}");
         assert!(check_name("").is_err());
