@@ -85,14 +85,9 @@ where
     E: Into<Box<dyn StdError + Send + Sync + 'static>>,
 {
     let target = Target::of(object)?;
-    let Some(current) = target.get(api).await? else {
-        target.run_mutate(object, mutate)?;
-        *object = target.create(api, object).await?;
+    let Some(before) = target.read_and_mutate(api, object, mutate).await? else {
         return Ok(OperationResult::Created);
     };
-    *object = current;
-    let before = target.to_json(object)?;
-    target.run_mutate(object, mutate)?;
     if target.to_json(object)? == before {
         return Ok(OperationResult::Unchanged);
     }
@@ -121,14 +116,9 @@ where
     E: Into<Box<dyn StdError + Send + Sync + 'static>>,
 {
     let target = Target::of(object)?;
-    let Some(current) = target.get(api).await? else {
-        target.run_mutate(object, mutate)?;
-        *object = target.create(api, object).await?;
+    let Some(mut before) = target.read_and_mutate(api, object, mutate).await? else {
         return Ok(OperationResult::Created);
     };
-    *object = current;
-    let mut before = target.to_json(object)?;
-    target.run_mutate(object, mutate)?;
     let mut after = target.to_json(object)?;
     let status_before = take_status(&mut before);
     let status_after = take_status(&mut after);
@@ -219,16 +209,35 @@ impl Target {
         }
     }
 
-    async fn get<K: Object>(&self, api: &Api<K>) -> Result<Option<K>, ObjectError> {
-        api.get_opt(&self.name)
+    /// The common start of both helpers: reads the object; when there is none, runs `mutate`
+    /// on `object` and creates it (`None`: created, `object` is the answer); else puts what it
+    /// read into `object`, runs `mutate` on it and returns the JSON from before `mutate`.
+    async fn read_and_mutate<K: Object, F, E>(
+        &self,
+        api: &Api<K>,
+        object: &mut K,
+        mutate: F,
+    ) -> Result<Option<Value>, ObjectError>
+    where
+        F: FnOnce(&mut K) -> Result<(), E>,
+        E: Into<Box<dyn StdError + Send + Sync + 'static>>,
+    {
+        let current = api
+            .get_opt(&self.name)
             .await
-            .map_err(|e| self.api_error("get", e))
-    }
-
-    async fn create<K: Object>(&self, api: &Api<K>, object: &K) -> Result<K, ObjectError> {
-        api.create(&PostParams::default(), object)
-            .await
-            .map_err(|e| self.api_error("create", e))
+            .map_err(|e| self.api_error("get", e))?;
+        let Some(current) = current else {
+            self.run_mutate(object, mutate)?;
+            *object = api
+                .create(&PostParams::default(), object)
+                .await
+                .map_err(|e| self.api_error("create", e))?;
+            return Ok(None);
+        };
+        *object = current;
+        let before = self.to_json(object)?;
+        self.run_mutate(object, mutate)?;
+        Ok(Some(before))
     }
 
     fn run_mutate<K: Resource, F, E>(&self, object: &mut K, mutate: F) -> Result<(), ObjectError>

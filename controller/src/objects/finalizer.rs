@@ -147,74 +147,85 @@ where
 /// Adds `name`: returns the object as written, or `None` when it no longer exists. A fresh
 /// read that shows the finalizer already there (or the object deleting) is returned as is.
 async fn add<K: Object>(api: &Api<K>, name: &str, object: &K) -> Result<Option<K>, ObjectError> {
-    let target = Target::of(object)?;
-    let mut current = object.clone();
-    for attempt in 0..2 {
+    let outcome = guarded_patch(api, object, |current| {
         let meta = current.meta();
         if meta.finalizers.iter().flatten().any(|f| f == name) || meta.deletion_timestamp.is_some()
         {
-            return Ok(Some(current));
+            return None;
         }
-        let ops = match &meta.finalizers {
+        Some(match &meta.finalizers {
             Some(_) => json!([{"op": "add", "path": "/metadata/finalizers/-", "value": name}]),
             None => json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
                 {"op": "add", "path": "/metadata/finalizers", "value": [name]}
             ]),
-        };
-        match send(api, &target, ops).await {
-            Ok(written) => return Ok(Some(written)),
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) if attempt == 0 && is_stale(&e) => match fresh(api, &target).await? {
-                Some(fresh) => current = fresh,
-                None => return Ok(None),
-            },
-            Err(e) => return Err(e),
-        }
-    }
-    unreachable_retry(&target)
+        })
+    })
+    .await?;
+    Ok(match outcome {
+        Guarded::Written(object) | Guarded::Unneeded(object) => Some(object),
+        Guarded::Gone => None,
+    })
 }
 
-/// Removes `name`, guarded by a `test` of its entry; a fresh read decides again once.
+/// Removes `name`, guarded by a `test` of its entry. An object that is gone has no finalizers
+/// left to remove.
 async fn remove<K: Object>(api: &Api<K>, name: &str, object: &K) -> Result<(), ObjectError> {
-    let target = Target::of(object)?;
-    let mut current = object.clone();
-    for attempt in 0..2 {
-        let Some(i) = current
+    guarded_patch(api, object, |current| {
+        let i = current
             .meta()
             .finalizers
             .iter()
             .flatten()
-            .position(|f| f == name)
-        else {
-            return Ok(());
-        };
+            .position(|f| f == name)?;
         let path = format!("/metadata/finalizers/{i}");
-        let ops = json!([
+        Some(json!([
             {"op": "test", "path": path, "value": name},
             {"op": "remove", "path": path}
-        ]);
+        ]))
+    })
+    .await
+    .map(|_| ())
+}
+
+/// What [`guarded_patch`] did.
+enum Guarded<K> {
+    /// The patch was written; the object as the API server answered.
+    Written(K),
+    /// Nothing to patch on the object as last read.
+    Unneeded(K),
+    /// The object does not exist (any more).
+    Gone,
+}
+
+/// Sends the JSON patch `plan` makes for `object` (none: nothing to do). When a guard fails
+/// (the object changed since it was read), reads it again and plans once more on the fresh
+/// copy; a second stale answer is returned as the error.
+async fn guarded_patch<K: Object>(
+    api: &Api<K>,
+    object: &K,
+    plan: impl Fn(&K) -> Option<Value>,
+) -> Result<Guarded<K>, ObjectError> {
+    let target = Target::of(object)?;
+    let mut current = object.clone();
+    let mut fresh_read = false;
+    loop {
+        let Some(ops) = plan(&current) else {
+            return Ok(Guarded::Unneeded(current));
+        };
         match send(api, &target, ops).await {
-            Ok(_) => return Ok(()),
-            // The object is gone: its finalizers are too.
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) if attempt == 0 && is_stale(&e) => match fresh(api, &target).await? {
-                Some(fresh) => current = fresh,
-                None => return Ok(()),
-            },
+            Ok(written) => return Ok(Guarded::Written(written)),
+            Err(e) if e.is_not_found() => return Ok(Guarded::Gone),
+            Err(e) if !fresh_read && is_stale(&e) => {
+                fresh_read = true;
+                match fresh(api, &target).await? {
+                    Some(read) => current = read,
+                    None => return Ok(Guarded::Gone),
+                }
+            }
             Err(e) => return Err(e),
         }
     }
-    unreachable_retry(&target)
-}
-
-/// The loops above return on their second attempt; this answers the impossible fall-through
-/// with an error rather than a panic.
-fn unreachable_retry<T>(target: &Target) -> Result<T, ObjectError> {
-    Err(target.api_error(
-        "patch",
-        kube::Error::Service("finalizer patch retried more than once".into()),
-    ))
 }
 
 async fn send<K: Object>(api: &Api<K>, target: &Target, ops: Value) -> Result<K, ObjectError> {
