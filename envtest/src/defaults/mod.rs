@@ -81,6 +81,18 @@ pub(crate) use service::{allocate, service, service_status};
 use crate::resources::ResourceType;
 
 /// Inserts `value` at `field` unless the field is there (a `null` counts as absent).
+/// The objects in the list at `map[field]` (none when it is absent or not a list).
+fn items_mut<'a>(
+    map: &'a mut Map<String, Value>,
+    field: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+    map.get_mut(field)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
 fn or_insert(map: &mut Map<String, Value>, field: &str, value: Value) {
     match map.get(field) {
         Some(v) if !v.is_null() => {}

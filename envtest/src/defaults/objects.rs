@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::pod::pod_spec;
-use super::{object_field, or_insert};
+use super::{items_mut, object_field, or_insert};
 
 /// The template's pod spec defaults, for a workload whose template is at `spec.template`.
 fn template(spec: &mut serde_json::Map<String, Value>) {
@@ -81,13 +81,7 @@ fn webhooks(obj: &mut Value, mutating: bool) {
         if mutating {
             or_insert(w, "reinvocationPolicy", json!("Never"));
         }
-        for r in w
-            .get_mut("rules")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
+        for r in items_mut(w, "rules") {
             or_insert(r, "scope", json!("*"));
         }
         if let Some(service) = w

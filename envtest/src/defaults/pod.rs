@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{object_field, or_insert};
+use super::{items_mut, object_field, or_insert};
 
 /// The defaults of a pod spec (a Pod's or a template's).
 pub(crate) fn pod_spec(spec: &mut Map<String, Value>) {
@@ -15,23 +15,11 @@ pub(crate) fn pod_spec(spec: &mut Map<String, Value>) {
     or_insert(spec, "securityContext", json!({}));
     or_insert(spec, "schedulerName", json!("default-scheduler"));
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
+        for c in items_mut(spec, list) {
             container(c);
         }
     }
-    for v in spec
-        .get_mut("volumes")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for v in items_mut(spec, "volumes") {
         for source in ["secret", "configMap", "downwardAPI", "projected"] {
             if let Some(s) = v.get_mut(source).and_then(Value::as_object_mut) {
                 or_insert(s, "defaultMode", json!(420));
@@ -66,13 +54,7 @@ fn container(c: &mut Map<String, Value>) {
         };
         c.insert("imagePullPolicy".into(), json!(policy));
     }
-    for p in c
-        .get_mut("ports")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for p in items_mut(c, "ports") {
         or_insert(p, "protocol", json!("TCP"));
     }
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {

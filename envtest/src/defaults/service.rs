@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::{object_field, or_insert};
+use super::{items_mut, object_field, or_insert};
 use crate::error::ApiError;
 
 /// The service range's prefix (a /24) and its first address of the dynamic band.
@@ -42,13 +42,7 @@ pub(crate) fn service(old: Option<&Value>, obj: &mut Value) {
     if kind == "NodePort" || kind == "LoadBalancer" {
         or_insert(spec, "externalTrafficPolicy", json!("Cluster"));
     }
-    for p in spec
-        .get_mut("ports")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for p in items_mut(spec, "ports") {
         or_insert(p, "protocol", json!("TCP"));
         if let Some(port) = p.get("port").cloned() {
             or_insert(p, "targetPort", port);
@@ -65,13 +59,7 @@ pub(crate) fn service(old: Option<&Value>, obj: &mut Value) {
         }
     }
     let old_ports = old["ports"].as_array().cloned().unwrap_or_default();
-    for p in spec
-        .get_mut("ports")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for p in items_mut(spec, "ports") {
         if p.contains_key("nodePort") {
             continue;
         }
@@ -203,13 +191,7 @@ pub(crate) fn allocate<'a>(
     or_insert(spec, "ipFamilies", json!(["IPv4"]));
     or_insert(spec, "ipFamilyPolicy", json!("SingleStack"));
     if kind == "NodePort" || kind == "LoadBalancer" {
-        for p in spec
-            .get_mut("ports")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
+        for p in items_mut(spec, "ports") {
             if let Some(n) = p.get("nodePort").and_then(Value::as_u64) {
                 let n = n as u32;
                 if !NODE_PORTS.contains(&n) || ports.contains(&n) {
