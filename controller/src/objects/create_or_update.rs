@@ -46,6 +46,22 @@ impl<K> Object for K where
 {
 }
 
+/// A mutate function of [`create_or_update`] and [`create_or_patch`]: sets what the object
+/// should hold, in place, or fails (then nothing is written). Implemented by every
+/// `FnOnce(&mut K) -> Result<(), E>` whose error converts into a boxed error.
+pub trait Mutate<K>: FnOnce(&mut K) -> Result<(), Self::Error> {
+    /// The error the function may return.
+    type Error: Into<Box<dyn StdError + Send + Sync + 'static>>;
+}
+
+impl<K, F, E> Mutate<K> for F
+where
+    F: FnOnce(&mut K) -> Result<(), E>,
+    E: Into<Box<dyn StdError + Send + Sync + 'static>>,
+{
+    type Error = E;
+}
+
 /// Create `object` if it does not exist, else update it, after `mutate` has set what it should
 /// hold. On return `object` is what the API server answered (or, when unchanged, what it
 /// read).
@@ -74,16 +90,11 @@ impl<K> Object for K where
 /// assert_ne!(result, OperationResult::UpdatedStatus);
 /// # Ok(()) }
 /// ```
-pub async fn create_or_update<K, F, E>(
+pub async fn create_or_update<K: Object>(
     api: &Api<K>,
     object: &mut K,
-    mutate: F,
-) -> Result<OperationResult, ObjectError>
-where
-    K: Object,
-    F: FnOnce(&mut K) -> Result<(), E>,
-    E: Into<Box<dyn StdError + Send + Sync + 'static>>,
-{
+    mutate: impl Mutate<K>,
+) -> Result<OperationResult, ObjectError> {
     let target = Target::of(object)?;
     let Some(before) = target.read_and_mutate(api, object, mutate).await? else {
         return Ok(OperationResult::Created);
@@ -105,16 +116,11 @@ where
 /// The patches carry no `resourceVersion`: fields `mutate` did not touch are left as other
 /// writers set them. A kind without a status subresource must not change `status` in
 /// `mutate` (the status patch would answer 404).
-pub async fn create_or_patch<K, F, E>(
+pub async fn create_or_patch<K: Object>(
     api: &Api<K>,
     object: &mut K,
-    mutate: F,
-) -> Result<OperationResult, ObjectError>
-where
-    K: Object,
-    F: FnOnce(&mut K) -> Result<(), E>,
-    E: Into<Box<dyn StdError + Send + Sync + 'static>>,
-{
+    mutate: impl Mutate<K>,
+) -> Result<OperationResult, ObjectError> {
     let target = Target::of(object)?;
     let Some(mut before) = target.read_and_mutate(api, object, mutate).await? else {
         return Ok(OperationResult::Created);
@@ -212,16 +218,12 @@ impl Target {
     /// The common start of both helpers: reads the object; when there is none, runs `mutate`
     /// on `object` and creates it (`None`: created, `object` is the answer); else puts what it
     /// read into `object`, runs `mutate` on it and returns the JSON from before `mutate`.
-    async fn read_and_mutate<K: Object, F, E>(
+    async fn read_and_mutate<K: Object>(
         &self,
         api: &Api<K>,
         object: &mut K,
-        mutate: F,
-    ) -> Result<Option<Value>, ObjectError>
-    where
-        F: FnOnce(&mut K) -> Result<(), E>,
-        E: Into<Box<dyn StdError + Send + Sync + 'static>>,
-    {
+        mutate: impl Mutate<K>,
+    ) -> Result<Option<Value>, ObjectError> {
         let current = api
             .get_opt(&self.name)
             .await
@@ -240,11 +242,11 @@ impl Target {
         Ok(Some(before))
     }
 
-    fn run_mutate<K: Resource, F, E>(&self, object: &mut K, mutate: F) -> Result<(), ObjectError>
-    where
-        F: FnOnce(&mut K) -> Result<(), E>,
-        E: Into<Box<dyn StdError + Send + Sync + 'static>>,
-    {
+    fn run_mutate<K: Resource>(
+        &self,
+        object: &mut K,
+        mutate: impl Mutate<K>,
+    ) -> Result<(), ObjectError> {
         let namespace = object.meta().namespace.clone();
         mutate(object).map_err(|e| ObjectError::Mutate {
             kind: self.kind.clone(),

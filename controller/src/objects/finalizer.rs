@@ -92,56 +92,35 @@ where
 {
     check_name(name).map_err(FinalizerError::Finalizer)?;
     let has = |o: &K| o.meta().finalizers.iter().flatten().any(|f| f == name);
-    let deleting = object.meta().deletion_timestamp.is_some();
-    match (deleting, has(&object)) {
-        (false, has_it) => {
-            let object = if has_it {
-                object
-            } else {
-                match add(api, name, &object)
-                    .await
-                    .map_err(FinalizerError::Finalizer)?
-                {
-                    Some(updated) => Arc::new(updated),
-                    // Gone while we added: nothing to reconcile.
-                    None => return Ok(Action::done()),
-                }
-            };
-            // `add` may have found the object deleting on a fresh read.
-            if object.meta().deletion_timestamp.is_some() {
-                return cleanup(api, name, object, reconcile).await;
-            }
-            reconcile(Event::Apply(object))
-                .await
-                .map_err(FinalizerError::Apply)
+    let deleting = |o: &K| o.meta().deletion_timestamp.is_some();
+    let object = if deleting(&object) || has(&object) {
+        object
+    } else {
+        match add(api, name, &object)
+            .await
+            .map_err(FinalizerError::Finalizer)?
+        {
+            // Written, or found deleting (or finalized by now) on a fresh read.
+            Some(updated) => Arc::new(updated),
+            // Gone while we added: nothing to reconcile.
+            None => return Ok(Action::done()),
         }
-        (true, true) => cleanup(api, name, object, reconcile).await,
+    };
+    match (deleting(&object), has(&object)) {
+        (false, _) => reconcile(Event::Apply(object))
+            .await
+            .map_err(FinalizerError::Apply),
+        (true, true) => {
+            let action = reconcile(Event::Cleanup(Arc::clone(&object)))
+                .await
+                .map_err(FinalizerError::Cleanup)?;
+            remove(api, name, &object)
+                .await
+                .map_err(FinalizerError::Finalizer)?;
+            Ok(action)
+        }
         (true, false) => Ok(Action::done()),
     }
-}
-
-async fn cleanup<K, F, Fut, E>(
-    api: &Api<K>,
-    name: &str,
-    object: Arc<K>,
-    reconcile: F,
-) -> Result<Action, FinalizerError<E>>
-where
-    K: Object,
-    F: FnOnce(Event<K>) -> Fut,
-    Fut: Future<Output = Result<Action, E>>,
-    E: std::error::Error + 'static,
-{
-    if !object.meta().finalizers.iter().flatten().any(|f| f == name) {
-        return Ok(Action::done());
-    }
-    let action = reconcile(Event::Cleanup(Arc::clone(&object)))
-        .await
-        .map_err(FinalizerError::Cleanup)?;
-    remove(api, name, &object)
-        .await
-        .map_err(FinalizerError::Finalizer)?;
-    Ok(action)
 }
 
 /// Adds `name`: returns the object as written, or `None` when it no longer exists. A fresh

@@ -21,7 +21,7 @@ mod finalizer;
 mod owner;
 
 pub use apply::{Applier, Conflicts};
-pub use create_or_update::{Object, OperationResult, create_or_patch, create_or_update};
+pub use create_or_update::{Mutate, Object, OperationResult, create_or_patch, create_or_update};
 pub use error::ObjectError;
 pub use finalizer::{Event as FinalizerEvent, FinalizerError, finalizer};
 pub use owner::{
