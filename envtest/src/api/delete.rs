@@ -136,6 +136,6 @@ pub(crate) async fn delete_collection(call: &Call<'_>) -> Result<Response<Body>,
     let rv = shared.store.lock().rv();
     Ok(json_bytes(
         StatusCode::OK,
-        render_list(route, &deleted, rv, "", OutputMode::Full),
+        render_list(route, &deleted, rv, "", None, OutputMode::Full),
     ))
 }

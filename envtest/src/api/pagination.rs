@@ -87,6 +87,16 @@ impl ListParams {
         })
     }
 
+    /// The page size to serve: a list at resourceVersion `0` (no continue token) is served
+    /// whole, as the real server's watch cache does, whatever the limit.
+    pub(crate) fn page_limit(&self) -> usize {
+        if self.cont.is_none() && self.rv.as_deref() == Some("0") {
+            0
+        } else {
+            self.limit
+        }
+    }
+
     /// The snapshot to serve when the store is at `current`: its resourceVersion (`None`: the
     /// current state) and the key after which the page starts.
     pub(crate) fn snapshot(&self, current: u64) -> Result<(Option<u64>, Option<ObjKey>), ApiError> {
@@ -133,12 +143,14 @@ pub(crate) struct Page<T> {
     pub items: Vec<T>,
     /// The key of the last item, when more items follow (the continue point).
     pub next: Option<ObjKey>,
+    /// How many selected objects follow the page.
+    pub remaining: usize,
 }
 
 /// Merges the current objects (`current`, in key order) with the state at the snapshot of the
 /// keys written since (`overlay`, in key order, `None` for a key absent at the snapshot; it
 /// wins over `current`), keeps the objects `keep` selects and stops after `limit` of them (0:
-/// no limit).
+/// no limit), counting the selected objects after the page.
 pub(crate) fn merge_page<'a, T: Clone + 'a>(
     current: impl Iterator<Item = (&'a ObjKey, &'a T)>,
     overlay: impl Iterator<Item = (&'a ObjKey, &'a Option<T>)>,
@@ -149,6 +161,7 @@ pub(crate) fn merge_page<'a, T: Clone + 'a>(
     let mut overlay = overlay.peekable();
     let mut items = Vec::new();
     let mut last: Option<ObjKey> = None;
+    let mut remaining = 0;
     loop {
         let next_keys = (
             current.peek().map(|(k, _)| *k),
@@ -177,12 +190,18 @@ pub(crate) fn merge_page<'a, T: Clone + 'a>(
             continue;
         }
         if limit > 0 && items.len() == limit {
-            return Page { items, next: last };
+            remaining += 1;
+            continue;
         }
         last = Some(key.clone());
         items.push(obj.clone());
     }
-    Page { items, next: None }
+    let next = if remaining > 0 { last } else { None };
+    Page {
+        items,
+        next,
+        remaining,
+    }
 }
 
 #[cfg(test)]

@@ -85,15 +85,24 @@ pub(crate) fn list(
         store.range(&resource, ns, after.as_ref()),
         overlay.iter().filter(|(k, _)| in_scope(k)),
         |obj: &Arc<StoredObject>| sel.is_everything() || sel.matches(&obj.value),
-        params.limit,
+        params.page_limit(),
     );
     drop(store);
     let continue_token = page
         .next
         .map(|k| encode_continue(list_rv, &k))
         .unwrap_or_default();
+    // As upstream, the count is given when no selector filters the list.
+    let remaining = (page.remaining > 0 && sel.is_everything()).then_some(page.remaining);
     Ok(json_bytes(
         StatusCode::OK,
-        render_list(route, &page.items, list_rv, &continue_token, mode),
+        render_list(
+            route,
+            &page.items,
+            list_rv,
+            &continue_token,
+            remaining,
+            mode,
+        ),
     ))
 }

@@ -56,8 +56,8 @@ pub(crate) enum Prepared {
 }
 
 /// The steps PUT and PATCH share between computing the new object and storing it: keep the
-/// status subresource separation, run admission (operation UPDATE), answer dry runs, and record
-/// `Update` field ownership when `track` is set (server-side apply records its own).
+/// status subresource separation, record `Update` field ownership when `track` is set
+/// (server-side apply records its own), run admission (operation UPDATE) and answer dry runs.
 pub(crate) async fn prepare_update(
     shared: &Arc<Shared>,
     route: &Route,
@@ -66,7 +66,10 @@ pub(crate) async fn prepare_update(
     new: Value,
     track: bool,
 ) -> Result<Prepared, ApiError> {
-    let candidate = split_status(route, current_view, new);
+    let mut candidate = split_status(route, current_view, new);
+    if track {
+        super::patch::track_write(route, q, Some(current_view), &mut candidate);
+    }
     let candidate = super::admission::admit(
         shared,
         route,
@@ -83,11 +86,7 @@ pub(crate) async fn prepare_update(
             candidate,
         )));
     }
-    Ok(Prepared::Store(if track {
-        super::patch::track_update(route, q, Some(current_view), candidate)
-    } else {
-        candidate
-    }))
+    Ok(Prepared::Store(candidate))
 }
 
 /// An update (PUT): the body replaces the object (a resourceVersion in it is a precondition).
@@ -170,7 +169,7 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
             let obj =
                 super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
             if dry_run(q) {
-                return Ok(dry_run_response(StatusCode::CREATED, obj));
+                return Ok(super::create::dry_run_created(&t, obj));
             }
             match shared.mutate(|s| s.create(&t, obj)) {
                 Ok(stored) => return Ok(written(StatusCode::CREATED, &stored, route)),

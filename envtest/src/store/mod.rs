@@ -14,6 +14,8 @@ mod log;
 mod tests;
 mod write;
 
+pub(crate) use write::tracks_generation;
+
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Store, StoredObject, finalizers, meta_str, now_rfc3339};
+use super::{Store, StoredObject, drop_empty_metadata, finalizers, meta_str, now_rfc3339, set_rv};
 use crate::error::ApiError;
 use crate::resources::{ResourceType, from_crd};
 
@@ -255,6 +255,13 @@ impl Store {
                 .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name))?;
             self.cascade(vec![(resource, last.clone())]);
             return Ok(last);
+        }
+        // As etcd3's GuaranteedUpdate: an update that changes nothing is no write (same
+        // resourceVersion, no watch event).
+        set_rv(&mut obj, current.rv);
+        drop_empty_metadata(&mut obj);
+        if obj == current.value {
+            return Ok(current);
         }
         Ok(self.write(&resource, key, obj))
     }
