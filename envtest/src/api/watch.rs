@@ -199,11 +199,14 @@ impl WatchSpec {
             }
             _ => return,
         };
-        event_line(
-            buf,
-            kind.as_str(),
-            &render(&ev.object, &self.route, self.mode),
-        );
+        // An object that left the selector: the real server's DELETED carries the previous
+        // (still matching) state at the new resourceVersion.
+        let left = matches!(ev.kind, EventKind::Modified) && kind == EventKind::Deleted;
+        let object = match (&ev.prev, left) {
+            (Some(prev), true) => prev.at_rv(ev.rv),
+            _ => ev.object.clone(),
+        };
+        event_line(buf, kind.as_str(), &render(&object, &self.route, self.mode));
     }
 }
 

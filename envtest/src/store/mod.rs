@@ -45,6 +45,14 @@ impl StoredObject {
         Arc::new(StoredObject { value, bytes, rv })
     }
 
+    /// This version relabelled with resourceVersion `rv` (a watch's DELETED event for an
+    /// object that left its selector carries the last matching state at the new version).
+    pub(crate) fn at_rv(&self, rv: u64) -> Arc<Self> {
+        let mut value = self.value.clone();
+        set_rv(&mut value, rv);
+        StoredObject::new(value, rv)
+    }
+
     /// `metadata.uid` (empty if absent).
     pub fn uid(&self) -> &str {
         self.value["metadata"]["uid"].as_str().unwrap_or_default()
