@@ -24,6 +24,7 @@ fn random_suffix() -> String {
 pub(crate) async fn create(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
+    super::options::check_write(q, "CreateOptions")?;
     let mut obj = parse_body(body)?;
     check_type(route, &mut obj)?;
     let meta = &mut obj["metadata"];

@@ -24,6 +24,7 @@ mod admission;
 mod create;
 mod decode;
 mod delete;
+mod options;
 mod pagination;
 mod patch;
 mod query;
@@ -255,7 +256,7 @@ async fn dispatch(
         return scale::scale(&call, verb).await;
     }
     match verb {
-        "get" => read::get(shared, &route, mode),
+        "get" => read::get(shared, &route, q, mode),
         "list" => read::list(shared, &route, q, mode),
         "watch" => watch::start(shared.clone(), route.clone(), q, mode, closes),
         "create" => {

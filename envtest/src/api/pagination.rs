@@ -3,8 +3,6 @@
 //! current objects with the store's overlay of the snapshot (the state at the snapshot of the
 //! keys written since).
 
-use serde_json::json;
-
 use super::query::Query;
 use crate::error::ApiError;
 use crate::store::ObjKey;
@@ -43,7 +41,8 @@ pub(crate) fn decode_continue(s: &str) -> Result<ContinueToken, ApiError> {
 pub(crate) fn parse_rv(s: &str) -> Result<u64, ApiError> {
     s.parse::<u64>().map_err(|_| {
         ApiError::bad_request(format!(
-            "invalid resource version \"{s}\": must be an integer"
+            "invalid resource version: resourceVersion: Invalid value: \"{s}\": {}",
+            super::options::parse_uint_error(s)
         ))
     })
 }
@@ -61,6 +60,7 @@ pub(crate) struct ListParams {
 impl ListParams {
     /// Reads the parameters; a resourceVersion other than `0` with a continue token is a 400.
     pub(crate) fn parse(q: &Query) -> Result<Self, ApiError> {
+        super::options::check_rv_match(q)?;
         let limit = match q.get("limit") {
             Some(l) if !l.is_empty() => l
                 .parse::<usize>()
@@ -108,12 +108,7 @@ impl ListParams {
                 (Some(r), "NotOlderThan") | (Some(r), "") => {
                     let r = parse_rv(r)?;
                     if r > current {
-                        return Err(ApiError::new(
-                            504,
-                            "Timeout",
-                            format!("Too large resource version: {r}, current resource version: {current}"),
-                        )
-                        .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})));
+                        return Err(super::options::too_large_rv(r, current));
                     }
                     // Legacy semantics: a limit with an explicit RV and no match is Exact.
                     if self.limit > 0 && self.rv_match.is_empty() {
@@ -129,8 +124,8 @@ impl ListParams {
                 }
             },
         };
-        if snapshot_rv.is_some_and(|r| r > current) {
-            return Err(ApiError::new(504, "Timeout", "Too large resource version"));
+        if let Some(r) = snapshot_rv.filter(|r| *r > current) {
+            return Err(super::options::too_large_rv(r, current));
         }
         Ok((snapshot_rv, after))
     }
@@ -270,12 +265,14 @@ mod tests {
             504
         );
         assert_eq!(at("resourceVersion=x").unwrap_err().code, 400);
+        // As upstream's ListOptions validation: 422 Invalid.
         assert_eq!(
             at("resourceVersion=7&resourceVersionMatch=Newest")
                 .unwrap_err()
                 .code,
-            400
+            422
         );
+        assert_eq!(at("resourceVersionMatch=Exact").unwrap_err().code, 422);
         assert_eq!(params("limit=-1").unwrap_err().code, 400);
     }
 

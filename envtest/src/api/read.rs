@@ -43,13 +43,17 @@ pub(crate) fn existing_object(
         .ok_or_else(|| ApiError::not_found(&route.t.group, &route.t.plural, name))
 }
 
-/// A get: the named object, rendered for the output mode.
+/// A get: the named object, rendered for the output mode (a `resourceVersion` that is not a
+/// number or lies in the future is refused, as the real server does).
 pub(crate) fn get(
     shared: &Shared,
     route: &Route,
+    q: &Query,
     mode: OutputMode,
 ) -> Result<Response<Body>, ApiError> {
     let name = route.name.as_deref().unwrap_or_default();
+    let current = shared.store.lock().rv();
+    super::options::get_rv(q, current)?;
     let obj = existing_object(shared, route, name)?;
     Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
 }

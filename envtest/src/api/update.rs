@@ -7,7 +7,6 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::decode::{check_type, parse_body};
-use super::pagination::parse_rv;
 use super::query::{Query, dry_run};
 use super::read::{existing_object, stored_object, url_name};
 use super::response::{dry_run_response, view, written};
@@ -94,6 +93,7 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
     let name = url_name(route, "PUT")?;
+    super::options::check_write(q, "UpdateOptions")?;
     let mut obj = parse_body(body)?;
     check_type(route, &mut obj)?;
     match obj["metadata"]["name"].as_str() {
@@ -115,7 +115,7 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
         }
     }
     let expected = match obj["metadata"]["resourceVersion"].as_str() {
-        Some(r) if !r.is_empty() => Some(parse_rv(r)?),
+        Some(r) if !r.is_empty() => Some(super::options::object_rv(r)?),
         _ => None,
     };
     loop {
@@ -144,6 +144,8 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let name = url_name(route, "PATCH")?;
     let patch_type = crate::patch::PatchType::from_content_type(content_type)
         .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+    super::options::check_write(q, "PatchOptions")?;
+    super::options::check_force(q, patch_type == crate::patch::PatchType::Apply)?;
     loop {
         let current = stored_object(shared, route, &name);
         let current_view = current.as_ref().map(|c| view(route, &c.value));
@@ -194,7 +196,7 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
         // A resourceVersion in the patch is a precondition.
         if let Some(r) = patched["metadata"]["resourceVersion"].as_str()
             && !r.is_empty()
-            && r != current.rv.to_string()
+            && super::options::object_rv(r)? != current.rv
         {
             return Err(ApiError::conflict(
                 &t.group,
