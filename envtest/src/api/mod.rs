@@ -35,6 +35,7 @@ mod scale;
 mod selectors;
 mod update;
 mod validate;
+mod validate_fields;
 mod watch;
 
 use std::convert::Infallible;

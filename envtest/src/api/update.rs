@@ -118,6 +118,19 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
         Some(r) if !r.is_empty() => Some(super::options::object_rv(r)?),
         _ => None,
     };
+    if t.custom.is_some() && expected.is_none() {
+        // Custom resources allow no unconditional update (upstream's strategy).
+        return Err(ApiError::invalid(
+            &t.group,
+            &t.plural,
+            &name,
+            vec![(
+                "metadata.resourceVersion".into(),
+                "FieldValueInvalid".into(),
+                "Invalid value: 0: must be specified for an update".into(),
+            )],
+        ));
+    }
     loop {
         let current = existing_object(shared, route, &name)?;
         let current_view = view(route, &current.value);
