@@ -186,3 +186,39 @@ async fn a_custom_resource_update_needs_a_resource_version() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn an_invalid_webhook_configuration_names_each_broken_field() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let server = TestApiServer::start().await.unwrap();
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(server.client());
+    let e = configs
+        .create(
+            &PostParams::default(),
+            &of(
+                json!({"metadata": {"name": "bad"}, "webhooks": [{"name": "nodots",
+                "clientConfig": {}, "sideEffects": "Maybe", "admissionReviewVersions": ["v1"]}]}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = e else {
+        panic!("expected an API error")
+    };
+    assert_eq!(status.code, 422);
+    let fields: Vec<String> = status
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "webhooks[0].name",
+            "webhooks[0].sideEffects",
+            "webhooks[0].clientConfig"
+        ]
+    );
+}

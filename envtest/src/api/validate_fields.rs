@@ -1,7 +1,8 @@
 //! Field checks the real API server makes on every object or on some built-in kinds, with its
 //! messages: label keys and values and annotation keys (`ValidateObjectMeta`), ConfigMap and
 //! Secret keys (`ValidateConfigMap`, `ValidateSecret`), a workload's selector against its pod
-//! template's labels, a Lease's duration. Causes as `(field, reason, message)`.
+//! template's labels, a Lease's duration, the webhooks of an admission webhook configuration.
+//! Causes as `(field, reason, message)`.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,10 @@ pub(crate) fn causes(t: &ResourceType, obj: &Value) -> Vec<Cause> {
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
             causes.extend(selector_causes(obj));
         }
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
+        ) => causes.extend(webhook_causes(obj)),
         ("coordination.k8s.io", "Lease") => {
             if let Some(d) = obj["spec"]["leaseDurationSeconds"].as_i64()
                 && d <= 0
@@ -128,6 +133,67 @@ fn config_key_causes(obj: &Value, fields: &[&str]) -> Vec<Cause> {
     causes
 }
 
+/// Each webhook of a configuration: a name that is a DNS subdomain of at least three
+/// segments, `sideEffects` `None` or `NoneOnDryRun`, exactly one of `url` and `service`.
+fn webhook_causes(obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(hooks) = obj["webhooks"].as_array() else {
+        return causes;
+    };
+    for (i, hook) in hooks.iter().enumerate() {
+        let at = |f: &str| format!("webhooks[{i}].{f}");
+        let name = hook["name"].as_str().unwrap_or_default();
+        if name.is_empty() {
+            causes.push((
+                at("name"),
+                "FieldValueRequired".into(),
+                "Required value".into(),
+            ));
+        } else {
+            for m in kcr_names::validate_dns1123_subdomain(name) {
+                causes.push(invalid(
+                    at("name"),
+                    format!("Invalid value: \"{name}\": {m}"),
+                ));
+            }
+            if name.split('.').count() < 3 {
+                causes.push(invalid(
+                    at("name"),
+                    format!(
+                        "Invalid value: \"{name}\": should be a domain with at least three segments separated by dots"
+                    ),
+                ));
+            }
+        }
+        match hook["sideEffects"].as_str() {
+            Some("None" | "NoneOnDryRun") => {}
+            Some(other) => causes.push((
+                at("sideEffects"),
+                "FieldValueNotSupported".into(),
+                format!(
+                    "Unsupported value: \"{other}\": supported values: \"None\", \"NoneOnDryRun\""
+                ),
+            )),
+            None => causes.push((
+                at("sideEffects"),
+                "FieldValueRequired".into(),
+                "Required value: must specify one of \"None\", \"NoneOnDryRun\"".into(),
+            )),
+        }
+        let config = &hook["clientConfig"];
+        let url = config.get("url").is_some_and(|u| !u.is_null());
+        let service = config.get("service").is_some_and(|s| !s.is_null());
+        if url == service {
+            causes.push((
+                at("clientConfig"),
+                "FieldValueRequired".into(),
+                "Required value: exactly one of url or service is required".into(),
+            ));
+        }
+    }
+    causes
+}
+
 /// A workload's selector must select its pod template's labels.
 fn selector_causes(obj: &Value) -> Vec<Cause> {
     let selector = &obj["spec"]["selector"];
@@ -203,6 +269,24 @@ mod tests {
             c[0].2,
             "Invalid value: {\"a\":\"c\"}: `selector` does not match template `labels`"
         );
+        let hooks = t(
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+        );
+        let bad =
+            json!({"webhooks": [{"name": "nodots", "clientConfig": {}, "sideEffects": "Maybe"}]});
+        let fields: Vec<String> = causes(&hooks, &bad).into_iter().map(|c| c.0).collect();
+        assert_eq!(
+            fields,
+            [
+                "webhooks[0].name",
+                "webhooks[0].sideEffects",
+                "webhooks[0].clientConfig"
+            ]
+        );
+        let good = json!({"webhooks": [{"name": "a.b.c", "clientConfig": {"url": "https://x"},
+            "sideEffects": "None"}]});
+        assert!(causes(&hooks, &good).is_empty());
         let lease = t("coordination.k8s.io", "Lease");
         assert_eq!(
             causes(&lease, &json!({"spec": {"leaseDurationSeconds": -1}}))[0].0,
