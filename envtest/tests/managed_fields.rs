@@ -303,3 +303,18 @@ async fn paginated_lists_count_the_remaining_items_and_rv0_ignores_the_limit() {
     );
     assert!(cached["metadata"].get("continue").is_none(), "{cached}");
 }
+
+#[tokio::test]
+async fn the_namespaces_the_server_creates_are_owned_by_kube_apiserver() {
+    let server = TestApiServer::start().await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(server.client());
+    for name in ["default", "kube-system"] {
+        let ns = namespaces.get(name).await.unwrap();
+        let entries = ns.metadata.managed_fields.as_ref().expect("managedFields");
+        assert_eq!(entries[0].manager.as_deref(), Some("kube-apiserver"));
+        assert_eq!(
+            fields_v1(&ns.metadata),
+            json!({"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}}}})
+        );
+    }
+}
