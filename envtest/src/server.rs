@@ -163,9 +163,15 @@ impl TestApiServerBuilder {
                 .ok_or_else(|| EnvtestError::Client("namespaces not registered".into()))?;
             shared
                 .mutate(|s| {
+                    // Created by kube-apiserver itself, which owns the name label.
+                    let managed = json!([{"manager": "kube-apiserver", "operation": "Update",
+                        "apiVersion": "v1", "time": crate::store::now_rfc3339(),
+                        "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels":
+                            {".": {}, "f:kubernetes.io/metadata.name": {}}}}}]);
                     s.create(
                         &t,
-                        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                        json!({"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": ns, "managedFields": managed}}),
                     )
                 })
                 .map_err(|error| EnvtestError::Api {

@@ -19,6 +19,7 @@ use crate::store::{DeleteOpts, Propagation, StoredObject};
 /// dependents (upstream's default for that version, kept for compatibility); every other
 /// resource deletes them in the background.
 fn delete_opts(t: &ResourceType, q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
+    super::options::check_write(q, "DeleteOptions")?;
     let body: Value = if body.is_empty() {
         json!({})
     } else {
@@ -39,11 +40,7 @@ fn delete_opts(t: &ResourceType, q: &Query, body: &[u8]) -> Result<DeleteOpts, A
         Some("Background") => Propagation::Background,
         None if orphan.unwrap_or(orphan_by_default) => Propagation::Orphan,
         None => Propagation::Background,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-            )));
-        }
+        Some(other) => return Err(super::options::bad_propagation(other)),
     };
     Ok(DeleteOpts {
         propagation,
@@ -131,6 +128,6 @@ pub(crate) async fn delete_collection(call: &Call<'_>) -> Result<Response<Body>,
     let deleted = super::conversion::served(route, deleted).await?;
     Ok(json_bytes(
         StatusCode::OK,
-        render_list(route, &deleted, rv, "", OutputMode::Full),
+        render_list(route, &deleted, rv, "", None, OutputMode::Full),
     ))
 }

@@ -26,6 +26,7 @@ mod conversion;
 mod create;
 mod decode;
 mod delete;
+mod options;
 mod pagination;
 mod patch;
 mod pods;
@@ -37,6 +38,7 @@ mod scale;
 mod selectors;
 mod update;
 mod validate;
+mod validate_fields;
 mod watch;
 
 use std::convert::Infallible;
@@ -292,7 +294,7 @@ async fn dispatch(
         return scale::scale(&call, verb).await;
     }
     match verb {
-        "get" => read::get(shared, &route, mode).await,
+        "get" => read::get(shared, &route, q, mode).await,
         "list" => read::list(shared, &route, q, mode).await,
         "watch" => watch::start(shared.clone(), route.clone(), q, mode, closes),
         "create" => {

@@ -3,8 +3,6 @@
 //! current objects with the store's overlay of the snapshot (the state at the snapshot of the
 //! keys written since).
 
-use serde_json::json;
-
 use super::query::Query;
 use crate::error::ApiError;
 use crate::store::ObjKey;
@@ -43,7 +41,8 @@ pub(crate) fn decode_continue(s: &str) -> Result<ContinueToken, ApiError> {
 pub(crate) fn parse_rv(s: &str) -> Result<u64, ApiError> {
     s.parse::<u64>().map_err(|_| {
         ApiError::bad_request(format!(
-            "invalid resource version \"{s}\": must be an integer"
+            "invalid resource version: resourceVersion: Invalid value: \"{s}\": {}",
+            super::options::parse_uint_error(s)
         ))
     })
 }
@@ -61,6 +60,7 @@ pub(crate) struct ListParams {
 impl ListParams {
     /// Reads the parameters; a resourceVersion other than `0` with a continue token is a 400.
     pub(crate) fn parse(q: &Query) -> Result<Self, ApiError> {
+        super::options::check_rv_match(q)?;
         let limit = match q.get("limit") {
             Some(l) if !l.is_empty() => l
                 .parse::<usize>()
@@ -87,6 +87,16 @@ impl ListParams {
         })
     }
 
+    /// The page size to serve: a list at resourceVersion `0` (no continue token) is served
+    /// whole, as the real server's watch cache does, whatever the limit.
+    pub(crate) fn page_limit(&self) -> usize {
+        if self.cont.is_none() && self.rv.as_deref() == Some("0") {
+            0
+        } else {
+            self.limit
+        }
+    }
+
     /// The snapshot to serve when the store is at `current`: its resourceVersion (`None`: the
     /// current state) and the key after which the page starts.
     pub(crate) fn snapshot(&self, current: u64) -> Result<(Option<u64>, Option<ObjKey>), ApiError> {
@@ -98,12 +108,7 @@ impl ListParams {
                 (Some(r), "NotOlderThan") | (Some(r), "") => {
                     let r = parse_rv(r)?;
                     if r > current {
-                        return Err(ApiError::new(
-                            504,
-                            "Timeout",
-                            format!("Too large resource version: {r}, current resource version: {current}"),
-                        )
-                        .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})));
+                        return Err(super::options::too_large_rv(r, current));
                     }
                     // Legacy semantics: a limit with an explicit RV and no match is Exact.
                     if self.limit > 0 && self.rv_match.is_empty() {
@@ -119,8 +124,8 @@ impl ListParams {
                 }
             },
         };
-        if snapshot_rv.is_some_and(|r| r > current) {
-            return Err(ApiError::new(504, "Timeout", "Too large resource version"));
+        if let Some(r) = snapshot_rv.filter(|r| *r > current) {
+            return Err(super::options::too_large_rv(r, current));
         }
         Ok((snapshot_rv, after))
     }
@@ -133,12 +138,14 @@ pub(crate) struct Page<T> {
     pub items: Vec<T>,
     /// The key of the last item, when more items follow (the continue point).
     pub next: Option<ObjKey>,
+    /// How many selected objects follow the page.
+    pub remaining: usize,
 }
 
 /// Merges the current objects (`current`, in key order) with the state at the snapshot of the
 /// keys written since (`overlay`, in key order, `None` for a key absent at the snapshot; it
 /// wins over `current`), keeps the objects `keep` selects and stops after `limit` of them (0:
-/// no limit).
+/// no limit), counting the selected objects after the page.
 pub(crate) fn merge_page<'a, T: Clone + 'a>(
     current: impl Iterator<Item = (&'a ObjKey, &'a T)>,
     overlay: impl Iterator<Item = (&'a ObjKey, &'a Option<T>)>,
@@ -149,6 +156,7 @@ pub(crate) fn merge_page<'a, T: Clone + 'a>(
     let mut overlay = overlay.peekable();
     let mut items = Vec::new();
     let mut last: Option<ObjKey> = None;
+    let mut remaining = 0;
     loop {
         let next_keys = (
             current.peek().map(|(k, _)| *k),
@@ -177,12 +185,18 @@ pub(crate) fn merge_page<'a, T: Clone + 'a>(
             continue;
         }
         if limit > 0 && items.len() == limit {
-            return Page { items, next: last };
+            remaining += 1;
+            continue;
         }
         last = Some(key.clone());
         items.push(obj.clone());
     }
-    Page { items, next: None }
+    let next = if remaining > 0 { last } else { None };
+    Page {
+        items,
+        next,
+        remaining,
+    }
 }
 
 #[cfg(test)]
@@ -251,12 +265,14 @@ mod tests {
             504
         );
         assert_eq!(at("resourceVersion=x").unwrap_err().code, 400);
+        // As upstream's ListOptions validation: 422 Invalid.
         assert_eq!(
             at("resourceVersion=7&resourceVersionMatch=Newest")
                 .unwrap_err()
                 .code,
-            400
+            422
         );
+        assert_eq!(at("resourceVersionMatch=Exact").unwrap_err().code, 422);
         assert_eq!(params("limit=-1").unwrap_err().code, 400);
     }
 

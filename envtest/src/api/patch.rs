@@ -150,6 +150,57 @@ pub(crate) fn json_patch_refused() -> ApiError {
     .with_details(json!({}))
 }
 
+/// Records `Update` field ownership for an ordinary write (not apply) into `obj`'s
+/// `metadata.managedFields`, before admission, as kube-apiserver does: ownership is computed on
+/// the object as decoded (built-in defaults, a custom resource pruned and defaulted by its
+/// schema), so what admission plugins and mutating webhooks add later is owned by nobody. On a
+/// create through the main resource, `status` of a kind with a status subresource (reset by its
+/// strategy) and what the kind's strategy writes on create (a Namespace's `spec.finalizers`)
+/// are not the writer's either.
+pub(crate) fn track_write(route: &Route, q: &Query, old: Option<&Value>, obj: &mut Value) {
+    let t = &route.t;
+    let mut decoded = obj.clone();
+    if old.is_none() && route.subresource.is_none() {
+        let sent_finalizers = obj["spec"].get("finalizers").is_some();
+        crate::defaults::apply(t, old, &mut decoded);
+        if t.status_subresource
+            && let Some(m) = decoded.as_object_mut()
+        {
+            m.remove("status");
+        }
+        if t.custom.is_none()
+            && t.group.is_empty()
+            && t.kind == "Namespace"
+            && !sent_finalizers
+            && let Some(spec) = decoded.get_mut("spec").and_then(Value::as_object_mut)
+        {
+            spec.remove("finalizers");
+        }
+    } else {
+        crate::defaults::apply(t, old, &mut decoded);
+    }
+    // An undecodable body is refused by admission; ownership is computed on what decodes.
+    let _ = super::decode::decode_builtin(route, &mut decoded);
+    if let Some(custom) = &t.custom
+        && let Some(schema) = custom.schemas.get(t.storage_version())
+    {
+        crate::schema::prune(schema, &mut decoded);
+        crate::schema::apply_defaults(schema, &mut decoded);
+    }
+    let tracked = track_update(route, q, old, decoded);
+    let managed = tracked.pointer("/metadata/managedFields").cloned();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        match managed {
+            Some(mf) => {
+                meta.insert("managedFields".into(), mf);
+            }
+            None => {
+                meta.remove("managedFields");
+            }
+        }
+    }
+}
+
 /// Record `Update` field ownership for an ordinary write (not apply).
 pub(crate) fn track_update(route: &Route, q: &Query, old: Option<&Value>, new: Value) -> Value {
     let user_agent = route.user_agent.as_str();

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-/// A request's query parameters, percent-decoded (a repeated key keeps its last value).
+/// A request's query parameters, percent-decoded (a repeated key keeps its first value, as Go's
+/// `url.Values.Get` reads it).
 pub(crate) type Query = HashMap<String, String>;
 
 /// How objects are rendered, from the request's `Accept` header.
@@ -46,14 +47,19 @@ fn percent_decode(s: &str) -> String {
 
 /// Parses a query string (`a=1&b=x%20y`); keys without `=` get the empty value.
 pub(crate) fn parse_query(q: Option<&str>) -> Query {
-    q.unwrap_or_default()
+    let mut query = Query::new();
+    for (k, v) in q
+        .unwrap_or_default()
         .split('&')
         .filter(|p| !p.is_empty())
         .map(|p| match p.split_once('=') {
             Some((k, v)) => (percent_decode(k), percent_decode(v)),
             None => (percent_decode(p), String::new()),
         })
-        .collect()
+    {
+        query.entry(k).or_insert(v);
+    }
+    query
 }
 
 /// Whether a boolean query parameter is set (`true` or `1`).

@@ -43,13 +43,17 @@ pub(crate) fn existing_object(
         .ok_or_else(|| ApiError::not_found(&route.t.group, &route.t.plural, name))
 }
 
-/// A get: the named object, rendered for the output mode.
+/// A get: the named object, rendered for the output mode (a `resourceVersion` that is not a
+/// number or lies in the future is refused, as the real server does).
 pub(crate) async fn get(
     shared: &Shared,
     route: &Route,
+    q: &Query,
     mode: OutputMode,
 ) -> Result<Response<Body>, ApiError> {
     let name = route.name.as_deref().unwrap_or_default();
+    let current = shared.store.lock().rv();
+    super::options::get_rv(q, current)?;
     let obj = existing_object(shared, route, name)?;
     let obj = super::conversion::served_one(route, obj).await?;
     Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
@@ -87,7 +91,7 @@ pub(crate) async fn list(
             store.range(&resource, ns, after.as_ref()),
             overlay.iter().filter(|(k, _)| in_scope(k)),
             |obj: &Arc<StoredObject>| sel.is_everything() || sel.matches(&obj.value),
-            params.limit,
+            params.page_limit(),
         );
         (page, list_rv)
     };
@@ -95,9 +99,11 @@ pub(crate) async fn list(
         .next
         .map(|k| encode_continue(list_rv, &k))
         .unwrap_or_default();
+    // As upstream, the count is given when no selector filters the list.
+    let remaining = (page.remaining > 0 && sel.is_everything()).then_some(page.remaining);
     let items = super::conversion::served(route, page.items).await?;
     Ok(json_bytes(
         StatusCode::OK,
-        render_list(route, &items, list_rv, &continue_token, mode),
+        render_list(route, &items, list_rv, &continue_token, remaining, mode),
     ))
 }

@@ -102,6 +102,7 @@ pub(crate) fn render_list(
     items: &[Arc<StoredObject>],
     rv: u64,
     continue_token: &str,
+    remaining: Option<usize>,
     mode: OutputMode,
 ) -> Bytes {
     let t = &route.t;
@@ -124,6 +125,9 @@ pub(crate) fn render_list(
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if !continue_token.is_empty() {
         meta["continue"] = json!(continue_token);
+    }
+    if let Some(n) = remaining {
+        meta["remainingItemCount"] = json!(n);
     }
     let head = format!(
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",

@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 
 use super::conversion::{into_storage, stored_for_comparison, view, written};
 use super::decode::{check_type, parse_body};
-use super::pagination::parse_rv;
 use super::query::{Query, dry_run};
 use super::read::{existing_object, stored_object, url_name};
 use super::response::dry_run_response;
@@ -94,8 +93,8 @@ pub(crate) enum Prepared {
 }
 
 /// The steps PUT and PATCH share between computing the new object and storing it: keep the
-/// status subresource separation, run admission (operation UPDATE), answer dry runs, and record
-/// `Update` field ownership when `track` is set (server-side apply records its own).
+/// status subresource separation, record `Update` field ownership when `track` is set
+/// (server-side apply records its own), run admission (operation UPDATE) and answer dry runs.
 pub(crate) async fn prepare_update(
     shared: &Arc<Shared>,
     route: &Route,
@@ -104,7 +103,10 @@ pub(crate) async fn prepare_update(
     new: Value,
     track: bool,
 ) -> Result<Prepared, ApiError> {
-    let candidate = split_status(route, current_view, new);
+    let mut candidate = split_status(route, current_view, new);
+    if track {
+        super::patch::track_write(route, q, Some(current_view), &mut candidate);
+    }
     let candidate = super::admission::admit(
         shared,
         route,
@@ -121,11 +123,7 @@ pub(crate) async fn prepare_update(
             candidate,
         )));
     }
-    Ok(Prepared::Store(if track {
-        super::patch::track_update(route, q, Some(current_view), candidate)
-    } else {
-        candidate
-    }))
+    Ok(Prepared::Store(candidate))
 }
 
 /// An update (PUT): the body replaces the object (a resourceVersion in it is a precondition).
@@ -133,6 +131,7 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
     let name = url_name(route, "PUT")?;
+    super::options::check_write(q, "UpdateOptions")?;
     let mut obj = parse_body(body)?;
     check_type(route, &mut obj)?;
     match obj["metadata"]["name"].as_str() {
@@ -154,9 +153,22 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
         }
     }
     let expected = match obj["metadata"]["resourceVersion"].as_str() {
-        Some(r) if !r.is_empty() => Some(parse_rv(r)?),
+        Some(r) if !r.is_empty() => Some(super::options::object_rv(r)?),
         _ => None,
     };
+    if t.custom.is_some() && expected.is_none() {
+        // Custom resources allow no unconditional update (upstream's strategy).
+        return Err(ApiError::invalid(
+            &t.group,
+            &t.plural,
+            &name,
+            vec![(
+                "metadata.resourceVersion".into(),
+                "FieldValueInvalid".into(),
+                "Invalid value: 0: must be specified for an update".into(),
+            )],
+        ));
+    }
     loop {
         let current = existing_object(shared, route, &name)?;
         let current_view = view(route, &current.value).await?;
@@ -187,6 +199,8 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let name = url_name(route, "PATCH")?;
     let patch_type = crate::patch::PatchType::from_content_type(content_type)
         .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+    super::options::check_write(q, "PatchOptions")?;
+    super::options::check_force(q, patch_type == crate::patch::PatchType::Apply)?;
     loop {
         let current = stored_object(shared, route, &name);
         let current_view = match &current {
@@ -215,7 +229,7 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
             let obj =
                 super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
             if dry_run(q) {
-                return Ok(dry_run_response(StatusCode::CREATED, obj));
+                return Ok(super::create::dry_run_created(&t, obj));
             }
             let obj = into_storage(route, obj).await?;
             match shared.mutate(|s| s.create(&t, obj)) {
@@ -241,7 +255,7 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
         // A resourceVersion in the patch is a precondition.
         if let Some(r) = patched["metadata"]["resourceVersion"].as_str()
             && !r.is_empty()
-            && r != current.rv.to_string()
+            && super::options::object_rv(r)? != current.rv
         {
             return Err(ApiError::conflict(
                 &t.group,

@@ -58,48 +58,33 @@ pub(crate) fn start(
     let sel = Selectors::parse(&route.t, q)?;
     let rv = q.get("resourceVersion").filter(|r| !r.is_empty()).cloned();
     if let Some(r) = &rv {
-        r.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!(
-                "invalid resource version \"{r}\": must be an integer"
-            ))
-        })?;
+        r.parse::<u64>()
+            .map_err(|_| super::options::invalid_rv(r))?;
     }
     let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
     let send_initial = flag("sendInitialEvents");
     let bookmarks = flag("allowWatchBookmarks");
-    if send_initial {
-        if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
-            return Err(ApiError::invalid(
-                "",
-                "ListOptions",
-                "",
-                vec![(
-                    "resourceVersionMatch".into(),
-                    "FieldValueForbidden".into(),
-                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
-                        .into(),
-                )],
+    let rv_match = q.get("resourceVersionMatch").map(String::as_str);
+    if send_initial && rv_match != Some("NotOlderThan") {
+        let mut causes = vec![(
+            "resourceVersionMatch".to_string(),
+            "FieldValueForbidden".to_string(),
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+                .to_string(),
+        )];
+        if let Some(other) = rv_match.filter(|m| !m.is_empty()) {
+            causes.push((
+                "resourceVersionMatch".into(),
+                "FieldValueNotSupported".into(),
+                format!("Unsupported value: \"{other}\": supported values: \"NotOlderThan\""),
             ));
         }
-        if !bookmarks {
-            return Err(ApiError::invalid(
-                "",
-                "ListOptions",
-                "",
-                vec![(
-                    "allowWatchBookmarks".into(),
-                    "FieldValueForbidden".into(),
-                    "sendInitialEvents requires setting allowWatchBookmarks to true".into(),
-                )],
-            ));
-        }
+        return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes));
     }
     let timeout = match q.get("timeoutSeconds") {
-        Some(s) if !s.is_empty() => {
-            Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!("invalid timeoutSeconds {s}"))
-            })?))
-        }
+        Some(s) if !s.is_empty() => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("strconv.ParseInt: parsing \"{s}\": invalid syntax"))
+        })?)),
         _ => None,
     };
     let spec = WatchSpec {
@@ -180,6 +165,19 @@ impl WatchSpec {
 
     fn matches(&self, obj: &StoredObject) -> bool {
         self.sel.is_everything() || self.sel.matches(&obj.value)
+    }
+
+    /// The event a log event is for this watch (after selector transitions), if any: its kind
+    /// and the object it carries. An object that left the selector: the real server's DELETED
+    /// carries the previous (still matching) state at the new resourceVersion.
+    fn event_for(&self, ev: &LogEvent) -> Option<(EventKind, Arc<StoredObject>)> {
+        let kind = self.event_kind(ev)?;
+        let left = matches!(ev.kind, EventKind::Modified) && kind == EventKind::Deleted;
+        let object = match (&ev.prev, left) {
+            (Some(prev), true) => prev.at_rv(ev.rv),
+            _ => ev.object.clone(),
+        };
+        Some((kind, object))
     }
 
     /// The kind of event a log event is for this watch (after selector transitions), if any.
@@ -298,7 +296,7 @@ async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
             let (kinds, objects): (Vec<EventKind>, Vec<Arc<StoredObject>>) = events
                 .iter()
                 .filter(|ev| spec.in_scope(ev, &key))
-                .filter_map(|ev| spec.event_kind(ev).map(|k| (k, ev.object.clone())))
+                .filter_map(|ev| spec.event_for(ev))
                 .unzip();
             let objects = match super::conversion::served(&spec.route, objects).await {
                 Ok(objects) => objects,

@@ -37,7 +37,7 @@
 //! real server; for server-side apply the server builds a strategy from the CRD schema with
 //! [`MergeStrategy::from_openapi_schema`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -60,6 +60,13 @@ pub enum ListType {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MergeStrategy {
     lists: BTreeMap<String, ListType>,
+    /// Maps compared and merged as a whole (`x-kubernetes-map-type: atomic`,
+    /// `+structType=atomic`); at the path of a map list: its items.
+    atomic_maps: BTreeSet<String>,
+    /// Maps and lists the kind's zero value always has (non-pointer structs, lists without
+    /// `omitempty`): never added or removed by a write (see
+    /// [`FieldDiff`](crate::patch::fields::FieldDiff)).
+    zero: BTreeSet<String>,
 }
 
 const POD_SPEC_CONTAINERS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
@@ -153,13 +160,54 @@ impl MergeStrategy {
             Some((g, _)) => g,
             None => "",
         };
-        crate::resources::kinds::lists(group, kind).map(|lists| Self::from_lists(&lists))
+        let lists = crate::resources::kinds::lists(group, kind)?;
+        let mut s = Self::from_lists(&lists);
+        let shape = crate::patch::fields::zero::shape(group, kind);
+        s.zero.extend(shape.zero.iter().map(|p| p.to_string()));
+        s.atomic_maps
+            .extend(shape.atomic.iter().map(|p| p.to_string()));
+        if let Some(pod_spec) = lists.pod_spec {
+            // The pod spec and, for a template, the template and its metadata are structs.
+            let mut struct_path = pod_spec.trim_end_matches('.');
+            while !struct_path.is_empty() {
+                s.zero.insert(struct_path.to_string());
+                struct_path = struct_path.rsplit_once('.').map_or("", |(head, _)| head);
+            }
+            if let Some(template) = pod_spec.strip_suffix("spec.") {
+                s.zero.insert(format!("{template}metadata"));
+            }
+            for p in crate::patch::fields::zero::POD_SPEC_ZERO {
+                s.zero.insert(format!("{pod_spec}{p}"));
+            }
+            for p in crate::patch::fields::zero::POD_SPEC_ATOMIC {
+                s.atomic_maps.insert(format!("{pod_spec}{p}"));
+            }
+        }
+        Some(s)
+    }
+
+    /// Whether the map at `path` (dotted, no list positions) is atomic; for the path of a map
+    /// list, whether its items are.
+    pub fn is_atomic_map(&self, path: &str) -> bool {
+        self.atomic_maps.contains(path)
+    }
+
+    /// Whether the kind's zero value has a map or list at `path` (see the field docs).
+    pub fn zero_present(&self, path: &str) -> bool {
+        self.zero.contains(path)
+    }
+
+    /// Marks the map at `path` atomic.
+    pub fn with_atomic_map(mut self, path: impl Into<String>) -> Self {
+        self.atomic_maps.insert(path.into());
+        self
     }
 
     /// The strategy of a built-in kind's descriptor.
     pub(crate) fn from_lists(lists: &Lists) -> Self {
         let mut s = Self::default();
         s.add_rows("", COMMON);
+        s.add_common_atomic();
         if let Some(prefix) = lists.pod_spec {
             s.add_pod_spec(prefix);
         }
@@ -172,6 +220,7 @@ impl MergeStrategy {
     pub fn from_openapi_schema(schema: &Value) -> Self {
         let mut s = Self::default();
         s.add_rows("", COMMON);
+        s.add_common_atomic();
         s.walk_schema(schema, "");
         s
     }
@@ -189,6 +238,11 @@ impl MergeStrategy {
                 }
                 self.walk_schema(sub, &p);
             }
+        }
+        if schema.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+            && !path.is_empty()
+        {
+            self.atomic_maps.insert(path.to_string());
         }
         if schema.get("type").and_then(Value::as_str) == Some("array") {
             let list = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
@@ -234,6 +288,12 @@ impl MergeStrategy {
     pub fn list_type(&self, path: &str) -> &ListType {
         static ATOMIC: ListType = ListType::Atomic;
         self.lists.get(path).unwrap_or(&ATOMIC)
+    }
+
+    /// `ownerReferences` items are atomic structs (owned as a whole, by their `uid`).
+    fn add_common_atomic(&mut self) {
+        self.atomic_maps
+            .insert("metadata.ownerReferences".to_string());
     }
 
     fn add_rows(&mut self, prefix: &str, rows: &[(&str, Row)]) {

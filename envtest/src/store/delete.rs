@@ -21,6 +21,31 @@ fn mark_deleted(obj: &mut Value) {
     obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
 }
 
+/// What a delete that removed the object at once answers, as the real server does:
+///
+/// - a pod (deleted gracefully with grace period 0, having no node): the pod marked deleted,
+///   its generation bumped;
+/// - orphan propagation: the object marked deleted and carrying the `orphan` finalizer, which
+///   the real garbage collector removes once it has orphaned the dependents. Here the
+///   dependents are orphaned inside the request and the object is gone already (synchronous
+///   garbage collection): only the answer is the real server's.
+fn removal_answer(resource: &str, opts: &DeleteOpts, last: Arc<StoredObject>) -> Arc<StoredObject> {
+    let pod = resource == "pods";
+    let orphan = opts.propagation == Propagation::Orphan;
+    if !pod && !orphan {
+        return last;
+    }
+    let mut obj = last.value.clone();
+    mark_deleted(&mut obj);
+    if pod && let Some(g) = obj["metadata"]["generation"].as_i64() {
+        obj["metadata"]["generation"] = json!(g + 1);
+    }
+    if orphan {
+        obj["metadata"]["finalizers"] = json!(["orphan"]);
+    }
+    StoredObject::new(obj, last.rv)
+}
+
 impl Store {
     /// The dependents (resource key, object key) of the owner with `uid`.
     fn dependents_of(&self, uid: &str) -> Vec<(String, ObjKey)> {
@@ -82,9 +107,10 @@ impl Store {
         }
         let is_namespace = resource == "namespaces";
         if fins.is_empty() && !is_namespace {
-            return self
+            let last = self
                 .finish_removal(&resource, &key)
-                .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name));
+                .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name))?;
+            return Ok(removal_answer(&resource, opts, last));
         }
         // Graceful deletion: mark and keep until the finalizers are gone.
         let mut obj = current.value.clone();

@@ -14,6 +14,8 @@ mod log;
 mod tests;
 mod write;
 
+pub(crate) use write::tracks_generation;
+
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -41,6 +43,14 @@ impl StoredObject {
         // invariant: a serde_json::Value always serialises (keys are strings)
         let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
         Arc::new(StoredObject { value, bytes, rv })
+    }
+
+    /// This version relabelled with resourceVersion `rv` (a watch's DELETED event for an
+    /// object that left its selector carries the last matching state at the new version).
+    pub(crate) fn at_rv(&self, rv: u64) -> Arc<Self> {
+        let mut value = self.value.clone();
+        set_rv(&mut value, rv);
+        StoredObject::new(value, rv)
     }
 
     /// `metadata.uid` (empty if absent).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Store, StoredObject, finalizers, meta_str, now_rfc3339};
+use super::{Store, StoredObject, drop_empty_metadata, finalizers, meta_str, now_rfc3339, set_rv};
 use crate::error::ApiError;
 use crate::resources::{ResourceType, from_crd};
 
@@ -307,12 +307,24 @@ impl Store {
         if deleting && finalizers(&obj).is_empty() {
             // As on the real server, the update that drops the last finalizer deletes the
             // object: one DELETED event, carrying the state stored before that update (with
-            // the finalizers it still had) at the deletion's resourceVersion.
+            // the finalizers it still had) at the deletion's resourceVersion; the answer is
+            // the object as written.
             let last = self
                 .remove(&resource, &key)
                 .ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name))?;
-            self.cascade(vec![(resource, last.clone())]);
-            return Ok(last);
+            let rv = last.rv;
+            self.cascade(vec![(resource, last)]);
+            // The writer is answered the object as it wrote it (no finalizers left).
+            drop_empty_metadata(&mut obj);
+            set_rv(&mut obj, rv);
+            return Ok(StoredObject::new(obj, rv));
+        }
+        // As etcd3's GuaranteedUpdate: an update that changes nothing is no write (same
+        // resourceVersion, no watch event).
+        set_rv(&mut obj, current.rv);
+        drop_empty_metadata(&mut obj);
+        if obj == current.value {
+            return Ok(current);
         }
         Ok(self.write(&resource, key, obj))
     }

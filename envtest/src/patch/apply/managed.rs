@@ -108,7 +108,8 @@ pub struct UpdateOptions<'a> {
 /// gains every field whose value it changed; other entries lose those fields; every entry loses
 /// fields that no longer exist. An entry left empty is dropped. When ownership does not change
 /// (the writer already owns every field it changed), the entries are kept byte for byte, `time`
-/// included.
+/// included. As on the real server, an update of an object without entries records none (only
+/// creates and applies start tracking).
 pub fn record_update(old: Option<&Value>, new: &Value, opts: &UpdateOptions<'_>) -> Value {
     record_update_owned(old, new.clone(), opts)
 }
@@ -155,12 +156,19 @@ pub fn record_update_owned(old: Option<&Value>, new: Value, opts: &UpdateOptions
         }
         return out;
     }
+    if old.is_some()
+        && source
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+    {
+        // As upstream's skip-non-applied manager: an update of an object nobody owns anything
+        // of (created owning nothing, or its entries reset) is not tracked.
+        return out;
+    }
     let diff = match old {
         Some(o) => FieldDiff::between(o, &out, opts.strategy),
-        None => FieldDiff {
-            changed: FieldSet::of_object(&out, opts.strategy),
-            removed: FieldSet::new(),
-        },
+        None => FieldDiff::created(&out, opts.strategy),
     };
     let FieldDiff { changed, removed } = diff;
     if client_reset {

@@ -264,6 +264,11 @@ fn merge_applied(
     strategy: &MergeStrategy,
 ) -> Result<(), ApplyError> {
     match applied {
+        Value::Object(_) if strategy.is_atomic_map(path) => {
+            // An atomic map or struct (a label selector) is replaced as a whole.
+            *target = applied.clone();
+            Ok(())
+        }
         Value::Object(am) => {
             if !target.is_object() {
                 *target = Value::Object(Map::new());
@@ -318,6 +323,7 @@ fn merge_applied(
                             .iter()
                             .position(|t| key_element(t, keys).as_deref() == Some(elem.as_str()));
                         match pos {
+                            Some(i) if strategy.is_atomic_map(path) => list[i] = item.clone(),
                             Some(i) => merge_applied(&mut list[i], item, path, strategy)?,
                             None => {
                                 let mut fresh = Value::Null;

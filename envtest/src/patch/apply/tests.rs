@@ -241,29 +241,53 @@ fn update_ownership_makes_apply_conflict() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("kubectl-create"), "{err}");
-    // controller changes a -> takes it from kubectl-create, whose entry disappears.
+    // The creator owns the map it added and its key (as the real server writes it).
+    assert_eq!(
+        created["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:data": {".": {}, "f:a": {}}})
+    );
+    // controller changes a -> takes it from kubectl-create, which keeps the map itself.
     let mut next = created.clone();
     next["data"]["a"] = json!("3");
     next["data"]["b"] = json!("new");
     let updated = record_update(Some(&created), &next, &uo("controller", T2));
     assert_eq!(
         managers(&updated),
-        vec![("controller".to_string(), "Update".to_string())]
+        vec![
+            ("kubectl-create".to_string(), "Update".to_string()),
+            ("controller".to_string(), "Update".to_string())
+        ]
     );
     assert_eq!(
         updated["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:data": {}})
+    );
+    assert_eq!(
+        updated["metadata"]["managedFields"][1]["fieldsV1"],
         json!({"f:data": {"f:a": {}, "f:b": {}}})
     );
-    assert_eq!(updated["metadata"]["managedFields"][0]["time"], T2);
-    // removing a field drops it from every entry; a no-op write changes nothing.
+    assert_eq!(updated["metadata"]["managedFields"][1]["time"], T2);
+    // removing a field drops it from every entry; removing the map drops the map too.
     let mut next = updated.clone();
     next["data"].as_object_mut().unwrap().remove("b");
     let after = record_update(Some(&updated), &next, &uo("other", T2));
     assert_eq!(
-        after["metadata"]["managedFields"][0]["fieldsV1"],
+        after["metadata"]["managedFields"][1]["fieldsV1"],
         json!({"f:data": {"f:a": {}}})
     );
-    assert_eq!(managers(&after).len(), 1);
+    assert_eq!(managers(&after).len(), 2);
+    let mut gone = after.clone();
+    gone.as_object_mut().unwrap().remove("data");
+    gone["metadata"]["labels"] = json!({"l": "v"});
+    let emptied = record_update(Some(&after), &gone, &uo("other", T2));
+    assert_eq!(
+        managers(&emptied),
+        vec![("other".to_string(), "Update".to_string())]
+    );
+    assert_eq!(
+        emptied["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {".": {}, "f:l": {}}}})
+    );
     // client reset
     let mut reset = after.clone();
     reset["metadata"]["managedFields"] = json!([]);

@@ -17,6 +17,7 @@ mod diff;
 #[cfg(test)]
 mod tests;
 mod v1;
+pub(crate) mod zero;
 
 use std::collections::BTreeSet;
 
@@ -216,7 +217,7 @@ fn walk(
     set: &mut FieldSet,
 ) {
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !strategy.is_atomic_map(path) => {
             for (k, v) in map {
                 prefix.push(format!("f:{k}"));
                 walk(v, prefix, &format!("{path}.{k}"), strategy, set);
@@ -241,7 +242,9 @@ fn walk(
                     };
                     prefix.push(elem);
                     set.insert(prefix.clone());
-                    if let Value::Object(m) = item {
+                    if !strategy.is_atomic_map(path)
+                        && let Value::Object(m) = item
+                    {
                         for (k, v) in m {
                             prefix.push(format!("f:{k}"));
                             walk(v, prefix, &format!("{path}.{k}"), strategy, set);

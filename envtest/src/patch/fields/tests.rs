@@ -64,24 +64,107 @@ fn value_lookup_and_removal() {
     );
 }
 
+/// Every node of `value` (maps, lists, items, leaves) with its value, the naive way.
+fn all_nodes(
+    value: &Value,
+    prefix: &mut FieldPath,
+    path: &str,
+    s: &MergeStrategy,
+    out: &mut std::collections::BTreeMap<FieldPath, Value>,
+) {
+    out.insert(prefix.clone(), value.clone());
+    match value {
+        Value::Object(m) if !s.is_atomic_map(path) => {
+            for (k, v) in m {
+                prefix.push(format!("f:{k}"));
+                all_nodes(v, prefix, &format!("{path}.{k}"), s, out);
+                prefix.pop();
+            }
+        }
+        Value::Array(items) => match s.list_type(path) {
+            ListType::Set => {
+                for i in items {
+                    prefix.push(format!("v:{i}"));
+                    out.insert(prefix.clone(), i.clone());
+                    prefix.pop();
+                }
+            }
+            ListType::Map(keys) => {
+                for i in items {
+                    let Some(e) = key_element(i, keys) else {
+                        continue;
+                    };
+                    prefix.push(e);
+                    out.insert(prefix.clone(), i.clone());
+                    let atomic = s.is_atomic_map(path);
+                    for (k, v) in i.as_object().into_iter().flatten().filter(|_| !atomic) {
+                        prefix.push(format!("f:{k}"));
+                        all_nodes(v, prefix, &format!("{path}.{k}"), s, out);
+                        prefix.pop();
+                    }
+                    prefix.pop();
+                }
+            }
+            ListType::Atomic => {}
+        },
+        _ => {}
+    }
+}
+
 fn naive_diff(old: &Value, new: &Value, s: &MergeStrategy) -> FieldDiff {
-    let old_set = FieldSet::of_object(old, s);
-    let new_set = FieldSet::of_object(new, s);
+    let nodes = |o: &Value| {
+        let mut out = std::collections::BTreeMap::new();
+        for key in ["spec", "status"] {
+            if let Some(v) = o.get(key) {
+                all_nodes(v, &mut vec![format!("f:{key}")], key, s, &mut out);
+            }
+        }
+        for key in ["labels", "finalizers"] {
+            if let Some(v) = o["metadata"].get(key) {
+                let mut prefix = vec!["f:metadata".to_string(), format!("f:{key}")];
+                all_nodes(v, &mut prefix, &format!("metadata.{key}"), s, &mut out);
+            }
+        }
+        out
+    };
+    let (on, nn) = (nodes(old), nodes(new));
+    let container = |v: &Value| matches!(v, Value::Object(_) | Value::Array(_));
     let mut changed = FieldSet::new();
-    for p in new_set.iter() {
-        let leaf = p.last().is_some_and(|l| l.starts_with("f:"));
-        let differs = match value_at(old, p) {
+    for (p, n) in &nn {
+        let differs = match on.get(p) {
             None => true,
-            Some(o) => leaf && value_at(new, p) != Some(o),
+            Some(o) => {
+                let item = !p.last().is_some_and(|l| l.starts_with("f:"));
+                let granular = |v: &Value, p: &FieldPath| {
+                    let path: Vec<&str> = p.iter().filter_map(|e| e.strip_prefix("f:")).collect();
+                    let path = path.join(".");
+                    match v {
+                        Value::Object(_) => !s.is_atomic_map(&path),
+                        Value::Array(_) => *s.list_type(&path) != ListType::Atomic,
+                        _ => false,
+                    }
+                };
+                !item
+                    && o != n
+                    && !(granular(o, p) || granular(n, p))
+                    && !(o.is_null() && container(n) || n.is_null() && container(o))
+            }
         };
         if differs {
             changed.insert(p.clone());
         }
     }
-    FieldDiff {
-        changed,
-        removed: old_set.difference(&new_set),
+    let mut removed = FieldSet::new();
+    for p in on.keys().filter(|p| !nn.contains_key(*p)) {
+        removed.insert(p.clone());
     }
+    // The zero value always has these.
+    for zero in [["f:spec"], ["f:status"]] {
+        let p: FieldPath = zero.iter().map(|e| e.to_string()).collect();
+        changed.remove(&p);
+        removed.remove(&p);
+    }
+    FieldDiff { changed, removed }
 }
 
 /// Randomised: the incremental diff equals the one computed from full field sets.

@@ -1,0 +1,140 @@
+//! What the server answers and streams around deletions, as the real API server does: the
+//! update that removes the last finalizer, a pod's delete, an orphaning delete, and a watch
+//! whose selector an object leaves. Everything goes through the Kubernetes API, so these hold
+//! on a real API server too.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kcr_envtest::TestApiServer;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+fn cm(value: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(value).unwrap()
+}
+
+#[tokio::test]
+async fn removing_the_last_finalizer_answers_the_object_without_it() {
+    let server = TestApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})),
+    )
+    .await
+    .unwrap();
+    cms.delete("held", &DeleteParams::default()).await.unwrap();
+    let answer = cms
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.metadata.finalizers, None);
+    assert!(answer.metadata.deletion_timestamp.is_some());
+    assert!(cms.get_opt("held").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_pod_without_a_node_is_answered_marked_deleted_and_is_gone() {
+    let server = TestApiServer::start().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}))
+    .unwrap();
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let answer = pods
+        .delete("p", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("the pod");
+    assert!(answer.metadata.deletion_timestamp.is_some());
+    assert_eq!(answer.metadata.deletion_grace_period_seconds, Some(0));
+    assert_eq!(
+        answer.metadata.generation,
+        created.metadata.generation.map(|g| g + 1)
+    );
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn an_orphaning_delete_answers_the_owner_with_the_orphan_finalizer() {
+    let server = TestApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "owner"}})),
+        )
+        .await
+        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &cm(
+            json!({"metadata": {"name": "dependent", "ownerReferences": [{"apiVersion": "v1",
+            "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid.clone().unwrap()}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let answer = cms
+        .delete("owner", &DeleteParams::orphan())
+        .await
+        .unwrap()
+        .left()
+        .expect("the owner");
+    assert_eq!(answer.metadata.finalizers, Some(vec!["orphan".to_string()]));
+    assert!(answer.metadata.deletion_timestamp.is_some());
+    // The dependent stays, without its owner reference, once the owner is gone.
+    kcr_envtest::eventually(
+        "the owner is gone and the dependent orphaned",
+        std::time::Duration::from_secs(30),
+        || async {
+            let gone = cms.get_opt("owner").await.unwrap().is_none();
+            let dependent = cms.get("dependent").await.unwrap();
+            gone && dependent
+                .metadata
+                .owner_references
+                .unwrap_or_default()
+                .is_empty()
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_object_leaving_the_selector_is_deleted_with_its_last_matching_state() {
+    let server = TestApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let created = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "w", "labels": {"w": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::default().labels("w=1"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let moved = cms
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"w": "2"}}})),
+        )
+        .await
+        .unwrap();
+    match stream.try_next().await.unwrap().expect("an event") {
+        WatchEvent::Deleted(o) => {
+            assert_eq!(o.metadata.labels.unwrap()["w"], "1");
+            assert_eq!(o.metadata.resource_version, moved.metadata.resource_version);
+        }
+        other => panic!("expected DELETED, got {other:?}"),
+    }
+}
