@@ -301,6 +301,14 @@ impl Manager {
         crate::builder::Builder::for_manager(self)
     }
 
+    /// A [`Builder`](crate::Builder) of a controller keyed by `Q` instead of
+    /// [`Request`](kcr_handler::Request), registered with this manager by `complete`: its
+    /// watches use handlers of `EventHandler<K, Q>` (see the
+    /// [builder docs](crate::builder#other-keys-than-request)).
+    pub fn keyed_controller<Q: crate::Key>(&self) -> crate::builder::Builder<'_, Q> {
+        crate::builder::Builder::keyed_for_manager(self)
+    }
+
     /// Adds a liveness check served under `/healthz` (and `/healthz/<name>`).
     pub fn add_healthz_check(
         &self,

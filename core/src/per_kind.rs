@@ -62,8 +62,8 @@ impl<C: ?Sized, U: ?Sized, D: ?Sized, G: ?Sized> fmt::Debug for PerKind<C, U, D,
 /// kcr-predicate and kcr-handler.
 #[macro_export]
 macro_rules! per_kind_wrapper_impls {
-    ($name:ident) => {
-        impl<K> ::core::default::Default for $name<K> {
+    ($name:ident $(, $param:ident)*) => {
+        impl<K $(, $param)*> ::core::default::Default for $name<K $(, $param)*> {
             fn default() -> Self {
                 Self {
                     fns: $crate::PerKind::default(),
@@ -71,7 +71,7 @@ macro_rules! per_kind_wrapper_impls {
             }
         }
 
-        impl<K> ::core::fmt::Debug for $name<K> {
+        impl<K $(, $param)*> ::core::fmt::Debug for $name<K $(, $param)*> {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 f.debug_tuple(::core::stringify!($name))
                     .field(&self.fns)

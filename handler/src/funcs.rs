@@ -7,21 +7,25 @@ use kcr_queue::WorkQueue;
 
 use crate::{EventHandler, Request};
 
-type ObjectFlagFn<K> = dyn Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync;
-type OldNewFn<K> = dyn Fn(&Arc<K>, &Arc<K>, &WorkQueue<Request>) + Send + Sync;
-type ObjectFn<K> = dyn Fn(&Arc<K>, &WorkQueue<Request>) + Send + Sync;
+type ObjectFlagFn<K, Q> = dyn Fn(&Arc<K>, bool, &WorkQueue<Q>) + Send + Sync;
+type OldNewFn<K, Q> = dyn Fn(&Arc<K>, &Arc<K>, &WorkQueue<Q>) + Send + Sync;
+type ObjectFn<K, Q> = dyn Fn(&Arc<K>, &WorkQueue<Q>) + Send + Sync;
+/// The closures of a [`Funcs`], one per event kind.
+type Closures<K, Q> =
+    PerKind<ObjectFlagFn<K, Q>, OldNewFn<K, Q>, ObjectFlagFn<K, Q>, ObjectFn<K, Q>>;
 
 /// A handler made of one closure per event kind; kinds without a closure enqueue nothing.
 ///
 /// The closures get the queue and choose priorities themselves (see
 /// [`priority_of`](crate::priority_of)).
-pub struct Funcs<K> {
-    fns: PerKind<ObjectFlagFn<K>, OldNewFn<K>, ObjectFlagFn<K>, ObjectFn<K>>,
+/// The queue's key is [`Request`] unless given: `Funcs<K, MyKey>`.
+pub struct Funcs<K, Q = Request> {
+    fns: Closures<K, Q>,
 }
 
-kcr_core::per_kind_wrapper_impls!(Funcs);
+kcr_core::per_kind_wrapper_impls!(Funcs, Q);
 
-impl<K> Funcs<K> {
+impl<K, Q> Funcs<K, Q> {
     /// A handler that does nothing until closures are set.
     pub fn new() -> Self {
         Self::default()
@@ -29,7 +33,7 @@ impl<K> Funcs<K> {
     /// Closure for creates: `(object, initial, queue)`.
     pub fn create(
         mut self,
-        f: impl Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync + 'static,
+        f: impl Fn(&Arc<K>, bool, &WorkQueue<Q>) + Send + Sync + 'static,
     ) -> Self {
         self.fns.create = Some(Box::new(f));
         self
@@ -37,7 +41,7 @@ impl<K> Funcs<K> {
     /// Closure for updates: `(old, new, queue)`.
     pub fn update(
         mut self,
-        f: impl Fn(&Arc<K>, &Arc<K>, &WorkQueue<Request>) + Send + Sync + 'static,
+        f: impl Fn(&Arc<K>, &Arc<K>, &WorkQueue<Q>) + Send + Sync + 'static,
     ) -> Self {
         self.fns.update = Some(Box::new(f));
         self
@@ -45,23 +49,20 @@ impl<K> Funcs<K> {
     /// Closure for deletes: `(object, state_unknown, queue)`.
     pub fn delete(
         mut self,
-        f: impl Fn(&Arc<K>, bool, &WorkQueue<Request>) + Send + Sync + 'static,
+        f: impl Fn(&Arc<K>, bool, &WorkQueue<Q>) + Send + Sync + 'static,
     ) -> Self {
         self.fns.delete = Some(Box::new(f));
         self
     }
     /// Closure for generic events: `(object, queue)`.
-    pub fn generic(
-        mut self,
-        f: impl Fn(&Arc<K>, &WorkQueue<Request>) + Send + Sync + 'static,
-    ) -> Self {
+    pub fn generic(mut self, f: impl Fn(&Arc<K>, &WorkQueue<Q>) + Send + Sync + 'static) -> Self {
         self.fns.generic = Some(Box::new(f));
         self
     }
 }
 
-impl<K: 'static> EventHandler<K> for Funcs<K> {
-    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
+impl<K: 'static, Q: 'static> EventHandler<K, Q> for Funcs<K, Q> {
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Q>) {
         match event {
             Event::Create { object, initial } => {
                 if let Some(f) = &self.fns.create {

@@ -1,5 +1,6 @@
 //! The [`EventHandler`] trait, closures as handlers, and [`priority_of`].
 
+use std::hash::Hash;
 use std::sync::Arc;
 
 use kcr_core::Event;
@@ -14,28 +15,35 @@ use crate::Request;
 /// that fresh changes overtake a (re)list.
 ///
 /// Any `Fn(&Event<K>, &WorkQueue<Request>) + Send + Sync + 'static` closure is a handler.
-pub trait EventHandler<K>: Send + Sync + 'static {
+///
+/// The queue's key is [`Request`] unless said otherwise: a controller keyed by something else
+/// (a tenant, a node name, a pair of objects) uses handlers of `EventHandler<K, MyKey>`: any
+/// closure `Fn(&Event<K>, &WorkQueue<MyKey>)`, [`EnqueueRequestsFromMapFunc`](crate::EnqueueRequestsFromMapFunc)
+/// with a function returning `MyKey`s, or [`Funcs`](crate::Funcs)`<K, MyKey>`. The built-ins
+/// that derive a request from an object ([`EnqueueRequestForObject`](crate::EnqueueRequestForObject),
+/// [`EnqueueRequestForOwner`](crate::EnqueueRequestForOwner)) produce [`Request`]s.
+pub trait EventHandler<K, Q = Request>: Send + Sync + 'static {
     /// Handles one event.
-    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>);
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Q>);
 }
 
-impl<K, F> EventHandler<K> for F
+impl<K, Q, F> EventHandler<K, Q> for F
 where
-    F: Fn(&Event<K>, &WorkQueue<Request>) + Send + Sync + 'static,
+    F: Fn(&Event<K>, &WorkQueue<Q>) + Send + Sync + 'static,
 {
-    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Q>) {
         self(event, queue)
     }
 }
 
-impl<K: 'static> EventHandler<K> for Box<dyn EventHandler<K>> {
-    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
+impl<K: 'static, Q: 'static> EventHandler<K, Q> for Box<dyn EventHandler<K, Q>> {
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Q>) {
         (**self).handle(event, queue)
     }
 }
 
-impl<K: 'static> EventHandler<K> for Arc<dyn EventHandler<K>> {
-    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
+impl<K: 'static, Q: 'static> EventHandler<K, Q> for Arc<dyn EventHandler<K, Q>> {
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Q>) {
         (**self).handle(event, queue)
     }
 }
@@ -52,10 +60,10 @@ pub fn priority_of<K>(event: &Event<K>) -> i32 {
 /// Adds `requests` to `queue` at the priority [`priority_of`] `event` gives, in one
 /// [`WorkQueue::add_all`] (one lock hold per 32 requests, however large the fan-out). Duplicates
 /// within `requests` are de-duplicated by the queue and not counted as adds.
-pub fn enqueue_all<K>(
+pub fn enqueue_all<K, Q: Hash + Eq + Clone + Send + Sync + 'static>(
     event: &Event<K>,
-    queue: &WorkQueue<Request>,
-    requests: impl IntoIterator<Item = Request>,
+    queue: &WorkQueue<Q>,
+    requests: impl IntoIterator<Item = Q>,
 ) {
     queue.add_all(requests, priority_of(event));
 }

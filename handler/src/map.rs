@@ -3,9 +3,12 @@
 use kcr_core::Event;
 use kcr_queue::WorkQueue;
 
-use crate::{EventHandler, Request, enqueue_all};
+use std::hash::Hash;
 
-/// Enqueues whatever a function returns for the event's object (used for `Watches` of related
+use crate::{EventHandler, enqueue_all};
+
+/// Enqueues whatever a function returns for the event's object (requests, or the keys of a
+/// controller keyed otherwise) (used for `Watches` of related
 /// types: "a Secret changed, reconcile every Deployment that mounts it").
 ///
 /// For an update the function runs on the old and the new object and the union is enqueued, each
@@ -26,19 +29,20 @@ impl<F> EnqueueRequestsFromMapFunc<F> {
     pub fn new<K, I>(map: F) -> Self
     where
         F: Fn(&K) -> I,
-        I: IntoIterator<Item = Request>,
+        I: IntoIterator,
     {
         Self { map }
     }
 }
 
-impl<K, F, I> EventHandler<K> for EnqueueRequestsFromMapFunc<F>
+impl<K, Q, F, I> EventHandler<K, Q> for EnqueueRequestsFromMapFunc<F>
 where
     K: Send + Sync + 'static,
+    Q: Hash + Eq + Clone + Send + Sync + 'static,
     F: Fn(&K) -> I + Send + Sync + 'static,
-    I: IntoIterator<Item = Request>,
+    I: IntoIterator<Item = Q>,
 {
-    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Request>) {
+    fn handle(&self, event: &Event<K>, queue: &WorkQueue<Q>) {
         match event {
             Event::Update { old, new } => enqueue_all(
                 event,

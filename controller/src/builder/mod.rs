@@ -46,6 +46,48 @@
 //! afresh) rather than let it run on with requests lost. A [`SourceWatch`] made by hand resyncs
 //! what [`SourceWatch::with_resync`] says.
 
+//!
+//! # Other keys than `Request`
+//!
+//! A controller's queue holds [`Request`]s (namespace and name) unless it is built with another
+//! key: [`Manager::keyed_controller::<Q>()`](Manager::keyed_controller) or
+//! [`Builder::keyed`]. Its watches then come from [`watches`](Builder::watches), with handlers
+//! of [`EventHandler<K, Q>`] (a closure, [`EnqueueRequestsFromMapFunc`](kcr_handler::EnqueueRequestsFromMapFunc)
+//! returning `Q`s, or [`Funcs<K, Q>`](kcr_handler::Funcs)), and its reconciler is a
+//! `Reconciler<Q>`. `for_kind`, `owns` and the object reconciler derive requests from objects,
+//! so they exist for `Request`-keyed builders only; a keyed controller has no primary kind to
+//! resync, so a lagging source stops it (see above).
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kcr_controller::{Action, Context, Manager, Reconciler, WatchOptions};
+//! use kcr_handler::EnqueueRequestsFromMapFunc;
+//! use kube::ResourceExt;
+//!
+//! /// Reconciles a whole namespace (its key: the namespace's name) when any ConfigMap in it
+//! /// changes.
+//! struct PerNamespace;
+//! impl Reconciler<String> for PerNamespace {
+//!     type Error = kube::Error;
+//!     async fn reconcile(&self, namespace: &String, _ctx: &Context) -> Result<Action, kube::Error> {
+//!         tracing::info!(%namespace, "reconciling the namespace");
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! # async fn run(mgr: &Manager) -> Result<(), Box<dyn std::error::Error>> {
+//! let configmaps = mgr.cache().kind::<ConfigMap>(Default::default())?;
+//! mgr.keyed_controller::<String>()
+//!     .named("per-namespace")
+//!     .watches(
+//!         configmaps,
+//!         EnqueueRequestsFromMapFunc::new(|cm: &ConfigMap| cm.namespace()),
+//!         WatchOptions::new(),
+//!     )
+//!     .complete(PerNamespace)?;
+//! # Ok(()) }
+//! ```
+
 use std::sync::Arc;
 
 use k8s_openapi::ClusterResourceScope;
@@ -57,7 +99,7 @@ use kube::Resource;
 use kube::core::{ApiResource, DynamicObject};
 use serde::Serialize;
 
-use crate::controller::{Controller, ControllerOptions};
+use crate::controller::{Controller, ControllerOptions, Key};
 use crate::error::ManagerError;
 use crate::manager::Manager;
 use crate::object_reconciler::{FromCache, ObjectReconciler};
@@ -78,24 +120,25 @@ use options::describe_options;
 use source_watch::resync_all;
 
 /// What pending watches need when the controller is built.
-struct BuildContext {
+struct BuildContext<Q> {
     filters: Vec<EventFilter>,
     owner: Option<EnqueueRequestForOwner<DynamicObject>>,
     /// Every object of the primary kind (set by `for_kind`).
-    resync: Option<Resync>,
+    resync: Option<Resync<Q>>,
 }
 
 /// `watch` with the resync of `ctx` and `probe`, if any, boxed as the controller holds it.
-fn finish_watch<K, S, H>(
-    watch: SourceWatch<K, S, H>,
+fn finish_watch<K, S, H, Q>(
+    watch: SourceWatch<K, S, H, Q>,
     probe: Option<Probe>,
-    ctx: &BuildContext,
-) -> Box<dyn Watch<Request>>
+    ctx: &BuildContext<Q>,
+) -> Box<dyn Watch<Q>>
 where
     K: Resource + Serialize + Send + Sync + 'static,
     K::DynamicType: Default,
     S: Source<K>,
-    H: EventHandler<K>,
+    H: EventHandler<K, Q>,
+    Q: Key,
 {
     let watch = match &ctx.resync {
         Some(resync) => watch.with_resync(Arc::clone(resync)),
@@ -107,28 +150,29 @@ where
     })
 }
 
-type PendingWatch =
-    Box<dyn FnOnce(&BuildContext) -> Result<Box<dyn Watch<Request>>, ManagerError> + Send>;
+type PendingWatch<Q> =
+    Box<dyn FnOnce(&BuildContext<Q>) -> Result<Box<dyn Watch<Q>>, ManagerError> + Send>;
 
-/// Builds a [`Controller`] of [`Request`]s; see the [module docs](self).
-pub struct Builder<'m> {
+/// Builds a [`Controller`] of [`Request`]s, or of another key `Q`; see the
+/// [module docs](self#other-keys-than-request).
+pub struct Builder<'m, Q = Request> {
     manager: Option<&'m Manager>,
     cache: Option<Cache>,
     client: Option<kube::Client>,
     name: Option<String>,
     for_kind: Option<String>,
     owner: Option<EnqueueRequestForOwner<DynamicObject>>,
-    resync: Option<Resync>,
+    resync: Option<Resync<Q>>,
     /// The `Reader<K>` of the primary kind, for [`Builder::build_objects`].
     primary_reader: Option<Box<dyn std::any::Any + Send + Sync>>,
-    watches: Vec<PendingWatch>,
+    watches: Vec<PendingWatch<Q>>,
     filters: Vec<EventFilter>,
     options: ControllerOptions,
-    rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
+    rate_limiter: Option<Box<dyn RateLimiter<Q>>>,
     error: Option<ManagerError>,
 }
 
-impl std::fmt::Debug for Builder<'_> {
+impl<Q> std::fmt::Debug for Builder<'_, Q> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Builder")
             .field("name", &self.name)
@@ -158,6 +202,21 @@ impl<'m> Builder<'m> {
     /// A builder not tied to a manager: [`build`](Self::build) returns the controller. Give it a
     /// [`cache`](Self::cache) to use [`for_kind`](Self::for_kind) and [`owns`](Self::owns).
     pub fn new() -> Self {
+        Self::keyed()
+    }
+
+    /// A builder using the manager's cache and client, whose [`complete`](Self::complete)
+    /// registers the controller with `manager`.
+    pub fn for_manager(manager: &'m Manager) -> Self {
+        Self::keyed_for_manager(manager)
+    }
+}
+
+impl<'m, Q: Key> Builder<'m, Q> {
+    /// A builder of a controller keyed by `Q` (not [`Request`]), not tied to a manager: its
+    /// watches come from [`watches`](Self::watches) with handlers of
+    /// [`EventHandler<K, Q>`] (see the [module docs](self#other-keys-than-request)).
+    pub fn keyed() -> Self {
         Builder {
             manager: None,
             cache: None,
@@ -175,14 +234,14 @@ impl<'m> Builder<'m> {
         }
     }
 
-    /// A builder using the manager's cache and client, whose [`complete`](Self::complete)
-    /// registers the controller with `manager`.
-    pub fn for_manager(manager: &'m Manager) -> Self {
+    /// [`keyed`](Self::keyed), using the manager's cache and client, registered with `manager`
+    /// by [`complete`](Self::complete).
+    pub fn keyed_for_manager(manager: &'m Manager) -> Self {
         Builder {
             manager: Some(manager),
             cache: Some(manager.cache().clone()),
             client: Some(manager.client()),
-            ..Self::new()
+            ..Self::keyed()
         }
     }
 
@@ -211,6 +270,108 @@ impl<'m> Builder<'m> {
         self
     }
 
+    /// Watches `source`: events that pass the options' predicates and every event filter go to
+    /// `handler`. If the source reports lost events, every object of the primary kind is
+    /// resynced (see the
+    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
+    pub fn watches<K, S, H>(mut self, source: S, handler: H, options: WatchOptions<K>) -> Self
+    where
+        K: Resource + Serialize + Send + Sync + 'static,
+        K::DynamicType: Default,
+        S: Source<K>,
+        H: EventHandler<K, Q>,
+    {
+        let predicates = options.predicates;
+        self.watches.push(Box::new(move |ctx: &BuildContext<Q>| {
+            let watch = SourceWatch::new(source, handler, predicates, ctx.filters.clone());
+            Ok(finish_watch(watch, None, ctx))
+        }));
+        self
+    }
+
+    /// Adds an event filter applied to every watch of this controller. It sees each object
+    /// whole, as a [`DynamicObject`], so any predicate works, data-reading ones included (see the
+    /// [module docs](self#event-filters-see-the-whole-object)).
+    pub fn with_event_filter(mut self, filter: impl Predicate<DynamicObject>) -> Self {
+        self.filters.push(Arc::new(filter));
+        self
+    }
+
+    /// Sets the number of concurrent reconciles (default 1).
+    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
+        self.options.max_concurrent_reconciles = n;
+        self
+    }
+
+    /// Sets the rate limiter of the controller's queue (default: the queue's controller default).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<Q>) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Sets all controller options at once.
+    pub fn options(mut self, options: ControllerOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the per-reconcile timeout.
+    pub fn reconcile_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.options.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets how long start-up waits for every watch to sync.
+    pub fn cache_sync_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.options.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Whether panics in reconciles are recovered (default `true`).
+    pub fn recover_panic(mut self, recover: bool) -> Self {
+        self.options.recover_panic = recover;
+        self
+    }
+
+    /// Builds the controller without registering it anywhere.
+    pub fn build<R: Reconciler<Q>>(self, reconciler: R) -> Result<Controller<Q, R>, ManagerError> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        let name = self
+            .name
+            .or_else(|| self.for_kind.as_ref().map(|k| k.to_lowercase()))
+            .ok_or(ManagerError::MissingName)?;
+        let queue = match self.rate_limiter {
+            Some(limiter) => WorkQueue::builder(name.clone())
+                .rate_limiter(limiter)
+                .build(),
+            None => WorkQueue::new(name.clone()),
+        };
+        let mut controller = Controller::with_queue(name, queue, reconciler, self.options);
+        let ctx = BuildContext {
+            filters: self.filters,
+            owner: self.owner,
+            resync: self.resync,
+        };
+        for pending in self.watches {
+            controller.add_watch(pending(&ctx)?);
+        }
+        Ok(controller)
+    }
+
+    /// Builds the controller and registers it with the manager given to
+    /// [`for_manager`](Self::for_manager); fails on a duplicate name, and with
+    /// [`ManagerError::NoManager`] for a builder made with [`new`](Self::new).
+    pub fn complete<R: Reconciler<Q>>(self, reconciler: R) -> Result<(), ManagerError> {
+        let manager = self.manager.ok_or(ManagerError::NoManager)?;
+        let controller = self.build(reconciler)?;
+        manager.add_controller(controller)
+    }
+}
+
+/// The [`Request`]-keyed builder: the primary kind, owned kinds and object reconcilers.
+impl<'m> Builder<'m> {
     /// A cached watch of `K` through the shared cache, a reader of the same store, and its API
     /// probe.
     #[allow(clippy::type_complexity)]
@@ -289,15 +450,16 @@ impl<'m> Builder<'m> {
         self.primary_reader = Some(Box::new(reader.clone()));
         self.resync = Some(resync_all(reader));
         let predicates = options.predicates;
-        self.watches.push(Box::new(move |ctx: &BuildContext| {
-            let watch = SourceWatch::new(
-                kind,
-                EnqueueRequestForObject,
-                predicates,
-                ctx.filters.clone(),
-            );
-            Ok(finish_watch(watch, probe, ctx))
-        }));
+        self.watches
+            .push(Box::new(move |ctx: &BuildContext<Request>| {
+                let watch = SourceWatch::new(
+                    kind,
+                    EnqueueRequestForObject,
+                    predicates,
+                    ctx.filters.clone(),
+                );
+                Ok(finish_watch(watch, probe, ctx))
+            }));
         self
     }
 
@@ -318,109 +480,17 @@ impl<'m> Builder<'m> {
             return self;
         };
         let predicates = options.predicates;
-        self.watches.push(Box::new(move |ctx: &BuildContext| {
-            let owner = ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
-                reason: format!(
-                    "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
-                ),
-            })?;
-            let watch = SourceWatch::new(kind, owner, predicates, ctx.filters.clone());
-            Ok(finish_watch(watch, probe, ctx))
-        }));
+        self.watches
+            .push(Box::new(move |ctx: &BuildContext<Request>| {
+                let owner = ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
+                    reason: format!(
+                        "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
+                    ),
+                })?;
+                let watch = SourceWatch::new(kind, owner, predicates, ctx.filters.clone());
+                Ok(finish_watch(watch, probe, ctx))
+            }));
         self
-    }
-
-    /// Watches `source`: events that pass the options' predicates and every event filter go to
-    /// `handler`. If the source reports lost events, every object of the primary kind is
-    /// resynced (see the
-    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
-    pub fn watches<K, S, H>(mut self, source: S, handler: H, options: WatchOptions<K>) -> Self
-    where
-        K: Resource + Serialize + Send + Sync + 'static,
-        K::DynamicType: Default,
-        S: Source<K>,
-        H: EventHandler<K>,
-    {
-        let predicates = options.predicates;
-        self.watches.push(Box::new(move |ctx: &BuildContext| {
-            let watch = SourceWatch::new(source, handler, predicates, ctx.filters.clone());
-            Ok(finish_watch(watch, None, ctx))
-        }));
-        self
-    }
-
-    /// Adds an event filter applied to every watch of this controller. It sees each object
-    /// whole, as a [`DynamicObject`], so any predicate works, data-reading ones included (see the
-    /// [module docs](self#event-filters-see-the-whole-object)).
-    pub fn with_event_filter(mut self, filter: impl Predicate<DynamicObject>) -> Self {
-        self.filters.push(Arc::new(filter));
-        self
-    }
-
-    /// Sets the number of concurrent reconciles (default 1).
-    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
-        self.options.max_concurrent_reconciles = n;
-        self
-    }
-
-    /// Sets the rate limiter of the controller's queue (default: the queue's controller default).
-    pub fn rate_limiter(mut self, limiter: impl RateLimiter<Request>) -> Self {
-        self.rate_limiter = Some(Box::new(limiter));
-        self
-    }
-
-    /// Sets all controller options at once.
-    pub fn options(mut self, options: ControllerOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Sets the per-reconcile timeout.
-    pub fn reconcile_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.options.reconcile_timeout = Some(timeout);
-        self
-    }
-
-    /// Sets how long start-up waits for every watch to sync.
-    pub fn cache_sync_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.options.cache_sync_timeout = timeout;
-        self
-    }
-
-    /// Whether panics in reconciles are recovered (default `true`).
-    pub fn recover_panic(mut self, recover: bool) -> Self {
-        self.options.recover_panic = recover;
-        self
-    }
-
-    /// Builds the controller without registering it anywhere.
-    pub fn build<R: Reconciler<Request>>(
-        self,
-        reconciler: R,
-    ) -> Result<Controller<Request, R>, ManagerError> {
-        if let Some(error) = self.error {
-            return Err(error);
-        }
-        let name = self
-            .name
-            .or_else(|| self.for_kind.as_ref().map(|k| k.to_lowercase()))
-            .ok_or(ManagerError::MissingName)?;
-        let queue = match self.rate_limiter {
-            Some(limiter) => WorkQueue::builder(name.clone())
-                .rate_limiter(limiter)
-                .build(),
-            None => WorkQueue::new(name.clone()),
-        };
-        let mut controller = Controller::with_queue(name, queue, reconciler, self.options);
-        let ctx = BuildContext {
-            filters: self.filters,
-            owner: self.owner,
-            resync: self.resync,
-        };
-        for pending in self.watches {
-            controller.add_watch(pending(&ctx)?);
-        }
-        Ok(controller)
     }
 
     /// Builds a controller whose reconciler is handed the cached object of the primary kind
@@ -463,15 +533,6 @@ impl<'m> Builder<'m> {
     {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
         let controller = self.build_objects(reconciler)?;
-        manager.add_controller(controller)
-    }
-
-    /// Builds the controller and registers it with the manager given to
-    /// [`for_manager`](Self::for_manager); fails on a duplicate name, and with
-    /// [`ManagerError::NoManager`] for a builder made with [`new`](Self::new).
-    pub fn complete<R: Reconciler<Request>>(self, reconciler: R) -> Result<(), ManagerError> {
-        let manager = self.manager.ok_or(ManagerError::NoManager)?;
-        let controller = self.build(reconciler)?;
         manager.add_controller(controller)
     }
 }

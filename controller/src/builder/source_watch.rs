@@ -17,6 +17,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{EventFilter, passes_filters};
+use crate::controller::Key;
 use crate::watch::{BoxError, StartedWatch, Watch};
 
 /// Events a watch's pump moves without awaiting (see `SourceWatch::start`).
@@ -25,7 +26,7 @@ const PUMP_BATCH: usize = 256;
 /// What a controller enqueues when one of its sources reports lost events
 /// ([`SourceError::Lagged`]): the [`Builder`] resyncs every object of the primary kind (see the
 /// [module docs](crate::builder#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
-pub type Resync = Arc<dyn Fn(&WorkQueue<Request>) + Send + Sync>;
+pub type Resync<Q = Request> = Arc<dyn Fn(&WorkQueue<Q>) + Send + Sync>;
 
 /// Enqueues every object `reader` holds, at low priority.
 pub(super) fn resync_all<K: CacheObject>(reader: Reader<K>) -> Resync {
@@ -48,21 +49,24 @@ pub type Probe = Box<dyn FnOnce() -> BoxFuture<'static, Option<String>> + Send>;
 /// When the source reports lost events ([`SourceError::Lagged`]), the watch enqueues what its
 /// [`Resync`] gives (see [`with_resync`](Self::with_resync)); without one, its pump fails, which
 /// stops the controller with [`ControllerError::WatchFailed`](crate::ControllerError).
-pub struct SourceWatch<K, S, H> {
+///
+/// `Q` is the key of the controller's queue ([`Request`] unless said otherwise); the handler
+/// must be an [`EventHandler<K, Q>`].
+pub struct SourceWatch<K, S, H, Q = Request> {
     source: S,
     handler: H,
     predicates: Vec<Box<dyn Predicate<K>>>,
     filters: Vec<EventFilter>,
     probe: Option<Probe>,
-    resync: Option<Resync>,
+    resync: Option<Resync<Q>>,
 }
 
-impl<K, S, H> SourceWatch<K, S, H>
+impl<K, S, H, Q> SourceWatch<K, S, H, Q>
 where
     K: Resource + Serialize + Send + Sync + 'static,
     K::DynamicType: Default,
     S: Source<K>,
-    H: EventHandler<K>,
+    H: EventHandler<K, Q>,
 {
     /// Combines a source, a handler, predicates and event filters.
     pub fn new(
@@ -89,18 +93,19 @@ where
 
     /// Sets what is enqueued when the source reports lost events (the [`Builder`] gives every
     /// watch the resync of every object of the controller's primary kind).
-    pub fn with_resync(mut self, resync: Resync) -> Self {
+    pub fn with_resync(mut self, resync: Resync<Q>) -> Self {
         self.resync = Some(resync);
         self
     }
 }
 
-impl<K, S, H> Watch<Request> for SourceWatch<K, S, H>
+impl<K, S, H, Q> Watch<Q> for SourceWatch<K, S, H, Q>
 where
     K: Resource + Serialize + Send + Sync + 'static,
     K::DynamicType: Default,
     S: Source<K>,
-    H: EventHandler<K>,
+    H: EventHandler<K, Q>,
+    Q: Key,
 {
     fn describe(&self) -> String {
         let dt = K::DynamicType::default();
@@ -114,7 +119,7 @@ where
 
     fn start(
         self: Box<Self>,
-        queue: WorkQueue<Request>,
+        queue: WorkQueue<Q>,
         stop: CancellationToken,
     ) -> BoxFuture<'static, Result<StartedWatch, BoxError>> {
         let started = self.source.start();

@@ -1,0 +1,130 @@
+//! A controller keyed by something else than `Request`, through the manager and its cache
+//! (either envtest backend): ConfigMap events map to their namespace's name, and the
+//! reconciler gets each namespace once per burst of changes in it.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{configmap, eventually, manager_options};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kcr_controller::{Action, Context, Manager, Reconciler, WatchOptions};
+use kcr_envtest::TestApiServer;
+use kcr_handler::{EnqueueRequestsFromMapFunc, Funcs};
+use kcr_source::WatchScope;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// A key of our own: the namespace, and whether the event came from a label change.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Tenant(String);
+
+impl std::fmt::Display for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tenant {}", self.0)
+    }
+}
+
+#[derive(Clone, Default)]
+struct PerTenant {
+    seen: Arc<Mutex<Vec<Tenant>>>,
+}
+
+impl Reconciler<Tenant> for PerTenant {
+    type Error = anyhow::Error;
+    async fn reconcile(&self, tenant: &Tenant, _ctx: &Context) -> anyhow::Result<Action> {
+        self.seen.lock().push(tenant.clone());
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_keyed_by_tenant_reconciles_each_tenant() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = server.client();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some("team-b".into());
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+
+    let mgr = Manager::new(client.clone(), manager_options())
+        .await
+        .unwrap();
+    let reconciler = PerTenant::default();
+    let configmaps = mgr.cache().kind::<ConfigMap>(WatchScope::all()).unwrap();
+    let deletes_too = mgr.cache().kind::<ConfigMap>(WatchScope::all()).unwrap();
+    mgr.keyed_controller::<Tenant>()
+        .named("tenants")
+        .watches(
+            configmaps,
+            EnqueueRequestsFromMapFunc::new(|cm: &ConfigMap| {
+                // Only our test objects: the API server's own ConfigMaps (kube-root-ca.crt)
+                // exist in every namespace on the real backend.
+                cm.name_any()
+                    .starts_with("app-")
+                    .then(|| Tenant(cm.namespace().unwrap_or_default()))
+            }),
+            WatchOptions::new(),
+        )
+        // A second handler kind on the same key type: Funcs<K, Tenant>.
+        .watches(
+            deletes_too,
+            Funcs::<ConfigMap, Tenant>::new().delete(|cm, _unknown, queue| {
+                queue.add(Tenant(format!(
+                    "{}-deleted",
+                    cm.namespace().unwrap_or_default()
+                )))
+            }),
+            WatchOptions::new(),
+        )
+        .complete(reconciler.clone())
+        .unwrap();
+    let mgr = Arc::new(mgr);
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run(stop).await }
+    });
+
+    for ns in ["default", "team-b"] {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        for i in 0..3 {
+            api.create(&PostParams::default(), &configmap(&format!("app-{i}"), "v"))
+                .await
+                .unwrap();
+        }
+    }
+    let want: BTreeSet<Tenant> = [Tenant("default".into()), Tenant("team-b".into())].into();
+    eventually(
+        "both tenants reconciled",
+        Duration::from_secs(20),
+        || async {
+            let seen: BTreeSet<Tenant> = reconciler.seen.lock().iter().cloned().collect();
+            seen == want
+        },
+    )
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
+    api.delete("app-0", &Default::default()).await.unwrap();
+    eventually(
+        "the delete handler's key reconciled",
+        Duration::from_secs(20),
+        || async {
+            reconciler
+                .seen
+                .lock()
+                .contains(&Tenant("team-b-deleted".into()))
+        },
+    )
+    .await;
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    server.shutdown();
+}
