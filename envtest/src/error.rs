@@ -294,7 +294,8 @@ impl ApiError {
         err
     }
 
-    /// The `metav1.Status` JSON body.
+    /// The `metav1.Status` JSON body. Empty strings of `details` (name, group, kind, uid) are
+    /// left out, as the real server's `omitempty` fields are.
     pub fn to_status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
@@ -306,7 +307,14 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(details) = &self.details {
-            status["details"] = details.clone();
+            let mut details = details.clone();
+            if let Some(d) = details.as_object_mut() {
+                d.retain(|k, v| {
+                    !(matches!(k.as_str(), "name" | "group" | "kind" | "uid")
+                        && v.as_str() == Some(""))
+                });
+            }
+            status["details"] = details;
         }
         status
     }

@@ -76,9 +76,9 @@ pub(crate) async fn create(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     }
     let obj = super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
     if dry_run(q) {
-        return Ok(dry_run_response(StatusCode::CREATED, obj));
+        return Ok(dry_run_response(StatusCode::CREATED, obj, route));
     }
     let obj = super::patch::track_update(route, q, None, obj);
     let stored = shared.mutate(|s| s.create(&t, obj))?;
-    Ok(written(StatusCode::CREATED, &stored, route))
+    Ok(written(StatusCode::CREATED, &stored, route, call.mode))
 }

@@ -229,6 +229,8 @@ pub(crate) struct Call<'a> {
     pub content_type: &'a str,
     /// Its body, decoded to JSON where it was protobuf.
     pub body: &'a [u8],
+    /// The output mode the `Accept` header asks for (writes answer in it too).
+    pub mode: OutputMode,
 }
 
 /// Runs a resource request's verb.
@@ -250,6 +252,7 @@ async fn dispatch(
         q,
         content_type,
         body: &body,
+        mode,
     };
     if route.subresource.as_deref() == Some("scale") {
         return scale::scale(&call, verb).await;

@@ -31,12 +31,10 @@ pub(crate) fn json_bytes(code: StatusCode, body: Bytes) -> Response<Body> {
     with_body(code, "application/json", body)
 }
 
-/// A JSON response of a value.
+/// A JSON response of a value (a typed object: see [`crate::json::typed`]), ending with a
+/// newline as kube-apiserver's bodies do.
 pub(crate) fn json_value(code: StatusCode, value: &Value) -> Response<Body> {
-    json_bytes(
-        code,
-        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
-    )
+    json_bytes(code, Bytes::from(crate::json::typed_body(value)))
 }
 
 /// A plain-text response.
@@ -60,33 +58,65 @@ pub(crate) fn error_response(err: &ApiError) -> Response<Body> {
     resp
 }
 
-/// The response to a write: the stored object, rendered in full for the route's version.
-pub(crate) fn written(status: StatusCode, stored: &StoredObject, route: &Route) -> Response<Body> {
-    json_bytes(status, render(stored, route, OutputMode::Full))
+/// The response to a write: the stored object, rendered for the route's version and the
+/// request's output mode (a write asked for `PartialObjectMetadata` answers that).
+pub(crate) fn written(
+    status: StatusCode,
+    stored: &StoredObject,
+    route: &Route,
+    mode: OutputMode,
+) -> Response<Body> {
+    json_bytes(status, render(stored, route, mode))
 }
 
-/// Render one stored object for `route.version` and the output mode.
+/// The JSON of `value` as kube-apiserver writes an object of the route's resource: a
+/// built-in's `kind`, `apiVersion` and `metadata` first; a custom resource's members in key
+/// order (it is a map to the real server). No trailing newline.
+fn object_json(route: &Route, value: &Value) -> Vec<u8> {
+    if route.t.custom.is_some() {
+        // invariant: a serde_json::Value always serialises (keys are strings)
+        serde_json::to_vec(value).unwrap_or_default()
+    } else {
+        crate::json::typed(value).bytes
+    }
+}
+
+/// Render one stored object for `route.version` and the output mode, ending with a newline.
 pub(crate) fn render(obj: &StoredObject, route: &Route, mode: OutputMode) -> Bytes {
+    if mode == OutputMode::Full && crate::convert::is_identity(&route.t, &route.version) {
+        return obj.bytes.clone();
+    }
+    let mut out = render_value(route, &obj.value, mode, false);
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+/// Render one stored value for `route.version` and the output mode (no trailing newline);
+/// `as_item` drops a built-in's `kind` and `apiVersion`, as in the items of a typed list.
+fn render_value(route: &Route, stored: &Value, mode: OutputMode, as_item: bool) -> Vec<u8> {
     match mode {
-        OutputMode::Full if crate::convert::is_identity(&route.t, &route.version) => {
-            obj.bytes.clone()
-        }
         OutputMode::Full => {
-            Bytes::from(serde_json::to_vec(&view(route, &obj.value)).unwrap_or_default())
+            let mut v = view(route, stored);
+            if as_item
+                && route.t.custom.is_none()
+                && let Some(o) = v.as_object_mut()
+            {
+                o.remove("kind");
+                o.remove("apiVersion");
+            }
+            object_json(route, &v)
         }
-        OutputMode::Metadata => {
-            Bytes::from(serde_json::to_vec(&partial_metadata(&obj.value)).unwrap_or_default())
-        }
-        OutputMode::Table { include_object } => Bytes::from(
-            serde_json::to_vec(&crate::table::table(
+        OutputMode::Metadata => crate::json::typed(&partial_metadata(stored)).bytes,
+        OutputMode::Table { include_object } => {
+            crate::json::typed(&crate::table::table(
                 &route.t,
                 &route.version,
-                &[&view(route, &obj.value)],
+                &[&view(route, stored)],
                 include_object,
                 None,
             ))
-            .unwrap_or_default(),
-        ),
+            .bytes
+        }
     }
 }
 
@@ -96,12 +126,17 @@ pub(crate) fn view(route: &Route, stored: &Value) -> Value {
 }
 
 /// The answer to a dry-run write: the object as it would have been stored.
-pub(crate) fn dry_run_response(code: StatusCode, mut obj: Value) -> Response<Body> {
+pub(crate) fn dry_run_response(code: StatusCode, mut obj: Value, route: &Route) -> Response<Body> {
     crate::store::drop_empty_metadata(&mut obj);
-    json_value(code, &obj)
+    let mut out = object_json(route, &obj);
+    out.push(b'\n');
+    json_bytes(code, Bytes::from(out))
 }
 
-/// Serialise a list body.
+/// Serialise a list body. A built-in's list (a typed list) writes `kind`, `apiVersion`,
+/// `metadata` (`resourceVersion` before `continue`, its Go order), then `items` without their
+/// own `kind` and `apiVersion`; a custom resource's list is a map to the real server: members
+/// in key order, items whole.
 pub(crate) fn render_list(
     route: &Route,
     items: &[Arc<StoredObject>],
@@ -117,7 +152,7 @@ pub(crate) fn render_list(
         if !continue_token.is_empty() {
             table["metadata"]["continue"] = json!(continue_token);
         }
-        return Bytes::from(serde_json::to_vec(&table).unwrap_or_default());
+        return Bytes::from(crate::json::typed_body(&table));
     }
     let (kind, api_version) = match mode {
         OutputMode::Metadata => (
@@ -126,25 +161,55 @@ pub(crate) fn render_list(
         ),
         _ => (t.list_kind(), t.api_version(&route.version)),
     };
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if !continue_token.is_empty() {
-        meta["continue"] = json!(continue_token);
-    }
-    let head = format!(
-        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-        json!(kind),
-        json!(api_version),
-        meta
-    );
+    let continue_member = if continue_token.is_empty() {
+        String::new()
+    } else {
+        format!(",\"continue\":{}", json!(continue_token))
+    };
+    let custom = t.custom.is_some() && mode == OutputMode::Full;
+    let identity = mode == OutputMode::Full && crate::convert::is_identity(t, &route.version);
     let total: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
-    let mut buf = BytesMut::with_capacity(head.len() + total + 2);
-    buf.extend_from_slice(head.as_bytes());
-    for (i, obj) in items.iter().enumerate() {
-        if i > 0 {
+    let mut buf = BytesMut::with_capacity(total + 160);
+    let items_start = if custom {
+        // Go's map order: apiVersion, items, kind, metadata (continue before resourceVersion).
+        let head = format!("{{\"apiVersion\":{},\"items\":[", json!(api_version));
+        buf.extend_from_slice(head.as_bytes());
+        buf.len()
+    } else {
+        let head = format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{{\"resourceVersion\":{}{continue_member}}},\"items\":[",
+            json!(kind),
+            json!(api_version),
+            json!(rv.to_string())
+        );
+        buf.extend_from_slice(head.as_bytes());
+        buf.len()
+    };
+    for obj in items {
+        if buf.len() > items_start {
             buf.extend_from_slice(b",");
         }
-        buf.extend_from_slice(&render(obj, route, mode));
+        if identity {
+            buf.extend_from_slice(b"{");
+            buf.extend_from_slice(obj.list_item_members());
+        } else {
+            buf.extend_from_slice(&render_value(route, &obj.value, mode, true));
+        }
     }
-    buf.extend_from_slice(b"]}");
+    if custom {
+        let mut meta = serde_json::Map::new();
+        if !continue_token.is_empty() {
+            meta.insert("continue".into(), json!(continue_token));
+        }
+        meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        let tail = format!(
+            "],\"kind\":{},\"metadata\":{}}}\n",
+            json!(kind),
+            Value::Object(meta)
+        );
+        buf.extend_from_slice(tail.as_bytes());
+    } else {
+        buf.extend_from_slice(b"]}\n");
+    }
     buf.freeze()
 }

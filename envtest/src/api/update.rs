@@ -81,6 +81,7 @@ pub(crate) async fn prepare_update(
         return Ok(Prepared::DryRun(dry_run_response(
             StatusCode::OK,
             candidate,
+            route,
         )));
     }
     Ok(Prepared::Store(if track {
@@ -129,7 +130,7 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
             };
         let base = expected.unwrap_or(current.rv);
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(base))) {
-            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
+            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route, call.mode)),
             // Unconditional update raced with another write: recompute on the new state.
             Err(e) if e.code == 409 && expected.is_none() => continue,
             Err(e) => return Err(e),
@@ -170,10 +171,10 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
             let obj =
                 super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
             if dry_run(q) {
-                return Ok(dry_run_response(StatusCode::CREATED, obj));
+                return Ok(dry_run_response(StatusCode::CREATED, obj, route));
             }
             match shared.mutate(|s| s.create(&t, obj)) {
-                Ok(stored) => return Ok(written(StatusCode::CREATED, &stored, route)),
+                Ok(stored) => return Ok(written(StatusCode::CREATED, &stored, route, call.mode)),
                 Err(e) if e.code == 409 && e.reason == "AlreadyExists" => continue,
                 Err(e) => return Err(e),
             }
@@ -213,7 +214,7 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
                 Prepared::Store(candidate) => candidate,
             };
         match shared.mutate(|s| s.update(&t, route.ns(), &name, candidate, Some(current.rv))) {
-            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route)),
+            Ok(stored) => return Ok(written(StatusCode::OK, &stored, route, call.mode)),
             // Lost a race with another writer: re-apply the patch on the new state.
             Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
             Err(e) => return Err(e),
