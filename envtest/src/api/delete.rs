@@ -84,9 +84,7 @@ pub(crate) async fn delete(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     let t = route.t.clone();
     let name = route.name.clone().unwrap_or_default();
     if route.subresource.is_some() {
-        return Err(ApiError::method_not_allowed(
-            "DELETE is not supported on subresources",
-        ));
+        return Err(ApiError::method_not_allowed());
     }
     let opts = delete_opts(&t, q, body)?;
     let current = existing_object(shared, route, &name)?;

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Response, StatusCode, header};
+use http::{Response, StatusCode, header};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
@@ -187,7 +187,6 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
             warnings = Some(route.warnings.clone());
             dispatch(
                 &shared,
-                &parts.method,
                 route,
                 &query,
                 mode,
@@ -237,7 +236,6 @@ pub(crate) struct Call<'a> {
 #[allow(clippy::too_many_arguments)]
 async fn dispatch(
     shared: &Arc<Shared>,
-    method: &Method,
     route: Route,
     q: &Query,
     mode: OutputMode,
@@ -263,19 +261,18 @@ async fn dispatch(
         "watch" => watch::start(shared.clone(), route.clone(), q, mode, closes),
         "create" => {
             if route.subresource.is_some() || route.name.is_some() {
-                return Err(ApiError::method_not_allowed(format!(
-                    "POST is not supported on {}",
-                    route.t.plural
-                )));
+                return Err(ApiError::method_not_allowed());
             }
+            decode::check_write_media_type(content_type)?;
             create::create(&call).await
         }
-        "update" => update::update(&call).await,
+        "update" => {
+            decode::check_write_media_type(content_type)?;
+            update::update(&call).await
+        }
         "patch" => update::patch(&call).await,
         "delete" => delete::delete(&call).await,
         "deletecollection" => delete::delete_collection(&call).await,
-        _ => Err(ApiError::method_not_allowed(format!(
-            "the server does not allow this method on the requested resource ({method})"
-        ))),
+        _ => Err(ApiError::method_not_allowed()),
     }
 }

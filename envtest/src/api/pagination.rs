@@ -101,7 +101,7 @@ impl ListParams {
                         return Err(ApiError::new(
                             504,
                             "Timeout",
-                            format!("Too large resource version: {r}, current resource version: {current}"),
+                            format!("Timeout: Too large resource version: {r}, current: {current}"),
                         )
                         .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})));
                     }

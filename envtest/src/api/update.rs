@@ -95,7 +95,7 @@ pub(crate) async fn prepare_update(
 pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
-    let name = url_name(route, "PUT")?;
+    let name = url_name(route)?;
     let mut obj = parse_body(body)?;
     check_type(route, &mut obj)?;
     match obj["metadata"]["name"].as_str() {
@@ -143,9 +143,9 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let content_type = call.content_type;
     let t = route.t.clone();
-    let name = url_name(route, "PATCH")?;
+    let name = url_name(route)?;
     let patch_type = crate::patch::PatchType::from_content_type(content_type)
-        .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+        .ok_or_else(ApiError::no_handler_for_media_type)?;
     loop {
         let current = stored_object(shared, route, &name);
         let current_view = current.as_ref().map(|c| view(route, &c.value));

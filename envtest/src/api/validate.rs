@@ -214,7 +214,9 @@ pub(crate) fn validate(
     if let Some(custom) = &t.custom
         && let Some(schema) = custom.schemas.get(t.storage_version())
     {
-        let pruned = crate::schema::prune(schema, obj);
+        let mut pruned = crate::schema::prune(schema, obj);
+        // The real server names unknown fields in sorted order.
+        pruned.sort();
         if route.strict && !pruned.is_empty() {
             let fields: Vec<String> = pruned
                 .iter()

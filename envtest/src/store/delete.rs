@@ -49,10 +49,11 @@ impl Store {
         {
             return Err(ApiError::conflict(
                 &t.group,
-                &t.plural,
+                // As upstream's BeforeDelete: the conflict names the kind, not the resource.
+                &t.kind,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                     current.uid()
                 ),
             ));
@@ -62,10 +63,10 @@ impl Store {
         {
             return Err(ApiError::conflict(
                 &t.group,
-                &t.plural,
+                &t.kind,
                 name,
                 &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                     current.rv
                 ),
             ));
