@@ -336,3 +336,116 @@ async fn writes_answer_partial_object_metadata_when_asked() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn custom_resource_tables_show_the_crd_columns() {
+    let server = TestApiServer::start().await.unwrap();
+    let crd = |plural: &str, kind: &str, columns: Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.wire.kcr.dev")},
+            "spec": {
+                "group": "wire.kcr.dev",
+                "scope": "Namespaced",
+                "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        })
+    };
+    server
+        .install_crd_value(crd(
+            "dials",
+            "Dial",
+            json!([
+                {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                {"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1},
+                {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "The phase."}
+            ]),
+        ))
+        .await
+        .unwrap();
+    server
+        .install_crd_value(crd("knobs", "Knob", json!([])))
+        .await
+        .unwrap();
+    let c = server.client();
+    let accept = [("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
+    let dials = "/apis/wire.kcr.dev/v1/namespaces/default/dials";
+    let knobs = "/apis/wire.kcr.dev/v1/namespaces/default/knobs";
+    for (path, kind) in [(dials, "Dial"), (knobs, "Knob")] {
+        let obj = json!({"apiVersion": "wire.kcr.dev/v1", "kind": kind, "metadata": {"name": "x1"},
+            "spec": {"size": 6, "color": "red"}});
+        eventually("the custom resource is created", LIMIT, || async {
+            let (code, body) = send(&c, "POST", path, &[], Some(obj.clone())).await;
+            if code == 201 {
+                Ok(())
+            } else {
+                Err(format!("{code} {body}"))
+            }
+        })
+        .await;
+    }
+    let (code, body) = send(&c, "GET", dials, &accept, None).await;
+    assert_eq!(code, 200, "{body}");
+    let table: Value = serde_json::from_str(&body).unwrap();
+    let defs: Vec<Value> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| json!([d["name"], d["type"], d["priority"], d["description"]]))
+        .collect();
+    assert_eq!(
+        defs[1..],
+        [
+            json!([
+                "Size",
+                "integer",
+                0,
+                "Custom resource definition column (in JSONPath format): .spec.size"
+            ]),
+            json!([
+                "Color",
+                "string",
+                1,
+                "Custom resource definition column (in JSONPath format): .spec.color"
+            ]),
+            json!(["Phase", "string", 0, "The phase."]),
+        ]
+    );
+    assert!(
+        defs[0][3].as_str().unwrap().starts_with(
+            "Name must be unique within a namespace. Is required when creating resources"
+        ),
+        "{}",
+        defs[0]
+    );
+    // A missing value is a null cell.
+    assert_eq!(table["rows"][0]["cells"], json!(["x1", 6, "red", null]));
+
+    // Without declared columns: NAME and AGE.
+    let (_, body) = send(&c, "GET", knobs, &accept, None).await;
+    let table: Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Name", "Age"]);
+    let age = &table["columnDefinitions"][1];
+    assert_eq!(age["type"], "date");
+    assert_eq!(
+        age["description"],
+        "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+    );
+    assert_eq!(
+        table["columnDefinitions"][0]["description"],
+        "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+    );
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    assert_eq!(cells[0], "x1");
+    assert!(cells[1].as_str().unwrap().ends_with('s'), "{}", cells[1]);
+}
