@@ -199,10 +199,14 @@ impl ApiError {
         name: &str,
         causes: Vec<(String, String, String)>,
     ) -> Self {
-        let summary: Vec<String> = causes
-            .iter()
-            .map(|(field, _, message)| format!("{field}: {message}"))
-            .collect();
+        // As upstream's ToAggregate: identical messages are listed once (the causes stay).
+        let mut summary: Vec<String> = Vec::new();
+        for (field, _, message) in &causes {
+            let line = format!("{field}: {message}");
+            if !summary.contains(&line) {
+                summary.push(line);
+            }
+        }
         let causes: Vec<Value> = causes
             .into_iter()
             .map(|(field, reason, message)| json!({"field": field, "reason": reason, "message": message}))

@@ -181,6 +181,47 @@ fn write_details_member(out: &mut Vec<u8>, key: &str, value: &Value) {
     }
 }
 
+/// A JSON syntax error in the words of Go's `encoding/json` (which the real server's messages
+/// quote): `invalid character 'x' looking for beginning of value`, `unexpected end of JSON
+/// input`, ... `body` is the text that failed to parse.
+pub(crate) fn go_syntax_error(body: &[u8], err: &serde_json::Error) -> String {
+    if err.is_eof() {
+        return "unexpected end of JSON input".into();
+    }
+    // serde points at the offending character (line and column from 1).
+    let text = String::from_utf8_lossy(body);
+    let at = text
+        .split('\n')
+        .nth(err.line().saturating_sub(1))
+        .and_then(|line| line.chars().nth(err.column().saturating_sub(1)));
+    let Some(c) = at else {
+        return err.to_string();
+    };
+    let quoted = match c {
+        '\'' => "'\\''".to_string(),
+        '"' => "'\"'".to_string(),
+        c if c.is_control() => format!("{:?}", c),
+        c => format!("'{c}'"),
+    };
+    let message = err.to_string();
+    let context = if message.starts_with("key must be a string") {
+        "looking for beginning of object key string"
+    } else if message.starts_with("expected `:`") {
+        "after object key"
+    } else if message.starts_with("expected `,` or `}`") {
+        "after object key:value pair"
+    } else if message.starts_with("expected `,` or `]`") {
+        "after array element"
+    } else if message.starts_with("trailing characters") {
+        "after top-level value"
+    } else if message.starts_with("trailing comma") && c == '}' {
+        "looking for beginning of object key string"
+    } else {
+        "looking for beginning of value"
+    };
+    format!("invalid character {quoted} {context}")
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -218,6 +259,38 @@ mod tests {
         // Not an object: plain JSON.
         assert_eq!(text(&json!([1, 2])).0, "[1,2]");
         assert_eq!(text(&json!({})).0, "{}");
+    }
+
+    #[test]
+    fn syntax_errors_are_worded_as_go_does() {
+        let go = |body: &str| {
+            let err = serde_json::from_str::<Value>(body).unwrap_err();
+            go_syntax_error(body.as_bytes(), &err)
+        };
+        assert_eq!(
+            go("{not json"),
+            "invalid character 'n' looking for beginning of object key string"
+        );
+        assert_eq!(go("{\"a\" 1}"), "invalid character '1' after object key");
+        assert_eq!(
+            go("{\"a\": 1 \"b\"}"),
+            "invalid character '\"' after object key:value pair"
+        );
+        assert_eq!(go("[1 2]"), "invalid character '2' after array element");
+        assert_eq!(go("{} x"), "invalid character 'x' after top-level value");
+        assert_eq!(
+            go("[1,]"),
+            "invalid character ']' looking for beginning of value"
+        );
+        assert_eq!(
+            go("{\"a\":1,}"),
+            "invalid character '}' looking for beginning of object key string"
+        );
+        assert_eq!(go("{\"a\":"), "unexpected end of JSON input");
+        assert_eq!(
+            go("@"),
+            "invalid character '@' looking for beginning of value"
+        );
     }
 
     #[test]

@@ -376,3 +376,112 @@ async fn selector_errors() {
     .await;
     assert_eq!(status["message"], "field label not supported: spec.frob");
 }
+
+#[tokio::test]
+async fn json_syntax_finalizer_and_conflict_texts() {
+    let server = TestApiServer::start().await.unwrap();
+    let c = server.client();
+    // Bodies that are not JSON: Go's words, the start of the body quoted.
+    let (code, status) = send(&c, "POST", CMS, JSON, "{not json").await;
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
+    assert_eq!(
+        status["message"],
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character 'n' looking for beginning of object key string ({not json)"
+    );
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "texts-j1",
+        "finalizers": ["texts.kcr.dev/hold"]}, "data": {"a": "1"}});
+    assert_eq!(send(&c, "POST", CMS, JSON, &cm.to_string()).await.0, 201);
+    let path = format!("{CMS}/texts-j1");
+    let (code, status) = send(
+        &c,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        "{not json",
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        "error decoding patch: invalid character 'n' looking for beginning of object key string"
+    );
+
+    // Conflicts name an updater with its apiVersion, an applier alone.
+    let applied = |value: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "texts-j1"},
+            "data": {"a": value, "b": "x"}})
+        .to_string()
+    };
+    let (code, status) = send(
+        &c,
+        "PATCH",
+        &format!("{path}?fieldManager=bob"),
+        APPLY,
+        &applied("2"),
+    )
+    .await;
+    assert_eq!(code, 409, "{status}");
+    assert!(
+        status["message"].as_str().unwrap().starts_with(
+            "Apply failed with 1 conflict: conflict with \"unknown\" using v1: .data.a"
+        ),
+        "{status}"
+    );
+    let (code, _) = send(
+        &c,
+        "PATCH",
+        &format!("{path}?fieldManager=bob&force=true"),
+        APPLY,
+        &applied("2"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, status) = send(
+        &c,
+        "PATCH",
+        &format!("{path}?fieldManager=carol"),
+        APPLY,
+        &applied("3"),
+    )
+    .await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"bob\": .data.a"
+    );
+    assert_eq!(
+        status["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"bob\"", "field": ".data.a"}])
+    );
+
+    // New finalizers on an object being deleted: Go's `%#v` of the set, the cause twice.
+    let (code, _) = send(&c, "DELETE", &path, "", "").await;
+    assert_eq!(code, 200);
+    let (_, current) = send(&c, "GET", &path, "", "").await;
+    let mut added = current.clone();
+    added["metadata"]["finalizers"] =
+        json!(["texts.kcr.dev/hold", "texts.kcr.dev/b", "texts.kcr.dev/a"]);
+    let (code, status) = send(&c, "PUT", &path, JSON, &added.to_string()).await;
+    assert_eq!(code, 422, "{status}");
+    let message = "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"texts.kcr.dev/a\", \"texts.kcr.dev/b\"}";
+    assert_eq!(
+        status["message"],
+        // Identical messages are listed once (upstream's aggregate), the causes twice.
+        format!("ConfigMap \"texts-j1\" is invalid: metadata.finalizers: {message}")
+    );
+    let cause = json!({"reason": "FieldValueForbidden", "message": message, "field": "metadata.finalizers"});
+    assert_eq!(status["details"]["causes"], json!([cause, cause]));
+    let released = json!({"metadata": {"finalizers": null}}).to_string();
+    assert_eq!(
+        send(
+            &c,
+            "PATCH",
+            &path,
+            "application/merge-patch+json",
+            &released
+        )
+        .await
+        .0,
+        200
+    );
+}

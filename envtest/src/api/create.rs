@@ -24,7 +24,7 @@ fn random_suffix() -> String {
 pub(crate) async fn create(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
-    let mut obj = parse_body(body)?;
+    let mut obj = parse_body(body, &route.t.kind)?;
     check_type(route, &mut obj)?;
     let meta = &mut obj["metadata"];
     if meta["resourceVersion"]

@@ -60,8 +60,10 @@ pub(crate) fn check_write_media_type(content_type: &str) -> Result<(), ApiError>
     }
 }
 
-/// A JSON (or YAML) object body; 400 when empty or not decodable.
-pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+/// A JSON (or YAML) object body for an object of `kind`; 400 when empty or not decodable,
+/// in the real server's words (the JSON syntax error as Go words it, then the start of the
+/// body).
+pub(crate) fn parse_body(body: &[u8], kind: &str) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request("request body is empty"));
     }
@@ -69,9 +71,21 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
         Ok(v) => Ok(v),
         Err(json_err) => serde_saphyr::from_slice::<Value>(body).map_err(|_| {
             ApiError::bad_request(format!(
-                "the body of the request could not be decoded: {json_err}"
+                "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {} ({})",
+                crate::json::go_syntax_error(body, &json_err),
+                summarize(body)
             ))
         }),
+    }
+}
+
+/// The start of a body as upstream's decode errors quote it (30 bytes, then ` ...`).
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    if body.len() > MAX {
+        format!("{} ...", String::from_utf8_lossy(&body[..MAX]))
+    } else {
+        String::from_utf8_lossy(body).into_owned()
     }
 }
 
@@ -245,13 +259,21 @@ mod tests {
 
     #[test]
     fn bodies_are_json_or_yaml_objects() {
-        assert_eq!(parse_body(br#"{"a": 1}"#).unwrap(), json!({"a": 1}));
         assert_eq!(
-            parse_body(b"kind: ConfigMap\ndata:\n  k: v\n").unwrap(),
+            parse_body(br#"{"a": 1}"#, "ConfigMap").unwrap(),
+            json!({"a": 1})
+        );
+        assert_eq!(
+            parse_body(b"kind: ConfigMap\ndata:\n  k: v\n", "ConfigMap").unwrap(),
             json!({"kind": "ConfigMap", "data": {"k": "v"}})
         );
-        assert_eq!(parse_body(b"").unwrap_err().code, 400);
-        assert_eq!(parse_body(b"{").unwrap_err().code, 400);
+        assert_eq!(parse_body(b"", "ConfigMap").unwrap_err().code, 400);
+        let err = parse_body(b"{not json", "ConfigMap").unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(
+            err.message,
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character 'n' looking for beginning of object key string ({not json)"
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ fn apply_error(t: &ResourceType, name: &str, e: ApplyError) -> ApiError {
                 .map(|c| {
                     json!({
                         "reason": "FieldManagerConflict",
-                        "message": format!("conflict with {:?} using {}", c.manager, c.api_version),
+                        "message": format!("conflict with {}", c.manager_text()),
                         "field": c.field,
                     })
                 })

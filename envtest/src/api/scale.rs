@@ -42,7 +42,7 @@ pub(crate) async fn scale(call: &Call<'_>, verb: &str) -> Result<Response<Body>,
         let current_scale = scale_of(&current_view);
         let requested = match verb {
             "get" => return Ok(json_value(StatusCode::OK, &current_scale)),
-            "update" => parse_body(body)?,
+            "update" => parse_body(body, "Scale")?,
             "patch" => {
                 let patch_type = crate::patch::PatchType::from_content_type(content_type)
                     .ok_or_else(ApiError::no_handler_for_media_type)?;

@@ -96,7 +96,7 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
     let name = url_name(route)?;
-    let mut obj = parse_body(body)?;
+    let mut obj = parse_body(body, &route.t.kind)?;
     check_type(route, &mut obj)?;
     match obj["metadata"]["name"].as_str() {
         Some(n) if n != name => {

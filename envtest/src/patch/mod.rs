@@ -216,8 +216,12 @@ pub fn patch_object(
     body: &[u8],
     strategy: Option<&MergeStrategy>,
 ) -> Result<Value, PatchError> {
-    let patch: Value = serde_json::from_slice(body)
-        .map_err(|e| PatchError::InvalidBody(format!("error decoding patch: {e}")))?;
+    let patch: Value = serde_json::from_slice(body).map_err(|e| {
+        PatchError::InvalidBody(format!(
+            "error decoding patch: {}",
+            crate::json::go_syntax_error(body, &e)
+        ))
+    })?;
     match patch_type {
         PatchType::Json => json_patch(target, &patch),
         PatchType::Merge => {
