@@ -191,6 +191,8 @@ async fn custom_resources_are_written_in_key_order_and_listed_whole() {
     let list: Value = serde_json::from_str(&list).unwrap();
     assert_eq!(list["kind"], "WireList");
     assert!(list["metadata"]["resourceVersion"].is_string(), "{list}");
+    // An unstructured list always says `continue`, empty or not.
+    assert_eq!(list["metadata"]["continue"], "", "{list}");
 
     // Deleting it answers a Status naming the group, the resource and the uid.
     let uid = serde_json::from_str::<Value>(&got).unwrap()["metadata"]["uid"].clone();

@@ -19,11 +19,11 @@ RULES = [
     ("NO-DEFAULT-SERVICEACCOUNT", r"^crud/serviceaccount/list: //items:"),
     ("POD-GRACEFUL-DELETE", r"^crud/pod/delete: /metadata/(deletion|generation)"),
     ("GC-ORPHAN-FINALIZER", r"^deletion/gc-orphan/delete-owner"),
-    ("OBJECT-VALIDATION", r"^(errors/(422-bad-label|422-bad-data-key|422-deployment-selector|400-strict-unknown-field)|kinds/(lease-bad-duration|mutating-webhook-invalid|validating-webhook-invalid)|status/widget-status-put): (?!/\(shape\)/firstKey)"),
-    ("REQUEST-VALIDATION", r"^(resource_version/(get-future|get-garbage|list-match-without-rv|list-match-bad|update-garbage-rv)|deletion/(dry-run-bad-value|bad-propagation)|errors/400-bad-field-validation|apply/force-on-non-apply|watch/(send-initial-events-without-bookmarks|bad-timeout)): (?!/\(shape\)/firstKey)"),
+    ("OBJECT-VALIDATION", r"^(errors/(422-bad-label|422-bad-data-key|422-deployment-selector|400-strict-unknown-field)|kinds/(lease-bad-duration|mutating-webhook-invalid|validating-webhook-invalid)|status/widget-status-put): "),
+    ("REQUEST-VALIDATION", r"^(resource_version/(get-future|get-garbage|list-match-without-rv|list-match-bad|update-garbage-rv)|deletion/(dry-run-bad-value|bad-propagation)|errors/400-bad-field-validation|apply/force-on-non-apply|watch/(send-initial-events-without-bookmarks|bad-timeout)): "),
     ("PATCH-ERROR-CODES", r"^(patch/(json-bad-op|strategic-bad-directive)|apply/(apply-wrong-name|apply-no-kind)): (code|/code|/reason|/details: )"),
     ("CONTENT-TYPE-415", r"^errors/415-content-type: (code|/code|/reason)"),
-    ("PARTIAL-METADATA-WRITES", r"^kinds/partial-(patch|put|create): (?!/\(shape\)/firstKey)"),
+    ("PARTIAL-METADATA-WRITES", r"^kinds/partial-(patch|put|create): /(apiVersion|kind|data): "),
     ("CONTINUE-TOKEN-FORMAT", r"^pagination/continue-expired: (?!/\(shape\)/firstKey)"),
     ("NOOP-UPDATE-BUMPS-RV", r"^resource_version/update-noop"),
     ("SELECTOR-DEFAULTED-FIELDS", r"^selectors/(node-unschedulable-false|pod-phase|pod-restart)"),
@@ -33,7 +33,7 @@ RULES = [
     ("DRY-RUN-CREATE", r"^(deletion/dry-run-create|apply/dry-run-apply): /metadata/(uid|creationTimestamp)"),
     ("APPLY-YAML-1.1", r"^apply/apply-yaml-text: (/data|.*f:data/f:true)"),
     ("LIMIT-WITH-RV0", r"^pagination/limit-rv0"),
-    ("DELETE-ANSWER", r"^(crd_schema/cr-delete|crud/(?!pod|namespace)[a-z]+/delete|deletion/(gc-[a-z]+/delete-owner|dry-run-delete|precondition-uid-match)|kinds/(runtimeclass|node|mutating-webhook|validating-webhook)-delete): (?!/\(shape\)/firstKey)"),
+    ("DELETE-ANSWER", r"^(crd_schema/cr-delete|crud/(?!pod/|namespace/|serviceaccount/|service/|pvc/)[a-z]+/delete|deletion/(gc-[a-z]+/delete-owner|dry-run-delete|precondition-uid-match)|kinds/(runtimeclass|node|mutating-webhook|validating-webhook)-delete): (?!/\(shape\)/firstKey)"),
     # Path-based causes.
     ("JSON-FIELD-ORDER", r"\(shape\)/firstKey"),
     ("STATUS-BODY-SHAPE", r"\(shape\)/(trailingNewline|metadata|emptyGroupInDetails)|/details/group: real=\(absent\) envtest=\"\""),
@@ -77,7 +77,7 @@ REASONS = {
     "BUILTIN-DEFAULTS": "built-in defaulting not done (Pod spec and containers, Service spec and clusterIP allocation, Deployment spec/strategy, webhook fields, CRD spec.conversion, Event null/empty fields; status filled on create: Pod phase/qosClass, Service loadBalancer, Deployment {})",
     "REMAINING-ITEM-COUNT": "remainingItemCount is not set on paginated lists",
     "NOT-FOUND-DETAILS": "a 404 for an unserved path or subresource carries causes `UnexpectedServerResponse: 404 page not found` and no details (group, kind, name)",
-    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (selector parse errors repeat their prefix, field selector errors, patch decode errors, 405 texts, type errors quote the value, precondition details.kind, apply conflicts name the version)",
+    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (continue-token decoding errors quote Go's base64/JSON errors; the watch ListOptions Invalid names group meta.k8s.io, prefixes `Forbidden: ` and adds an Unsupported value cause; CRD and events.k8s.io validation causes)",
 }
 
 # Where in envtest/src the fix belongs (file: function), per cause.
@@ -111,7 +111,7 @@ FIXES = {
     "BUILTIN-DEFAULTS": "defaults.rs admit_create / apply (Pod, containers, Service incl. clusterIP, Deployment, webhooks, Events, CRD conversion, status on create)",
     "REMAINING-ITEM-COUNT": "api.rs list",
     "NOT-FOUND-DETAILS": "error.rs no_route and api.rs route (a missing resource or subresource in a served group: NotFound without causes)",
-    "STATUS-TEXT-AND-DETAILS": "selector.rs error texts and their wrapping in api.rs ListParams::parse; patch_glue.rs; error.rs method_not_allowed; schema.rs type messages",
+    "STATUS-TEXT-AND-DETAILS": "api/pagination.rs decode_continue (Go's error text); api/watch.rs start (ListOptions causes); api/validate.rs (CRD and events.k8s.io validation causes)",
 }
 
 def pieces(detail):

@@ -197,10 +197,9 @@ pub(crate) fn render_list(
         }
     }
     if custom {
+        // The real server's unstructured list always carries `continue`, empty or not.
         let mut meta = serde_json::Map::new();
-        if !continue_token.is_empty() {
-            meta.insert("continue".into(), json!(continue_token));
-        }
+        meta.insert("continue".into(), json!(continue_token));
         meta.insert("resourceVersion".into(), json!(rv.to_string()));
         let tail = format!(
             "],\"kind\":{},\"metadata\":{}}}\n",
