@@ -188,20 +188,14 @@ pub(crate) fn go_syntax_error(body: &[u8], err: &serde_json::Error) -> String {
     if err.is_eof() {
         return "unexpected end of JSON input".into();
     }
-    // serde points at the offending character (line and column from 1).
-    let text = String::from_utf8_lossy(body);
-    let at = text
-        .split('\n')
+    // serde points at the offending byte (line and column from 1).
+    let at = body
+        .split(|b| *b == b'\n')
         .nth(err.line().saturating_sub(1))
-        .and_then(|line| line.chars().nth(err.column().saturating_sub(1)));
-    let Some(c) = at else {
+        .and_then(|line| line.get(err.column().saturating_sub(1)))
+        .copied();
+    let Some(b) = at else {
         return err.to_string();
-    };
-    let quoted = match c {
-        '\'' => "'\\''".to_string(),
-        '"' => "'\"'".to_string(),
-        c if c.is_control() => format!("{:?}", c),
-        c => format!("'{c}'"),
     };
     let message = err.to_string();
     let context = if message.starts_with("key must be a string") {
@@ -214,12 +208,35 @@ pub(crate) fn go_syntax_error(body: &[u8], err: &serde_json::Error) -> String {
         "after array element"
     } else if message.starts_with("trailing characters") {
         "after top-level value"
-    } else if message.starts_with("trailing comma") && c == '}' {
+    } else if message.starts_with("trailing comma") && b == b'}' {
         "looking for beginning of object key string"
     } else {
         "looking for beginning of value"
     };
-    format!("invalid character {quoted} {context}")
+    format!("invalid character {} {context}", go_quote_byte(b))
+}
+
+/// A byte as Go's `encoding/json` quotes it in a syntax error (`quoteChar`): the byte read as
+/// a rune and quoted as `strconv.Quote` does (`'x'`, `'\x01'`, `'\u0081'`, `'\n'`).
+fn go_quote_byte(b: u8) -> String {
+    let inner = match b {
+        b'\'' => "\\'".to_string(),
+        b'"' => "\"".to_string(),
+        b'\\' => "\\\\".to_string(),
+        0x07 => "\\a".to_string(),
+        0x08 => "\\b".to_string(),
+        0x0c => "\\f".to_string(),
+        b'\n' => "\\n".to_string(),
+        b'\r' => "\\r".to_string(),
+        b'\t' => "\\t".to_string(),
+        0x0b => "\\v".to_string(),
+        0x20..=0x7e => char::from(b).to_string(),
+        0x00..=0x7f => format!("\\x{b:02x}"),
+        // Latin-1: the C1 controls, the no-break space and the soft hyphen are not printable.
+        0x80..=0xa0 | 0xad => format!("\\u{b:04x}"),
+        _ => char::from(b).to_string(),
+    };
+    format!("'{inner}'")
 }
 
 #[cfg(test)]
@@ -290,6 +307,19 @@ mod tests {
         assert_eq!(
             go("@"),
             "invalid character '@' looking for beginning of value"
+        );
+        assert_eq!(
+            go("\u{1}"),
+            r"invalid character '\x01' looking for beginning of value"
+        );
+        assert_eq!(
+            go("'"),
+            r"invalid character '\'' looking for beginning of value"
+        );
+        let err = serde_json::from_slice::<Value>(&[0x81, 0x2a]).unwrap_err();
+        assert_eq!(
+            go_syntax_error(&[0x81, 0x2a], &err),
+            r"invalid character '\u0081' looking for beginning of value"
         );
     }
 

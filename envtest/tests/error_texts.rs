@@ -365,6 +365,20 @@ async fn selector_errors() {
         assert_eq!(code, 400, "{query}");
         assert_eq!(status["message"], message, "{query}");
     }
+    // A continue value that is no token: Go's words for what failed to decode.
+    let (code, status) = send(
+        &c,
+        "GET",
+        &format!("{CMS}?limit=2&continue=garbage"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        r"invalid continue token: continue key is not valid: invalid character '\u0081' looking for beginning of value"
+    );
     // Pods convert their own field labels: another text.
     let (_, status) = send(
         &c,

@@ -77,7 +77,7 @@ REASONS = {
     "BUILTIN-DEFAULTS": "built-in defaulting not done (Pod spec and containers, Service spec and clusterIP allocation, Deployment spec/strategy, webhook fields, CRD spec.conversion, Event null/empty fields; status filled on create: Pod phase/qosClass, Service loadBalancer, Deployment {})",
     "REMAINING-ITEM-COUNT": "remainingItemCount is not set on paginated lists",
     "NOT-FOUND-DETAILS": "a 404 for an unserved path or subresource carries causes `UnexpectedServerResponse: 404 page not found` and no details (group, kind, name)",
-    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (continue-token decoding errors quote Go's base64/JSON errors; the watch ListOptions Invalid names group meta.k8s.io, prefixes `Forbidden: ` and adds an Unsupported value cause; CRD and events.k8s.io validation causes)",
+    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (the watch ListOptions Invalid names group meta.k8s.io, prefixes `Forbidden: ` and adds an Unsupported value cause; CRD and events.k8s.io validation causes)",
 }
 
 # Where in envtest/src the fix belongs (file: function), per cause.
@@ -111,7 +111,7 @@ FIXES = {
     "BUILTIN-DEFAULTS": "defaults.rs admit_create / apply (Pod, containers, Service incl. clusterIP, Deployment, webhooks, Events, CRD conversion, status on create)",
     "REMAINING-ITEM-COUNT": "api.rs list",
     "NOT-FOUND-DETAILS": "error.rs no_route and api.rs route (a missing resource or subresource in a served group: NotFound without causes)",
-    "STATUS-TEXT-AND-DETAILS": "api/pagination.rs decode_continue (Go's error text); api/watch.rs start (ListOptions causes); api/validate.rs (CRD and events.k8s.io validation causes)",
+    "STATUS-TEXT-AND-DETAILS": "api/watch.rs start (ListOptions causes); api/validate.rs (CRD and events.k8s.io validation causes)",
 }
 
 def pieces(detail):
