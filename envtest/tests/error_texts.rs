@@ -236,6 +236,28 @@ async fn delete_preconditions_and_bodies_of_another_kind() {
         )
     );
 
+    // events.k8s.io Events are validated as the core Event: no group in the answer.
+    let event =
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e3"}});
+    let (code, status) = send(
+        &c,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        JSON,
+        &event.to_string(),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Event \"e3\" is invalid: "),
+        "{status}"
+    );
+    assert_eq!(status["details"].get("group"), None, "{status}");
+    assert_eq!(status["details"]["kind"], "Event", "{status}");
+
     // A body of another kind: the decoder's words.
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
     let (code, status) = send(&c, "POST", CMS, JSON, &secret.to_string()).await;

@@ -19,7 +19,7 @@ RULES = [
     ("NO-DEFAULT-SERVICEACCOUNT", r"^crud/serviceaccount/list: //items:"),
     ("POD-GRACEFUL-DELETE", r"^crud/pod/delete: /metadata/(deletion|generation)"),
     ("GC-ORPHAN-FINALIZER", r"^deletion/gc-orphan/delete-owner"),
-    ("OBJECT-VALIDATION", r"^(errors/(422-bad-label|422-bad-data-key|422-deployment-selector|400-strict-unknown-field)|kinds/(lease-bad-duration|mutating-webhook-invalid|validating-webhook-invalid)|status/widget-status-put): "),
+    ("OBJECT-VALIDATION", r"^(errors/(422-bad-label|422-bad-data-key|422-deployment-selector|400-strict-unknown-field)|kinds/(lease-bad-duration|mutating-webhook-invalid|validating-webhook-invalid|events-v1-missing-fields)|status/widget-status-put|crd_schema/crd-invalid): "),
     ("REQUEST-VALIDATION", r"^(resource_version/(get-future|get-garbage|list-match-without-rv|list-match-bad|update-garbage-rv)|deletion/(dry-run-bad-value|bad-propagation)|errors/400-bad-field-validation|apply/force-on-non-apply|watch/(send-initial-events-without-bookmarks|bad-timeout)): "),
     ("PATCH-ERROR-CODES", r"^(patch/(json-bad-op|strategic-bad-directive)|apply/(apply-wrong-name|apply-no-kind)): (code|/code|/reason|/details: )"),
     ("CONTENT-TYPE-415", r"^errors/415-content-type: (code|/code|/reason)"),
@@ -53,7 +53,7 @@ REASONS = {
     "NO-DEFAULT-SERVICEACCOUNT": "the real control plane's serviceaccount controller creates `default` in every namespace; kcr-envtest does not",
     "POD-GRACEFUL-DELETE": "pods are removed at once; the real server answers the pod with deletionTimestamp, deletionGracePeriodSeconds 0 and generation bumped",
     "GC-ORPHAN-FINALIZER": "orphan propagation: the real server answers the owner carrying the `orphan` finalizer (the garbage collector removes it); kcr-envtest orphans inside the request",
-    "OBJECT-VALIDATION": "per-type validation the real server does and kcr-envtest does not (label keys, ConfigMap data keys, Deployment selector vs template labels, Lease duration, webhook configurations, fieldValidation=Strict on built-ins, resourceVersion required on a custom resource update)",
+    "OBJECT-VALIDATION": "per-type validation the real server does and kcr-envtest does not (label keys, ConfigMap data keys, Deployment selector vs template labels, Lease duration, webhook configurations, fieldValidation=Strict on built-ins, resourceVersion required on a custom resource update, a CRD's storage version and storedVersions, an events.k8s.io Event's involvedObject.namespace)",
     "REQUEST-VALIDATION": "query parameter validation (resourceVersion on get: future -> 504, garbage -> 500; resourceVersionMatch without resourceVersion or unknown -> 422; dryRun, propagationPolicy, fieldValidation values -> 422; force on non-apply patch -> 422; watch: sendInitialEvents without bookmarks and a bad timeoutSeconds are accepted)",
     "PATCH-ERROR-CODES": "status code/reason for bad patches (invalid JSON patch op: real 422 Invalid; unknown $patch directive: real 500; apply with another name or no kind: real 400 BadRequest)",
     "CONTENT-TYPE-415": "a POST with an unsupported Content-Type answers 400 instead of 415 UnsupportedMediaType",
@@ -77,7 +77,7 @@ REASONS = {
     "BUILTIN-DEFAULTS": "built-in defaulting not done (Pod spec and containers, Service spec and clusterIP allocation, Deployment spec/strategy, webhook fields, CRD spec.conversion, Event null/empty fields; status filled on create: Pod phase/qosClass, Service loadBalancer, Deployment {})",
     "REMAINING-ITEM-COUNT": "remainingItemCount is not set on paginated lists",
     "NOT-FOUND-DETAILS": "a 404 for an unserved path or subresource carries causes `UnexpectedServerResponse: 404 page not found` and no details (group, kind, name)",
-    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (the watch ListOptions Invalid names group meta.k8s.io, prefixes `Forbidden: ` and adds an Unsupported value cause; CRD and events.k8s.io validation causes)",
+    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (the watch ListOptions Invalid names group meta.k8s.io, prefixes `Forbidden: ` and adds an Unsupported value cause)",
 }
 
 # Where in envtest/src the fix belongs (file: function), per cause.
@@ -87,7 +87,7 @@ FIXES = {
     "NO-DEFAULT-SERVICEACCOUNT": "api.rs create (namespaces) or store.rs create: add `default` ServiceAccount; or list as staying (a controller's work)",
     "POD-GRACEFUL-DELETE": "store.rs Store::delete (pods: answer with deletionTimestamp, grace 0, generation+1)",
     "GC-ORPHAN-FINALIZER": "store.rs Store::delete (orphan propagation: answer the owner with the `orphan` finalizer); or list as staying (synchronous GC)",
-    "OBJECT-VALIDATION": "api.rs validate_builtin (labels, ConfigMap keys, Deployment selector, Lease, webhooks), check_type (Strict on built-ins), prepare_update (custom resources need metadata.resourceVersion)",
+    "OBJECT-VALIDATION": "api.rs validate_builtin (labels, ConfigMap keys, Deployment selector, Lease, webhooks), check_type (Strict on built-ins), prepare_update (custom resources need metadata.resourceVersion); CRD validation; events.k8s.io Event validation",
     "REQUEST-VALIDATION": "api.rs get (resourceVersion), ListParams::parse / list (resourceVersionMatch), dry_run, delete_opts (propagationPolicy), create/patch (fieldValidation, force); watch.rs start",
     "PATCH-ERROR-CODES": "patch_glue.rs patch_error / apply_error",
     "CONTENT-TYPE-415": "api.rs parse_body / create (415 for an unsupported Content-Type)",
@@ -111,7 +111,7 @@ FIXES = {
     "BUILTIN-DEFAULTS": "defaults.rs admit_create / apply (Pod, containers, Service incl. clusterIP, Deployment, webhooks, Events, CRD conversion, status on create)",
     "REMAINING-ITEM-COUNT": "api.rs list",
     "NOT-FOUND-DETAILS": "error.rs no_route and api.rs route (a missing resource or subresource in a served group: NotFound without causes)",
-    "STATUS-TEXT-AND-DETAILS": "api/watch.rs start (ListOptions causes); api/validate.rs (CRD and events.k8s.io validation causes)",
+    "STATUS-TEXT-AND-DETAILS": "api/watch.rs start (ListOptions causes)",
 }
 
 def pieces(detail):

@@ -245,6 +245,12 @@ pub(crate) fn validate(
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(&t.group, &t.kind, name, causes))
+        // events.k8s.io Events are validated as the internal core Event: no group named.
+        let group = if crate::convert::is_events_v1(t) {
+            ""
+        } else {
+            &t.group
+        };
+        Err(ApiError::invalid(group, &t.kind, name, causes))
     }
 }
