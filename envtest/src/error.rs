@@ -154,14 +154,15 @@ impl ApiError {
         Self::about(404, "NotFound", group, resource, name, message)
     }
 
-    /// 404 NotFound for a path that names no served resource.
-    pub fn no_route(path: &str) -> Self {
+    /// 404 NotFound for a path that names no served resource (or subresource): the real
+    /// server's text, with empty details.
+    pub fn no_route() -> Self {
         ApiError::new(
             404,
             "NotFound",
-            format!("the server could not find the requested resource ({path})"),
+            "the server could not find the requested resource",
         )
-        .with_details(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]}))
+        .with_details(json!({}))
     }
 
     /// 409 AlreadyExists.
@@ -198,10 +199,14 @@ impl ApiError {
         name: &str,
         causes: Vec<(String, String, String)>,
     ) -> Self {
-        let summary: Vec<String> = causes
-            .iter()
-            .map(|(field, _, message)| format!("{field}: {message}"))
-            .collect();
+        // As upstream's ToAggregate: identical messages are listed once (the causes stay).
+        let mut summary: Vec<String> = Vec::new();
+        for (field, _, message) in &causes {
+            let line = format!("{field}: {message}");
+            if !summary.contains(&line) {
+                summary.push(line);
+            }
+        }
         let causes: Vec<Value> = causes
             .into_iter()
             .map(|(field, reason, message)| json!({"field": field, "reason": reason, "message": message}))
@@ -232,9 +237,15 @@ impl ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
-    /// 405 MethodNotAllowed.
-    pub fn method_not_allowed(message: impl Into<String>) -> Self {
-        ApiError::new(405, "MethodNotAllowed", message)
+    /// 405 MethodNotAllowed: the method is not served on this path (the real server's text,
+    /// with empty details).
+    pub fn method_not_allowed() -> Self {
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     /// 410 Expired (resourceVersion too old / continue token expired).
@@ -242,15 +253,24 @@ impl ApiError {
         ApiError::new(410, "Expired", message)
     }
 
-    /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 UnsupportedMediaType: the body's media type is not one of `accepted` (the real
+    /// server's text).
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         ApiError::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})"
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
             ),
         )
+    }
+
+    /// 415 UnsupportedMediaType for a PATCH whose `Content-Type` is no patch type at all: the
+    /// real server has no handler consuming it (its router's text, empty details).
+    pub fn no_handler_for_media_type() -> Self {
+        ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+            .with_details(json!({}))
     }
 
     /// 429 TooManyRequests with a `Retry-After` of `seconds`.
@@ -294,7 +314,8 @@ impl ApiError {
         err
     }
 
-    /// The `metav1.Status` JSON body.
+    /// The `metav1.Status` JSON body. An empty `reason` and the empty strings of `details`
+    /// (name, group, kind, uid) are left out, as the real server's `omitempty` fields are.
     pub fn to_status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
@@ -305,8 +326,21 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty()
+            && let Some(s) = status.as_object_mut()
+        {
+            // A Status without a reason (an unclassified 500) has none written.
+            s.remove("reason");
+        }
         if let Some(details) = &self.details {
-            status["details"] = details.clone();
+            let mut details = details.clone();
+            if let Some(d) = details.as_object_mut() {
+                d.retain(|k, v| {
+                    !(matches!(k.as_str(), "name" | "group" | "kind" | "uid")
+                        && v.as_str() == Some(""))
+                });
+            }
+            status["details"] = details;
         }
         // An error without a reason (a conversion webhook's) has none on the wire, as upstream.
         if self.reason.is_empty()

@@ -13,7 +13,10 @@ const SECTION: &str = "//! ## Measured differences";
 /// Root cause → number of listed exchanges it appears in.
 fn known_causes() -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
-    for line in KNOWN.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for line in KNOWN
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let causes = line.split(" | ").nth(1).unwrap_or_default();
         for cause in causes.split('+').filter(|c| !c.is_empty()) {
             *counts.entry(cause.trim().to_string()).or_insert(0) += 1;
@@ -61,9 +64,9 @@ fn the_crate_docs_list_every_known_difference_and_only_those() {
     for (cause, n) in &known {
         match documented.get(cause) {
             None => problems.push(format!("{cause} ({n} exchanges) is not in the docs")),
-            Some(d) if d != n => {
-                problems.push(format!("{cause}: the docs say {d} exchanges, the suite lists {n}"))
-            }
+            Some(d) if d != n => problems.push(format!(
+                "{cause}: the docs say {d} exchanges, the suite lists {n}"
+            )),
             Some(_) => {}
         }
     }
@@ -84,5 +87,10 @@ fn the_parsers_see_what_they_should() {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .count();
     assert!(known.values().sum::<usize>() >= exchanges);
-    assert!(known.keys().all(|c| c.chars().all(|ch| ch.is_ascii_uppercase() || ch == '-' || ch.is_ascii_digit() || ch == '.')), "{known:?}");
+    assert!(
+        known.keys().all(|c| c
+            .chars()
+            .all(|ch| ch.is_ascii_uppercase() || ch == '-' || ch.is_ascii_digit() || ch == '.')),
+        "{known:?}"
+    );
 }

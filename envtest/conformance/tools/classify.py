@@ -23,10 +23,11 @@ RULES = [
     ("NO-DEFAULT-SERVICEACCOUNT", r"^crud/serviceaccount/list: //items:"),
     ("POD-GRACEFUL-DELETE", r"^crud/pod/delete: /metadata/(deletion|generation)"),
     ("GC-ORPHAN-FINALIZER", r"^deletion/gc-orphan/delete-owner"),
-    ("OBJECT-VALIDATION", r"^errors/400-strict-unknown-field: (?!/\(shape\)/firstKey)"),
+    ("OBJECT-VALIDATION", r"^(errors/(422-bad-label|422-bad-data-key|422-deployment-selector|400-strict-unknown-field)|kinds/(lease-bad-duration|mutating-webhook-invalid|validating-webhook-invalid|events-v1-missing-fields)|status/widget-status-put|crd_schema/crd-invalid): "),
+    ("REQUEST-VALIDATION", r"^(resource_version/(get-future|get-garbage|list-match-without-rv|list-match-bad|update-garbage-rv)|deletion/(dry-run-bad-value|bad-propagation)|errors/400-bad-field-validation|apply/force-on-non-apply|watch/(send-initial-events-without-bookmarks|bad-timeout)): "),
     ("PATCH-ERROR-CODES", r"^(patch/(json-bad-op|strategic-bad-directive)|apply/(apply-wrong-name|apply-no-kind)): (code|/code|/reason|/details: )"),
     ("CONTENT-TYPE-415", r"^errors/415-content-type: (code|/code|/reason)"),
-    ("PARTIAL-METADATA-WRITES", r"^kinds/partial-(patch|put|create): (?!/\(shape\)/firstKey)"),
+    ("PARTIAL-METADATA-WRITES", r"^kinds/partial-(patch|put|create): /(apiVersion|kind|data): "),
     ("CONTINUE-TOKEN-FORMAT", r"^pagination/continue-expired: (?!/\(shape\)/firstKey)"),
     ("NOOP-UPDATE-BUMPS-RV", r"^resource_version/update-noop"),
     ("SELECTOR-DEFAULTED-FIELDS", r"^selectors/(node-unschedulable-false|pod-phase|pod-restart)"),
@@ -36,7 +37,7 @@ RULES = [
     ("DRY-RUN-CREATE", r"^(deletion/dry-run-create|apply/dry-run-apply): /metadata/(uid|creationTimestamp)"),
     ("APPLY-YAML-1.1", r"^apply/apply-yaml-text: (/data|.*f:data/f:true)"),
     ("LIMIT-WITH-RV0", r"^pagination/limit-rv0"),
-    ("DELETE-ANSWER", r"^(crd_schema/cr-delete|crud/(?!pod|namespace)[a-z]+/delete|deletion/(gc-[a-z]+/delete-owner|dry-run-delete|precondition-uid-match)|kinds/(runtimeclass|node|mutating-webhook|validating-webhook)-delete): (?!/\(shape\)/firstKey)"),
+    ("DELETE-ANSWER", r"^(crd_schema/cr-delete|crud/(?!pod/|namespace/|serviceaccount/|service/|pvc/)[a-z]+/delete|deletion/(gc-[a-z]+/delete-owner|dry-run-delete|precondition-uid-match)|kinds/(runtimeclass|node|mutating-webhook|validating-webhook)-delete): (?!/\(shape\)/firstKey)"),
     # Path-based causes.
     ("JSON-FIELD-ORDER", r"\(shape\)/firstKey"),
     ("STATUS-BODY-SHAPE", r"\(shape\)/(trailingNewline|metadata|emptyGroupInDetails)|/(reason|details/(group|name)): real=\(absent\) envtest=\"\""),
@@ -56,7 +57,8 @@ REASONS = {
     "NO-DEFAULT-SERVICEACCOUNT": "the real control plane's serviceaccount controller creates `default` in every namespace; kcr-envtest does not",
     "POD-GRACEFUL-DELETE": "pods are removed at once; the real server answers the pod with deletionTimestamp, deletionGracePeriodSeconds 0 and generation bumped",
     "GC-ORPHAN-FINALIZER": "orphan propagation: the real server answers the owner carrying the `orphan` finalizer (the garbage collector removes it); kcr-envtest orphans inside the request",
-    "OBJECT-VALIDATION": "fieldValidation=Strict on built-ins: unknown fields of a built-in kind are not detected (kcr-envtest has no schemas of the built-in types)",
+    "OBJECT-VALIDATION": "per-type validation the real server does and kcr-envtest does not: fieldValidation=Strict on built-ins (no schemas of the built-in types), a CRD's storage version and storedVersions, an events.k8s.io Event's involvedObject.namespace",
+    "REQUEST-VALIDATION": "query parameter validation (resourceVersion on get: future -> 504, garbage -> 500; resourceVersionMatch without resourceVersion or unknown -> 422; dryRun, propagationPolicy, fieldValidation values -> 422; force on non-apply patch -> 422; watch: sendInitialEvents without bookmarks and a bad timeoutSeconds are accepted)",
     "PATCH-ERROR-CODES": "status code/reason for bad patches (invalid JSON patch op: real 422 Invalid; unknown $patch directive: real 500; apply with another name or no kind: real 400 BadRequest)",
     "CONTENT-TYPE-415": "a POST with an unsupported Content-Type answers 400 instead of 415 UnsupportedMediaType",
     "PARTIAL-METADATA-WRITES": "Accept as=PartialObjectMetadata is ignored on write responses (create, update, patch)",
@@ -79,7 +81,7 @@ REASONS = {
     "BUILTIN-DEFAULTS": "built-in defaulting not done (Pod spec and containers, Service spec and clusterIP allocation, Deployment spec/strategy, webhook fields, CRD spec.conversion, Event null/empty fields; status filled on create: Pod phase/qosClass, Service loadBalancer, Deployment {})",
     "REMAINING-ITEM-COUNT": "remainingItemCount is not set on paginated lists",
     "NOT-FOUND-DETAILS": "a 404 for an unserved path or subresource carries causes `UnexpectedServerResponse: 404 page not found` and no details (group, kind, name)",
-    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (selector parse errors repeat their prefix, field selector errors, patch decode errors, 405 texts, type errors quote the value, precondition details.kind, apply conflicts name the version)",
+    "STATUS-TEXT-AND-DETAILS": "Status message texts and details differ (the watch ListOptions Invalid names group meta.k8s.io, prefixes `Forbidden: ` and adds an Unsupported value cause)",
 }
 
 # Where in envtest/src the fix belongs (file: function), per cause.
@@ -89,7 +91,8 @@ FIXES = {
     "NO-DEFAULT-SERVICEACCOUNT": "api.rs create (namespaces) or store.rs create: add `default` ServiceAccount; or list as staying (a controller's work)",
     "POD-GRACEFUL-DELETE": "store.rs Store::delete (pods: answer with deletionTimestamp, grace 0, generation+1)",
     "GC-ORPHAN-FINALIZER": "store.rs Store::delete (orphan propagation: answer the owner with the `orphan` finalizer); or list as staying (synchronous GC)",
-    "OBJECT-VALIDATION": "api/decode.rs check_type: Strict decoding of built-ins needs their schemas (field lists per kind); likely stays",
+    "OBJECT-VALIDATION": "api/decode.rs check_type (Strict decoding of built-ins needs their schemas; likely stays); CRD validation (storage version); events.k8s.io Event validation",
+    "REQUEST-VALIDATION": "api/options.rs",
     "PATCH-ERROR-CODES": "patch_glue.rs patch_error / apply_error",
     "CONTENT-TYPE-415": "api.rs parse_body / create (415 for an unsupported Content-Type)",
     "PARTIAL-METADATA-WRITES": "api.rs written (honour the Accept output mode as render does)",
@@ -112,7 +115,7 @@ FIXES = {
     "BUILTIN-DEFAULTS": "defaults.rs admit_create / apply (Pod, containers, Service incl. clusterIP, Deployment, webhooks, Events, CRD conversion, status on create)",
     "REMAINING-ITEM-COUNT": "api.rs list",
     "NOT-FOUND-DETAILS": "error.rs no_route and api.rs route (a missing resource or subresource in a served group: NotFound without causes)",
-    "STATUS-TEXT-AND-DETAILS": "selector.rs error texts and their wrapping in api.rs ListParams::parse; patch_glue.rs; error.rs method_not_allowed; schema.rs type messages",
+    "STATUS-TEXT-AND-DETAILS": "api/watch.rs start (ListOptions causes)",
 }
 
 # Why a difference remains (for the crate docs' fidelity table): "stays: ..." where kcr-envtest

@@ -94,7 +94,7 @@ pub(crate) fn token_request(call: &Call<'_>) -> Result<Response<Body>, ApiError>
     let route = call.route;
     let name = route.name.as_deref().unwrap_or_default();
     let sa = existing_object(call.shared, route, name)?;
-    let mut req = parse_body(call.body)?;
+    let mut req = parse_body(call.body, "TokenRequest")?;
     let invalid = |field: &str, message: String| {
         ApiError::invalid(
             "authentication.k8s.io",
@@ -175,8 +175,6 @@ pub(crate) fn answer(call: &Call<'_>, verb: &str) -> Result<Response<Body>, ApiE
     match (call.route.subresource.as_deref(), verb) {
         (Some("token"), "create") => token_request(call),
         (None, "get" | "list") => component_status(call.route),
-        _ => Err(ApiError::method_not_allowed(
-            "the server does not allow this method on the requested resource",
-        )),
+        _ => Err(ApiError::method_not_allowed()),
     }
 }

@@ -37,7 +37,8 @@ pub(crate) async fn served(
     let converted = convert(t, values, &route.version).await?;
     for (i, value) in pending.into_iter().zip(converted) {
         let rv = objs[i].rv;
-        objs[i] = StoredObject::new(value, rv);
+        // Only custom resources are converted by webhooks: not a typed (built-in) kind.
+        objs[i] = StoredObject::new(value, rv, false);
     }
     Ok(objs)
 }
@@ -99,7 +100,8 @@ pub(crate) async fn written(
     status: StatusCode,
     stored: Arc<StoredObject>,
     route: &Route,
+    mode: OutputMode,
 ) -> Result<Response<Body>, ApiError> {
     let obj = served_one(route, stored).await?;
-    Ok(json_bytes(status, render(&obj, route, OutputMode::Full)))
+    Ok(json_bytes(status, render(&obj, route, mode)))
 }

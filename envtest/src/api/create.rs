@@ -26,7 +26,7 @@ pub(crate) async fn create(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
     super::options::check_write(q, "CreateOptions")?;
-    let mut obj = parse_body(body)?;
+    let mut obj = parse_body(body, &route.t.kind)?;
     check_type(route, &mut obj)?;
     let meta = &mut obj["metadata"];
     if meta["resourceVersion"]
@@ -79,29 +79,26 @@ pub(crate) async fn create(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     super::patch::track_write(route, q, None, &mut obj);
     let obj = super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
     if dry_run(q) {
-        return Ok(dry_run_created(&t, obj));
+        return Ok(dry_run_created(route, obj));
     }
     let obj = into_storage(route, obj).await?;
     let stored = shared.mutate(|s| s.create(&t, obj))?;
-    written(StatusCode::CREATED, stored, route).await
+    written(StatusCode::CREATED, stored, route, call.mode).await
 }
 
 /// The answer to a dry-run create: the object as it would have been stored, with the metadata
 /// the store would give it (a fresh uid, creationTimestamp, generation 1 where tracked), as the
 /// real server answers (nothing is stored).
-pub(crate) fn dry_run_created(
-    t: &crate::resources::ResourceType,
-    mut obj: Value,
-) -> Response<Body> {
+pub(crate) fn dry_run_created(route: &super::route::Route, mut obj: Value) -> Response<Body> {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert(
             "creationTimestamp".into(),
             json!(crate::store::now_rfc3339()),
         );
-        if crate::store::tracks_generation(t) {
+        if crate::store::tracks_generation(&route.t) {
             meta.insert("generation".into(), json!(1));
         }
     }
-    dry_run_response(StatusCode::CREATED, obj)
+    dry_run_response(StatusCode::CREATED, obj, route)
 }

@@ -22,7 +22,7 @@ pub(crate) fn decode_protobuf(content_type: &str, body: Bytes) -> Result<Bytes, 
         return match crate::protobuf::decode(&body) {
             Ok(v) => Ok(Bytes::from(serde_json::to_vec(&v).unwrap_or_default())),
             Err(crate::protobuf::DecodeError::Unsupported(e)) => {
-                let mut err = ApiError::unsupported_media_type(content_type);
+                let mut err = ApiError::unsupported_media_type(&WRITE_MEDIA_TYPES);
                 err.message = format!("{}: {e}", err.message);
                 Err(err)
             }
@@ -32,13 +32,38 @@ pub(crate) fn decode_protobuf(content_type: &str, body: Bytes) -> Result<Bytes, 
         };
     }
     if media.contains("cbor") {
-        return Err(ApiError::unsupported_media_type(content_type));
+        return Err(ApiError::unsupported_media_type(&WRITE_MEDIA_TYPES));
     }
     Ok(body)
 }
 
-/// A JSON (or YAML) object body; 400 when empty or not decodable.
-pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+/// The media types a create or update body may have (the real server's list, in its order).
+pub(crate) const WRITE_MEDIA_TYPES: [&str; 3] = [
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
+
+/// 415 unless `content_type` is one of [`WRITE_MEDIA_TYPES`] (parameters such as `charset`
+/// aside); no `Content-Type` reads as JSON, as upstream.
+pub(crate) fn check_write_media_type(content_type: &str) -> Result<(), ApiError> {
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if media.is_empty() || WRITE_MEDIA_TYPES.contains(&media.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::unsupported_media_type(&WRITE_MEDIA_TYPES))
+    }
+}
+
+/// A JSON (or YAML) object body for an object of `kind`; 400 when empty or not decodable,
+/// in the real server's words (the JSON syntax error as Go words it, then the start of the
+/// body).
+pub(crate) fn parse_body(body: &[u8], kind: &str) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request("request body is empty"));
     }
@@ -46,9 +71,21 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
         Ok(v) => Ok(v),
         Err(json_err) => serde_saphyr::from_slice::<Value>(body).map_err(|_| {
             ApiError::bad_request(format!(
-                "the body of the request could not be decoded: {json_err}"
+                "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {} ({})",
+                crate::json::go_syntax_error(body, &json_err),
+                summarize(body)
             ))
         }),
+    }
+}
+
+/// The start of a body as upstream's decode errors quote it (30 bytes, then ` ...`).
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    if body.len() > MAX {
+        format!("{} ...", String::from_utf8_lossy(&body[..MAX]))
+    } else {
+        String::from_utf8_lossy(body).into_owned()
     }
 }
 
@@ -74,17 +111,59 @@ pub(crate) fn check_type(route: &Route, obj: &mut Value) -> Result<(), ApiError>
     match obj["kind"].as_str() {
         None | Some("") => obj["kind"] = json!(t.kind),
         Some(k) if k == t.kind => {}
-        Some(k) => {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                t.kind
-            )));
-        }
+        Some(k) => return Err(wrong_kind(route, obj, k)),
     }
     if !obj["metadata"].is_object() {
         obj["metadata"] = json!({});
     }
     Ok(())
+}
+
+/// The real server's answer to a body of another kind than the route's: for a custom
+/// resource, 422 on the field `kind`; for a built-in, the decoder's 400 (another kind of the
+/// group cannot be converted, a kind the group does not have is not registered).
+fn wrong_kind(route: &Route, obj: &Value, kind: &str) -> ApiError {
+    let t = &route.t;
+    if t.custom.is_some() {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        return ApiError::invalid(
+            &t.group,
+            kind,
+            name,
+            vec![(
+                "kind".into(),
+                "FieldValueInvalid".into(),
+                format!("Invalid value: {kind:?}: must be {}", t.kind),
+            )],
+        );
+    }
+    let api_version = t.api_version(&route.version);
+    let registered = crate::resources::kinds::KINDS
+        .iter()
+        .any(|k| k.group == t.group && k.kind == kind)
+        || crate::resources::kinds::lists(&t.group, kind).is_some();
+    let why = if registered {
+        // Go package names: `v1` for the versioned type, the group's first label (`core`
+        // for the core group) for the internal one.
+        let internal = t
+            .group
+            .split('.')
+            .next()
+            .filter(|g| !g.is_empty())
+            .unwrap_or("core");
+        format!(
+            "converting ({}.{kind}) to ({internal}.{}): unknown conversion",
+            route.version, t.kind
+        )
+    } else {
+        format!(
+            "no kind {kind:?} is registered for version {api_version:?} in scheme \"pkg/runtime/scheme.go:110\""
+        )
+    };
+    ApiError::bad_request(format!(
+        "{kind} in version {:?} cannot be handled as a {}: {why}",
+        route.version, t.kind
+    ))
 }
 
 /// What the real server does to a built-in kind's body when it decodes it, before admission,
@@ -179,13 +258,21 @@ mod tests {
 
     #[test]
     fn bodies_are_json_or_yaml_objects() {
-        assert_eq!(parse_body(br#"{"a": 1}"#).unwrap(), json!({"a": 1}));
         assert_eq!(
-            parse_body(b"kind: ConfigMap\ndata:\n  k: v\n").unwrap(),
+            parse_body(br#"{"a": 1}"#, "ConfigMap").unwrap(),
+            json!({"a": 1})
+        );
+        assert_eq!(
+            parse_body(b"kind: ConfigMap\ndata:\n  k: v\n", "ConfigMap").unwrap(),
             json!({"kind": "ConfigMap", "data": {"k": "v"}})
         );
-        assert_eq!(parse_body(b"").unwrap_err().code, 400);
-        assert_eq!(parse_body(b"{").unwrap_err().code, 400);
+        assert_eq!(parse_body(b"", "ConfigMap").unwrap_err().code, 400);
+        let err = parse_body(b"{not json", "ConfigMap").unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(
+            err.message,
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character 'n' looking for beginning of object key string ({not json)"
+        );
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::query::{OutputMode, Query, dry_run};
-use super::read::existing_object;
-use super::response::{json_bytes, render_list};
+use super::query::{Query, dry_run};
+use super::read::{existing_object, stored_object};
+use super::response::{json_bytes, json_value, render_list};
 use super::route::Route;
 use super::selectors::Selectors;
 use super::{Body, Call, Shared};
@@ -51,15 +51,26 @@ fn delete_opts(t: &ResourceType, q: &Query, body: &[u8]) -> Result<DeleteOpts, A
     })
 }
 
+/// Whether the delete is a dry run: `dryRun=All` in the query or in the DeleteOptions body
+/// (where kube's `DeleteParams` put it).
+fn is_dry_run(q: &Query, body: &[u8]) -> bool {
+    dry_run(q)
+        || serde_json::from_slice::<Value>(body).is_ok_and(|b| {
+            crate::json::strings(&b["dryRun"])
+                .iter()
+                .any(|v| v == "All")
+        })
+}
+
 /// Admission of the deletion of `stored` (validating webhooks see it as the old object).
 async fn admit_delete(
     shared: &Arc<Shared>,
     route: &Route,
-    q: &Query,
+    dry: bool,
     stored: &StoredObject,
 ) -> Result<(), ApiError> {
     let old = super::conversion::view(route, &stored.value).await?;
-    super::admission::admit(shared, route, "DELETE", Some(&old), old.clone(), dry_run(q))
+    super::admission::admit(shared, route, "DELETE", Some(&old), old.clone(), dry)
         .await
         .map(|_| ())
 }
@@ -70,18 +81,70 @@ pub(crate) async fn delete(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     let t = route.t.clone();
     let name = route.name.clone().unwrap_or_default();
     if route.subresource.is_some() {
-        return Err(ApiError::method_not_allowed(
-            "DELETE is not supported on subresources",
-        ));
+        return Err(ApiError::method_not_allowed());
     }
     let opts = delete_opts(&t, q, body)?;
     let current = existing_object(shared, route, &name)?;
-    admit_delete(shared, route, q, &current).await?;
-    if dry_run(q) {
-        return super::conversion::written(StatusCode::OK, current, route).await;
+    let dry = is_dry_run(q, body);
+    admit_delete(shared, route, dry, &current).await?;
+    if dry {
+        let stays = !crate::json::strings(&current.value["metadata"]["finalizers"]).is_empty();
+        if !stays && answers_status(&t, &opts) {
+            return Ok(deleted_status(&t, &name, current.uid()));
+        }
+        return super::conversion::written(StatusCode::OK, current, route, call.mode).await;
     }
     let last = shared.mutate(|s| s.delete(&t, route.ns(), &name, &opts))?;
-    super::conversion::written(StatusCode::OK, last, route).await
+    let gone = stored_object(shared, route, &name).is_none_or(|o| o.uid() != last.uid());
+    if gone && answers_status(&t, &opts) {
+        return Ok(deleted_status(&t, &name, last.uid()));
+    }
+    super::conversion::written(StatusCode::OK, last, route, call.mode).await
+}
+
+/// Whether a delete that removes the object at once answers a `Status` (the real server's
+/// generic store) rather than the deleted object. The resources whose storage sets
+/// `ReturnDeletedObject` answer the object; so does every delete whose propagation policy
+/// is Foreground or Orphan, which the real server never completes at once (it adds the
+/// `foregroundDeletion` or `orphan` finalizer for its garbage collector), and a
+/// CustomResourceDefinition, which always carries the `customresourcecleanup` finalizer.
+fn answers_status(t: &ResourceType, opts: &DeleteOpts) -> bool {
+    const RETURN_DELETED_OBJECT: [&str; 8] = [
+        "pods",
+        "services",
+        "serviceaccounts",
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "namespaces",
+        "storage.k8s.io/storageclasses",
+        "apiextensions.k8s.io/customresourcedefinitions",
+    ];
+    opts.propagation == Propagation::Background
+        && (t.custom.is_some() || !RETURN_DELETED_OBJECT.contains(&t.key().as_str()))
+}
+
+/// The `Status` Success answer to a delete that removed the object: its name, group,
+/// resource (in `kind`, as upstream) and uid; no `code`.
+fn deleted_status(t: &ResourceType, name: &str, uid: &str) -> Response<Body> {
+    let mut details = serde_json::Map::new();
+    details.insert("name".into(), json!(name));
+    if !t.group.is_empty() {
+        details.insert("group".into(), json!(t.group));
+    }
+    details.insert("kind".into(), json!(t.plural));
+    if !uid.is_empty() {
+        details.insert("uid".into(), json!(uid));
+    }
+    json_value(
+        StatusCode::OK,
+        &json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": Value::Object(details),
+        }),
+    )
 }
 
 /// A deletecollection: every selected object, each through admission.
@@ -90,6 +153,7 @@ pub(crate) async fn delete_collection(call: &Call<'_>) -> Result<Response<Body>,
     let t = route.t.clone();
     let sel = Selectors::parse(&t, q)?;
     let opts = delete_opts(&t, q, body)?;
+    let dry = is_dry_run(q, body);
     let victims: Vec<Arc<StoredObject>> = shared
         .store
         .lock()
@@ -113,8 +177,8 @@ pub(crate) async fn delete_collection(call: &Call<'_>) -> Result<Response<Body>,
             .to_string();
         let mut r = route.clone();
         r.name = Some(name.clone());
-        admit_delete(shared, &r, q, &v).await?;
-        if dry_run(q) {
+        admit_delete(shared, &r, dry, &v).await?;
+        if dry {
             deleted.push(v);
             continue;
         }
@@ -128,6 +192,6 @@ pub(crate) async fn delete_collection(call: &Call<'_>) -> Result<Response<Body>,
     let deleted = super::conversion::served(route, deleted).await?;
     Ok(json_bytes(
         StatusCode::OK,
-        render_list(route, &deleted, rv, "", None, OutputMode::Full),
+        render_list(route, &deleted, rv, "", None, call.mode),
     ))
 }

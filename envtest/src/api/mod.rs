@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Response, StatusCode, header};
+use http::{Response, StatusCode, header};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
@@ -192,7 +192,6 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
             warnings = Some(route.warnings.clone());
             dispatch(
                 &shared,
-                &parts.method,
                 route,
                 &query,
                 mode,
@@ -234,6 +233,8 @@ pub(crate) struct Call<'a> {
     pub content_type: &'a str,
     /// Its body, decoded to JSON where it was protobuf.
     pub body: &'a [u8],
+    /// The output mode the `Accept` header asks for (writes answer in it too).
+    pub mode: OutputMode,
 }
 
 /// 405 MethodNotAllowed unless the resource (or the subresource) allows `verb`, as discovery
@@ -251,15 +252,17 @@ fn allowed(route: &Route, verb: &str) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(if verb == "watch" {
-        ApiError::method_not_allowed(format!(
-            "watch is not supported on resources of kind \"{}\"",
-            route.t.plural
-        ))
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "watch is not supported on resources of kind \"{}\"",
+                route.t.plural
+            ),
+        )
         .with_details(json!({"kind": route.t.plural}))
     } else {
-        ApiError::method_not_allowed(
-            "the server does not allow this method on the requested resource",
-        )
+        ApiError::method_not_allowed()
     })
 }
 
@@ -267,7 +270,6 @@ fn allowed(route: &Route, verb: &str) -> Result<(), ApiError> {
 #[allow(clippy::too_many_arguments)]
 async fn dispatch(
     shared: &Arc<Shared>,
-    method: &Method,
     route: Route,
     q: &Query,
     mode: OutputMode,
@@ -282,6 +284,7 @@ async fn dispatch(
         q,
         content_type,
         body: &body,
+        mode,
     };
     allowed(&route, verb)?;
     if computed::is_computed(&route) {
@@ -299,19 +302,18 @@ async fn dispatch(
         "watch" => watch::start(shared.clone(), route.clone(), q, mode, closes),
         "create" => {
             if route.subresource.is_some() || route.name.is_some() {
-                return Err(ApiError::method_not_allowed(format!(
-                    "POST is not supported on {}",
-                    route.t.plural
-                )));
+                return Err(ApiError::method_not_allowed());
             }
+            decode::check_write_media_type(content_type)?;
             create::create(&call).await
         }
-        "update" => update::update(&call).await,
+        "update" => {
+            decode::check_write_media_type(content_type)?;
+            update::update(&call).await
+        }
         "patch" => update::patch(&call).await,
         "delete" => delete::delete(&call).await,
         "deletecollection" => delete::delete_collection(&call).await,
-        _ => Err(ApiError::method_not_allowed(format!(
-            "the server does not allow this method on the requested resource ({method})"
-        ))),
+        _ => Err(ApiError::method_not_allowed()),
     }
 }

@@ -3,6 +3,8 @@
 //! current objects with the store's overlay of the snapshot (the state at the snapshot of the
 //! keys written since).
 
+use serde_json::Value;
+
 use super::query::Query;
 use crate::error::ApiError;
 use crate::store::ObjKey;
@@ -27,14 +29,34 @@ pub(crate) fn encode_continue(rv: u64, key: &ObjKey) -> String {
         .encode(serde_json::to_vec(&token).unwrap_or_default())
 }
 
-/// Reads a `continue` value (400 when it is not one this server handed out).
+/// Reads a `continue` value (400 when it is not one this server handed out; a value that is
+/// not base64 or not JSON is worded as the real server words it).
 pub(crate) fn decode_continue(s: &str) -> Result<ContinueToken, ApiError> {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(s)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| ApiError::bad_request("invalid continue token"))
+    let invalid = |why: String| {
+        ApiError::bad_request(format!(
+            "invalid continue token: continue key is not valid: {why}"
+        ))
+    };
+    // Go's RawURLEncoding: no padding, trailing bits of the last symbol ignored.
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone),
+    );
+    let bytes = engine.decode(s).map_err(|e| {
+        let at = match e {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            base64::DecodeError::InvalidLength(len) => len,
+            base64::DecodeError::InvalidPadding => s.len(),
+        };
+        invalid(format!("illegal base64 data at input byte {at}"))
+    })?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| invalid(crate::json::go_syntax_error(&bytes, &e)))?;
+    serde_json::from_value(value).map_err(|_| ApiError::bad_request("invalid continue token"))
 }
 
 /// A resourceVersion parameter (400 when it is not an integer).

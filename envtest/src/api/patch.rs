@@ -29,6 +29,8 @@ pub(crate) fn strategy_for(t: &ResourceType) -> Option<MergeStrategy> {
 pub(crate) fn patch_error(t: &ResourceType, name: &str, e: PatchError) -> ApiError {
     match e.status_code() {
         415 => ApiError::new(415, "UnsupportedMediaType", e.to_string()),
+        // An error the real server does not classify: 500 without a reason.
+        500 => ApiError::new(500, "", e.to_string()),
         422 => ApiError::invalid(
             &t.group,
             &t.kind,
@@ -47,14 +49,13 @@ fn apply_error(t: &ResourceType, name: &str, e: ApplyError) -> ApiError {
                 .map(|c| {
                     json!({
                         "reason": "FieldManagerConflict",
-                        "message": format!("conflict with {:?} using {}", c.manager, c.api_version),
+                        "message": format!("conflict with {}", c.manager_text()),
                         "field": c.field,
                     })
                 })
                 .collect();
-            ApiError::new(409, "Conflict", e.to_string()).with_details(json!({
-                "name": name, "group": t.group, "kind": t.plural, "causes": causes,
-            }))
+            // Upstream's conflict Status names no object: its details hold the causes only.
+            ApiError::new(409, "Conflict", e.to_string()).with_details(json!({ "causes": causes }))
         }
         ApplyError::InvalidBody(m) => ApiError::bad_request(m.clone()),
         ApplyError::Invalid(m) => ApiError::invalid(
@@ -63,6 +64,26 @@ fn apply_error(t: &ResourceType, name: &str, e: ApplyError) -> ApiError {
             name,
             vec![(String::new(), "FieldValueInvalid".into(), m.clone())],
         ),
+    }
+}
+
+/// What the real server's patch handler checks of an applied configuration before applying
+/// it (400 BadRequest, its texts): a type (`apiVersion` and `kind`), and the name on the URL.
+fn check_applied_identity(applied: &Value, name: &str) -> Result<(), ApiError> {
+    let field = |k: &str| applied[k].as_str().unwrap_or_default();
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if api_version.is_empty() || kind.is_empty() {
+        // Go's GroupVersionKind.String(): `group/version, Kind=kind`.
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        return Err(ApiError::bad_request(format!(
+            "invalid object type: {group}/{version}, Kind={kind}"
+        )));
+    }
+    match applied["metadata"]["name"].as_str() {
+        Some(other) if !other.is_empty() && other != name => Err(ApiError::bad_request(format!(
+            "the name of the object ({other}) does not match the name on the URL ({name})"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -97,6 +118,7 @@ pub(crate) fn apply_patch(
             })?;
         let force = q.get("force").is_some_and(|f| f == "true");
         let mut applied = parse_apply_body(body).map_err(|e| apply_error(t, name, e))?;
+        check_applied_identity(&applied, name)?;
         if t.status_subresource {
             // Main resource ignores status, /status keeps only status: record ownership only
             // for what is stored.
@@ -116,7 +138,11 @@ pub(crate) fn apply_patch(
     }
     let current = current.ok_or_else(|| ApiError::not_found(&t.group, &t.plural, name))?;
     if patch_type == PatchType::Strategic && !t.strategic_merge {
-        return Err(ApiError::unsupported_media_type(patch_type.content_type()));
+        return Err(ApiError::unsupported_media_type(&[
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ]));
     }
     let strategy = if patch_type == PatchType::Strategic {
         strategy.or_else(|| Some(MergeStrategy::atomic()))

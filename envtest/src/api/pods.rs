@@ -44,7 +44,7 @@ pub(crate) fn answer(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
 fn bind(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let route = call.route;
     let name = route.name.as_deref().unwrap_or_default();
-    let binding = parse_body(call.body)?;
+    let binding = parse_body(call.body, "Binding")?;
     if let Some(named) = binding["metadata"]["name"].as_str()
         && named != name
     {
@@ -105,7 +105,7 @@ fn bind(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
 fn evict(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let route = call.route;
     let name = route.name.as_deref().unwrap_or_default();
-    let eviction = parse_body(call.body)?;
+    let eviction = parse_body(call.body, "Eviction")?;
     if let Some(named) = eviction["metadata"]["name"].as_str()
         && named != name
     {

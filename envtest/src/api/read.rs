@@ -13,12 +13,10 @@ use super::{Body, Shared};
 use crate::error::ApiError;
 use crate::store::{ObjKey, StoredObject};
 
-/// The object name on the URL, which `verb` requires.
-pub(crate) fn url_name(route: &Route, verb: &str) -> Result<String, ApiError> {
-    route
-        .name
-        .clone()
-        .ok_or_else(|| ApiError::method_not_allowed(format!("{verb} requires a name")))
+/// The object name on the URL, which the verb requires (405 on a collection, as the real
+/// server serves no such method there).
+pub(crate) fn url_name(route: &Route) -> Result<String, ApiError> {
+    route.name.clone().ok_or_else(ApiError::method_not_allowed)
 }
 
 /// The stored object named `name` at the route's resource and namespace, if any.

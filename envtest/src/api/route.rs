@@ -89,7 +89,7 @@ pub(crate) fn route(
         }
         ["apis", g, v] => {
             if !reg.serves_group_version(g, v) {
-                return Err(ApiError::no_route(path));
+                return Err(ApiError::no_route());
             }
             return Ok(Target::Fixed(crate::discovery::resource_list(reg, g, v)));
         }
@@ -97,11 +97,11 @@ pub(crate) fn route(
         ["openapi", "v3", gv @ ..] => {
             return crate::openapi::group_version(reg, &gv.join("/"))
                 .map(Target::Fixed)
-                .ok_or_else(|| ApiError::no_route(path));
+                .ok_or_else(ApiError::no_route);
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g, v, rest @ ..] => (g, v, rest),
-        ["api", ..] => return Err(ApiError::no_route(path)),
+        ["api", ..] => return Err(ApiError::no_route()),
         _ => return Ok(Target::PageNotFound),
     };
     // namespaces/{ns}/{resource}/... for namespaced resources.
@@ -123,20 +123,25 @@ pub(crate) fn route(
         [res] => (*res, None, None),
         [res, name] => (*res, Some(name.to_string()), None),
         [res, name, sub] => (*res, Some(name.to_string()), Some(sub.to_string())),
-        _ => return Err(ApiError::no_route(path)),
+        _ => return Err(ApiError::no_route()),
     };
     let t = reg
         .lookup(group, version, res)
-        .ok_or_else(|| ApiError::no_route(path))?;
+        .ok_or_else(ApiError::no_route)?;
     if t.namespaced && namespace.is_none() && name.is_some() {
-        return Err(ApiError::no_route(path));
+        return Err(ApiError::no_route());
     }
     if let Some(sub) = &sub {
         let ok = (sub == "status" && t.status_subresource)
             || (sub == "scale" && t.scale.is_some())
             || t.subresource(sub).is_some();
         if !ok {
-            return Err(ApiError::no_route(path));
+            // The custom resource handler answers an unserved subresource of an object as
+            // the object not found.
+            return Err(match (&t.custom, &name) {
+                (Some(_), Some(name)) => ApiError::not_found(&t.group, &t.plural, name),
+                _ => ApiError::no_route(),
+            });
         }
     }
     Ok(Target::Resource(Route {

@@ -21,7 +21,7 @@ pub(crate) async fn scale(call: &Call<'_>, verb: &str) -> Result<Response<Body>,
     let Some(paths) = t.scale.clone() else {
         return Err(ApiError::not_found(&t.group, &t.plural, ""));
     };
-    let name = url_name(route, verb)?;
+    let name = url_name(route)?;
     let scale_of = |obj: &Value| crate::scale::view(&t, &paths, obj);
     let invalid = |reason: String| {
         ApiError::invalid(
@@ -42,10 +42,10 @@ pub(crate) async fn scale(call: &Call<'_>, verb: &str) -> Result<Response<Body>,
         let current_scale = scale_of(&current_view);
         let requested = match verb {
             "get" => return Ok(json_value(StatusCode::OK, &current_scale)),
-            "update" => parse_body(body)?,
+            "update" => parse_body(body, "Scale")?,
             "patch" => {
                 let patch_type = crate::patch::PatchType::from_content_type(content_type)
-                    .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+                    .ok_or_else(ApiError::no_handler_for_media_type)?;
                 // A Scale has no lists: a strategic merge patch is a merge patch.
                 let patch_type = match patch_type {
                     crate::patch::PatchType::Strategic => crate::patch::PatchType::Merge,
@@ -55,10 +55,7 @@ pub(crate) async fn scale(call: &Call<'_>, verb: &str) -> Result<Response<Body>,
                     .map_err(|e| super::patch::patch_error(&t, &name, e))?
             }
             _ => {
-                return Err(ApiError::method_not_allowed(format!(
-                    "{verb} is not supported on {}/scale",
-                    t.plural
-                )));
+                return Err(ApiError::method_not_allowed());
             }
         };
         let replicas = crate::scale::requested_replicas(&requested).map_err(invalid)?;

@@ -7,7 +7,9 @@ use serde_json::Value;
 use super::query::Query;
 use crate::error::ApiError;
 use crate::resources::ResourceType;
-use crate::selector::{FieldSelector, LabelSelector, SelectableField, selectable_value};
+use crate::selector::{
+    FieldSelector, LabelSelector, SelectableField, SelectorError, selectable_value,
+};
 
 /// Label and field selectors of a list or watch.
 #[derive(Debug, Clone)]
@@ -27,21 +29,25 @@ impl Selectors {
     /// names a field the resource does not support.
     pub(crate) fn parse(t: &ResourceType, q: &Query) -> Result<Self, ApiError> {
         let label = match q.get("labelSelector") {
-            Some(s) => LabelSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            Some(s) => LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
             None => LabelSelector::everything(),
         };
         let field = match q.get("fieldSelector") {
-            Some(s) => FieldSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?,
+            Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
             None => FieldSelector::everything(),
         };
         let fields = crate::resources::kinds::of(t).map_or(&[][..], |k| k.fields);
         let mut supported = vec!["metadata.name", "metadata.namespace"];
         supported.extend(fields.iter().map(|f| f.path));
-        field
-            .check_supported(&supported)
-            .map_err(|e| ApiError::bad_request(format!("field label not supported: {e}")))?;
+        field.check_supported(&supported).map_err(|e| match e {
+            // A kind without field label conversions of its own: the generic conversion's text.
+            SelectorError::UnsupportedField(label) if fields.is_empty() => {
+                ApiError::bad_request(format!(
+                    "{label:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                ))
+            }
+            other => ApiError::bad_request(other.to_string()),
+        })?;
         Ok(Selectors {
             label,
             field,

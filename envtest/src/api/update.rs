@@ -121,6 +121,7 @@ pub(crate) async fn prepare_update(
         return Ok(Prepared::DryRun(dry_run_response(
             StatusCode::OK,
             candidate,
+            route,
         )));
     }
     Ok(Prepared::Store(candidate))
@@ -130,9 +131,9 @@ pub(crate) async fn prepare_update(
 pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let t = route.t.clone();
-    let name = url_name(route, "PUT")?;
+    let name = url_name(route)?;
     super::options::check_write(q, "UpdateOptions")?;
-    let mut obj = parse_body(body)?;
+    let mut obj = parse_body(body, &route.t.kind)?;
     check_type(route, &mut obj)?;
     match obj["metadata"]["name"].as_str() {
         Some(n) if n != name => {
@@ -183,7 +184,7 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
         match shared
             .mutate(|s| s.update_from(&t, route.ns(), &name, candidate, Some(base), old.as_ref()))
         {
-            Ok(stored) => return written(StatusCode::OK, stored, route).await,
+            Ok(stored) => return written(StatusCode::OK, stored, route, call.mode).await,
             // Unconditional update raced with another write: recompute on the new state.
             Err(e) if e.code == 409 && expected.is_none() => continue,
             Err(e) => return Err(e),
@@ -196,9 +197,9 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
     let (shared, route, q, body) = (call.shared, call.route, call.q, call.body);
     let content_type = call.content_type;
     let t = route.t.clone();
-    let name = url_name(route, "PATCH")?;
+    let name = url_name(route)?;
     let patch_type = crate::patch::PatchType::from_content_type(content_type)
-        .ok_or_else(|| ApiError::unsupported_media_type(content_type))?;
+        .ok_or_else(ApiError::no_handler_for_media_type)?;
     super::options::check_write(q, "PatchOptions")?;
     super::options::check_force(q, patch_type == crate::patch::PatchType::Apply)?;
     loop {
@@ -229,11 +230,11 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
             let obj =
                 super::admission::admit(shared, route, "CREATE", None, obj, dry_run(q)).await?;
             if dry_run(q) {
-                return Ok(super::create::dry_run_created(&t, obj));
+                return Ok(super::create::dry_run_created(route, obj));
             }
             let obj = into_storage(route, obj).await?;
             match shared.mutate(|s| s.create(&t, obj)) {
-                Ok(stored) => return written(StatusCode::CREATED, stored, route).await,
+                Ok(stored) => return written(StatusCode::CREATED, stored, route, call.mode).await,
                 Err(e) if e.code == 409 && e.reason == "AlreadyExists" => continue,
                 Err(e) => return Err(e),
             }
@@ -284,7 +285,7 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
                 old.as_ref(),
             )
         }) {
-            Ok(stored) => return written(StatusCode::OK, stored, route).await,
+            Ok(stored) => return written(StatusCode::OK, stored, route, call.mode).await,
             // Lost a race with another writer: re-apply the patch on the new state.
             Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
             Err(e) => return Err(e),

@@ -215,7 +215,9 @@ pub(crate) fn validate(
     if let Some(custom) = &t.custom
         && let Some(schema) = custom.schemas.get(&route.version)
     {
-        let pruned = crate::schema::prune(schema, obj);
+        let mut pruned = crate::schema::prune(schema, obj);
+        // The real server names unknown fields in sorted order.
+        pruned.sort();
         if route.strict && !pruned.is_empty() {
             let fields: Vec<String> = pruned
                 .iter()
@@ -244,6 +246,12 @@ pub(crate) fn validate(
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(&t.group, &t.kind, name, causes))
+        // events.k8s.io Events are validated as the internal core Event: no group named.
+        let group = if crate::convert::is_events_v1(t) {
+            ""
+        } else {
+            &t.group
+        };
+        Err(ApiError::invalid(group, &t.kind, name, causes))
     }
 }

@@ -112,7 +112,9 @@ pub(crate) fn start(
         .unwrap_or_default())
 }
 
+/// One event line; `object` is a rendered body (its trailing newline is dropped).
 fn event_line(buf: &mut BytesMut, kind: &str, object: &[u8]) {
+    let object = object.strip_suffix(b"\n").unwrap_or(object);
     buf.extend_from_slice(b"{\"type\":\"");
     buf.extend_from_slice(kind.as_bytes());
     buf.extend_from_slice(b"\",\"object\":");
@@ -131,11 +133,7 @@ fn bookmark(route: &Route, rv: u64, initial_end: bool) -> Bytes {
         "metadata": meta,
     });
     let mut buf = BytesMut::new();
-    event_line(
-        &mut buf,
-        "BOOKMARK",
-        &serde_json::to_vec(&obj).unwrap_or_default(),
-    );
+    event_line(&mut buf, "BOOKMARK", &crate::json::typed(&obj).bytes);
     buf.freeze()
 }
 
@@ -144,7 +142,7 @@ fn error_event(err: &ApiError) -> Bytes {
     event_line(
         &mut buf,
         "ERROR",
-        &serde_json::to_vec(&err.to_status()).unwrap_or_default(),
+        &crate::json::typed(&err.to_status()).bytes,
     );
     buf.freeze()
 }

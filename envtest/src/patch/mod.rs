@@ -127,6 +127,10 @@ pub enum PatchError {
     /// JSON-patch `test`, a path that does not exist, a missing merge key.
     #[error("{0}")]
     Unprocessable(String),
+    /// The patch trips an error the real server does not classify (500 with no reason), e.g.
+    /// an unknown strategic merge `$patch` directive.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl PatchError {
@@ -136,6 +140,7 @@ impl PatchError {
             Self::InvalidBody(_) => 400,
             Self::UnsupportedMediaType(_) => 415,
             Self::Unprocessable(_) => 422,
+            Self::Internal(_) => 500,
         }
     }
 }
@@ -146,13 +151,28 @@ impl PatchError {
 /// pointer escaping (`~0` for `~`, `~1` for `/`) and `-` for "append". The patch applies
 /// atomically: on any failing operation the error names it and nothing is returned.
 pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
-    if !patch.is_array() {
-        return Err(PatchError::InvalidBody(
-            "json patch must be a JSON array of operations".into(),
-        ));
+    let kind = match patch {
+        Value::Array(_) => None,
+        Value::Object(_) => Some("object"),
+        Value::String(_) => Some("string"),
+        Value::Number(_) => Some("number"),
+        Value::Bool(_) => Some("bool"),
+        Value::Null => None,
+    };
+    if patch.is_null() {
+        // Go decodes `null` into an empty list of operations.
+        return Ok(target.clone());
     }
+    if let Some(kind) = kind {
+        // The real server's decoding error, word for word.
+        return Err(PatchError::InvalidBody(format!(
+            "error decoding patch: json: cannot unmarshal {kind} into Go value of type []handlers.jsonPatchOp"
+        )));
+    }
+    // An operation the library does not know (or without its fields) does not apply, as on
+    // the real server, whose JSON patch library fails it when applying.
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-        .map_err(|e| PatchError::InvalidBody(format!("invalid json patch: {e}")))?;
+        .map_err(|e| PatchError::Unprocessable(format!("invalid json patch: {e}")))?;
     let mut doc = target.clone();
     json_patch::patch(&mut doc, &ops)
         .map_err(|e| PatchError::Unprocessable(format!("json patch failed: {e}")))?;
@@ -196,8 +216,12 @@ pub fn patch_object(
     body: &[u8],
     strategy: Option<&MergeStrategy>,
 ) -> Result<Value, PatchError> {
-    let patch: Value = serde_json::from_slice(body)
-        .map_err(|e| PatchError::InvalidBody(format!("error decoding patch: {e}")))?;
+    let patch: Value = serde_json::from_slice(body).map_err(|e| {
+        PatchError::InvalidBody(format!(
+            "error decoding patch: {}",
+            crate::json::go_syntax_error(body, &e)
+        ))
+    })?;
     match patch_type {
         PatchType::Json => json_patch(target, &patch),
         PatchType::Merge => {

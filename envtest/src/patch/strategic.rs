@@ -44,6 +44,27 @@ pub fn strategic_merge_patch(
     }
 }
 
+/// `v` as Go's `%v` prints a decoded JSON value: strings bare, maps `map[k:v ...]` with
+/// sorted keys, lists `[a b]`, null `<nil>`.
+fn go_format(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Bool(_) | Value::Number(_) => v.to_string(),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(go_format).collect::<Vec<_>>().join(" ")
+        ),
+        Value::Object(m) => format!(
+            "map[{}]",
+            m.iter()
+                .map(|(k, v)| format!("{k}:{}", go_format(v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    }
+}
+
 /// Merges `patch` into `target`; `None` means "delete this map" (`$patch: delete`).
 fn merge_map(
     target: &Map<String, Value>,
@@ -57,9 +78,11 @@ fn merge_map(
         Some(Value::String(d)) if d == "delete" => return Ok(None),
         Some(Value::String(d)) if d == "replace" => Map::new(),
         Some(other) => {
-            return Err(PatchError::Unprocessable(format!(
-                "unknown patch type: {other} in map at {}",
-                display_path(path)
+            // As upstream (a 500, in Go's formatting of the directive and of the patch map).
+            return Err(PatchError::Internal(format!(
+                "unknown patch type: {} in map: {}",
+                go_format(other),
+                go_format(&Value::Object(patch.clone()))
             )));
         }
     };
@@ -534,7 +557,17 @@ mod tests {
         assert_eq!(err.status_code(), 422);
         let err = strategic_merge_patch(&t, &json!({"spec": {"$patch": "explode"}}), &node())
             .unwrap_err();
-        assert!(err.to_string().contains("unknown patch type"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "unknown patch type: explode in map: map[$patch:explode]"
+        );
+        assert_eq!(err.status_code(), 500);
+        let patch = json!({"spec": {"taints": [{"key": "k", "$patch": 3}]}});
+        let err = strategic_merge_patch(&t, &patch, &node()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown patch type: 3 in map: map[$patch:3 key:k]"
+        );
         let err = strategic_merge_patch(&t, &json!([1]), &node()).unwrap_err();
         assert_eq!(err.status_code(), 400);
         let err = strategic_merge_patch(&t, &json!({"$patch": "delete"}), &node()).unwrap_err();

@@ -60,10 +60,18 @@ fn json_patch_failures_are_typed_and_atomic() {
     let err = json_patch(&doc, &json!([{"op": "remove", "path": "/missing"}])).unwrap_err();
     assert_eq!(err.status_code(), 422);
     assert!(err.to_string().contains("/missing"), "{err}");
+    // Not a list: the real server's decoding error (400).
     let err = json_patch(&doc, &json!({"op": "add"})).unwrap_err();
     assert_eq!(err.status_code(), 400);
+    assert_eq!(
+        err.to_string(),
+        "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"
+    );
+    // An unknown operation does not apply (422), as any other operation that does not.
     let err = json_patch(&doc, &json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();
-    assert_eq!(err.status_code(), 400);
+    assert_eq!(err.status_code(), 422);
+    // `null` is no operation at all.
+    assert_eq!(json_patch(&doc, &json!(null)).unwrap(), doc);
     // nothing of a failed patch is visible
     let err = json_patch(
         &doc,

@@ -97,12 +97,12 @@ fn types() {
     assert_eq!(errs[0].reason, CauseType::FieldValueTypeInvalid);
     assert_eq!(
         errs[0].to_string(),
-        "spec.replicas: Invalid value: \"three\": spec.replicas in body must be of type integer: \"string\""
+        "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
     );
     assert_eq!(
         errors(json!({"replicas": 1.5, "color": "red"})),
         vec![
-            "spec.replicas: Invalid value: 1.5: spec.replicas in body must be of type integer: \"number\""
+            "spec.replicas: Invalid value: \"number\": spec.replicas in body must be of type integer: \"number\""
         ]
     );
     assert_eq!(

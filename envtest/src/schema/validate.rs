@@ -96,13 +96,22 @@ impl Validator<'_> {
         );
     }
 
+    /// A value of the wrong JSON type: as upstream, the value shown is the name of its type.
     fn type_invalid(&mut self, path: &str, value: &Value, expected: &str) {
+        self.wrong_type(path, show_type(value), value, expected);
+    }
+
+    /// A string that does not have the schema's `format`: the value itself is shown.
+    fn format_invalid(&mut self, path: &str, value: &Value, format: &str) {
+        self.wrong_type(path, show(value), value, format);
+    }
+
+    fn wrong_type(&mut self, path: &str, shown: String, value: &Value, expected: &str) {
         self.push(
             path,
             CauseType::FieldValueTypeInvalid,
             format!(
-                "Invalid value: {}: {} in body must be of type {expected}: {}",
-                show(value),
+                "Invalid value: {shown}: {} in body must be of type {expected}: {}",
                 display_path(path),
                 show_type(value)
             ),
@@ -223,7 +232,7 @@ impl Validator<'_> {
                 _ => true,
             };
             if !ok {
-                self.type_invalid(path, value, fmt);
+                self.format_invalid(path, value, fmt);
             }
         }
     }
@@ -266,7 +275,7 @@ impl Validator<'_> {
         if let Some(fmt) = s.get("format").and_then(Value::as_str)
             && !string_format_ok(fmt, text)
         {
-            self.type_invalid(path, value, fmt);
+            self.format_invalid(path, value, fmt);
         }
     }
 

@@ -180,13 +180,24 @@ impl LabelSelector {
             return Ok(Self { requirements });
         }
         loop {
-            requirements.push(parser.requirement()?);
+            if !matches!(parser.peek(), Token::Ident(_) | Token::Not) {
+                return Err(SelectorError::Syntax(format!(
+                    "found '{}', expected: !, identifier, or 'end of string'",
+                    parser.peek()
+                )));
+            }
+            requirements.push(parser.requirement().map_err(|e| match e {
+                SelectorError::Syntax(m) => {
+                    SelectorError::Syntax(format!("unable to parse requirement: {m}"))
+                }
+                other => other,
+            })?);
             match parser.next() {
                 Token::End => break,
                 Token::Comma => {
                     if parser.peek() == &Token::End {
                         return Err(SelectorError::Syntax(
-                            "found 'end of string', expected: identifier or '!'".into(),
+                            "found '', expected: identifier after ','".into(),
                         ));
                     }
                 }

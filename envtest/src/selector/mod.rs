@@ -67,11 +67,13 @@ pub use label::{LabelOperator, LabelRequirement, LabelSelector, labels_of};
 /// A selector string (or `metav1.LabelSelector`) that cannot be parsed or is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
-    /// The label selector string does not follow the grammar.
-    #[error("unable to parse requirement: {0}")]
+    /// The label selector string does not follow the grammar. The message is client-go's:
+    /// an error inside one requirement starts with `unable to parse requirement: `, one
+    /// between requirements (`a=b c`) does not.
+    #[error("{0}")]
     Syntax(String),
     /// A label key is not a valid qualified name.
-    #[error("unable to parse requirement: key: Invalid value: {key:?}: {reason}")]
+    #[error("unable to parse requirement: <nil>: Invalid value: {key:?}: {reason}")]
     InvalidKey {
         /// The offending key.
         key: String,

@@ -38,7 +38,8 @@ impl fmt::Display for Token {
             Token::OpenParen => f.write_str("("),
             Token::CloseParen => f.write_str(")"),
             Token::Comma => f.write_str(","),
-            Token::End => f.write_str("end of string"),
+            // As client-go's lexer: the end of the input is the empty literal.
+            Token::End => f.write_str(""),
         }
     }
 }

@@ -43,7 +43,7 @@ fn removal_answer(resource: &str, opts: &DeleteOpts, last: Arc<StoredObject>) ->
     if orphan {
         obj["metadata"]["finalizers"] = json!(["orphan"]);
     }
-    StoredObject::new(obj, last.rv)
+    StoredObject::new(obj, last.rv, last.typed)
 }
 
 impl Store {
@@ -74,10 +74,11 @@ impl Store {
         {
             return Err(ApiError::conflict(
                 &t.group,
-                &t.plural,
+                // As upstream's BeforeDelete: the conflict names the kind, not the resource.
+                &t.kind,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                     current.uid()
                 ),
             ));
@@ -87,10 +88,10 @@ impl Store {
         {
             return Err(ApiError::conflict(
                 &t.group,
-                &t.plural,
+                &t.kind,
                 name,
                 &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                     current.rv
                 ),
             ));

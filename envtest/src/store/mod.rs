@@ -32,17 +32,45 @@ pub type ObjKey = (String, String);
 pub struct StoredObject {
     /// The object.
     pub value: Value,
-    /// `serde_json::to_vec(&value)`, computed once per write.
+    /// The object's JSON as kube-apiserver writes it, followed by a newline (a response body
+    /// as is), computed once per write: a built-in's `kind`, `apiVersion` and `metadata`
+    /// first, a custom resource's members in key order (as Go writes a map).
     pub bytes: Bytes,
     /// The resourceVersion of this object version.
     pub rv: u64,
+    /// Whether the object is of a built-in (typed) kind.
+    typed: bool,
+    /// Offset in `bytes` of the members after `kind` and `apiVersion` (see
+    /// [`TypedJson::after_type`](crate::json::TypedJson)); 1 when a list item keeps them.
+    item_start: usize,
 }
 
 impl StoredObject {
-    pub(crate) fn new(value: Value, rv: u64) -> Arc<Self> {
-        // invariant: a serde_json::Value always serialises (keys are strings)
-        let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        Arc::new(StoredObject { value, bytes, rv })
+    /// A stored version of `value` at `rv`; `typed` for a built-in kind.
+    pub(crate) fn new(value: Value, rv: u64, typed: bool) -> Arc<Self> {
+        let (mut out, item_start) = if typed {
+            let json = crate::json::typed(&value);
+            (json.bytes, json.after_type.max(1))
+        } else {
+            // invariant: a serde_json::Value always serialises (keys are strings)
+            (serde_json::to_vec(&value).unwrap_or_default(), 1)
+        };
+        out.push(b'\n');
+        Arc::new(StoredObject {
+            value,
+            bytes: Bytes::from(out),
+            rv,
+            typed,
+            item_start,
+        })
+    }
+
+    /// The members of the object as a list item, without the opening brace: a built-in's
+    /// list items carry no `kind` and `apiVersion` (typed list items have an empty
+    /// `TypeMeta`); a custom resource's keep them.
+    pub fn list_item_members(&self) -> &[u8] {
+        let end = self.bytes.len().saturating_sub(1);
+        self.bytes.get(self.item_start..end).unwrap_or_default()
     }
 
     /// This version relabelled with resourceVersion `rv` (a watch's DELETED event for an
@@ -50,7 +78,7 @@ impl StoredObject {
     pub(crate) fn at_rv(&self, rv: u64) -> Arc<Self> {
         let mut value = self.value.clone();
         set_rv(&mut value, rv);
-        StoredObject::new(value, rv)
+        StoredObject::new(value, rv, self.typed)
     }
 
     /// `metadata.uid` (empty if absent).
@@ -306,7 +334,11 @@ impl Store {
         let rv = self.rv;
         set_rv(&mut value, rv);
         drop_empty_metadata(&mut value);
-        let stored = StoredObject::new(value, rv);
+        let typed = self
+            .registry
+            .get(resource)
+            .is_none_or(|t| t.custom.is_none());
+        let stored = StoredObject::new(value, rv, typed);
         let prev = self
             .objects
             .entry(resource.to_string())
@@ -344,7 +376,7 @@ impl Store {
         let mut last = prev.value.clone();
         drop_empty_metadata(&mut last);
         set_rv(&mut last, rv);
-        let last = StoredObject::new(last, rv);
+        let last = StoredObject::new(last, rv, prev.typed);
         self.index(resource, key, Some(&prev.value), None);
         let name = self.resource_name(resource);
         self.push_event(LogEvent {

@@ -223,18 +223,30 @@ impl Store {
         let deleting = !old["metadata"]["deletionTimestamp"].is_null();
         if deleting {
             let old_f: HashSet<String> = finalizers(old).into_iter().collect();
-            if let Some(added) = finalizers(&obj).into_iter().find(|f| !old_f.contains(f)) {
+            let mut added: Vec<String> = finalizers(&obj)
+                .into_iter()
+                .filter(|f| !old_f.contains(f))
+                .collect();
+            if !added.is_empty() {
+                added.sort();
+                added.dedup();
+                // Go's `%#v` of the sorted set: `[]string{"a", "b"}`.
+                let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                let cause = (
+                    "metadata.finalizers".to_string(),
+                    "FieldValueForbidden".to_string(),
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        quoted.join(", ")
+                    ),
+                );
+                // The real server checks object metadata twice on update (the strategy's
+                // validation and the generic BeforeUpdate): the cause comes twice.
                 return Err(ApiError::invalid(
                     &t.group,
                     &t.kind,
                     name,
-                    vec![(
-                        "metadata.finalizers".into(),
-                        "FieldValueForbidden".into(),
-                        format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]"
-                        ),
-                    )],
+                    vec![cause.clone(), cause],
                 ));
             }
         }
@@ -317,7 +329,7 @@ impl Store {
             // The writer is answered the object as it wrote it (no finalizers left).
             drop_empty_metadata(&mut obj);
             set_rv(&mut obj, rv);
-            return Ok(StoredObject::new(obj, rv));
+            return Ok(StoredObject::new(obj, rv, t.custom.is_none()));
         }
         // As etcd3's GuaranteedUpdate: an update that changes nothing is no write (same
         // resourceVersion, no watch event).

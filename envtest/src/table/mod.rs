@@ -140,33 +140,72 @@ fn int_col(name: &str, cell: impl Fn(&Value) -> i64 + 'static) -> Column {
     }
 }
 
+/// `ObjectMeta.name`'s documentation, the NAME column's description.
+const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+
+/// `ObjectMeta.creationTimestamp`'s documentation, the AGE column's description.
+const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+/// A custom resource's cell for a column of `kind`, as the CRD table convertor makes it:
+/// `null` when the path finds nothing or the value does not fit the type; strings printed;
+/// dates as ages.
+fn custom_cell(kind: &str, v: Option<&Value>) -> Value {
+    match (kind, v) {
+        (_, None | Some(Value::Null)) => Value::Null,
+        ("string", Some(Value::String(s))) => json!(s),
+        ("string", Some(other)) => json!(other.to_string()),
+        ("integer", Some(Value::Number(n))) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, |i| json!(i)),
+        ("number", Some(Value::Number(n))) => n.as_f64().map_or(Value::Null, |f| json!(f)),
+        ("boolean", Some(Value::Bool(b))) => json!(b),
+        ("date", Some(Value::String(ts))) => match ts.parse::<jiff::Timestamp>() {
+            Ok(_) => json!(human_age(ts)),
+            Err(_) => json!("<invalid>"),
+        },
+        _ => Value::Null,
+    }
+}
+
+/// A custom resource's columns after NAME: the version's `additionalPrinterColumns`, or AGE
+/// when it declares none (as the real server serves them).
 fn custom_columns(t: &ResourceType, version: &str) -> Vec<Column> {
     let Some(custom) = &t.custom else {
         return Vec::new();
     };
-    custom
+    let declared: &[Value] = custom
         .printer_columns
         .get(version)
-        .into_iter()
-        .flatten()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let age = [
+        json!({"name": "Age", "type": "date", "description": AGE_DESCRIPTION,
+        "jsonPath": ".metadata.creationTimestamp"}),
+    ];
+    let declared = if declared.is_empty() {
+        &age[..]
+    } else {
+        declared
+    };
+    declared
+        .iter()
         .filter_map(|c| {
             let name = c["name"].as_str()?.to_string();
             let path = c["jsonPath"].as_str()?.to_string();
             let kind = c["type"].as_str().unwrap_or("string").to_string();
-            let is_date = kind == "date";
+            let description = match c["description"].as_str() {
+                Some(d) if !d.is_empty() => d.to_string(),
+                _ => format!("Custom resource definition column (in JSONPath format): {path}"),
+            };
+            let cell_kind = kind.clone();
             Some(Column {
                 name,
-                kind: if is_date { "date".into() } else { kind },
+                kind,
                 format: c["format"].as_str().unwrap_or_default().to_string(),
-                description: c["description"].as_str().unwrap_or_default().to_string(),
+                description,
                 priority: c["priority"].as_i64().unwrap_or(0),
-                cell: Box::new(move |o: &Value| {
-                    let v = json_path(o, &path);
-                    match (is_date, v.and_then(Value::as_str)) {
-                        (true, Some(ts)) => json!(human_age(ts)),
-                        _ => cell_text(v),
-                    }
-                }),
+                cell: Box::new(move |o: &Value| custom_cell(&cell_kind, json_path(o, &path))),
             })
         })
         .collect()
@@ -176,7 +215,7 @@ fn custom_columns(t: &ResourceType, version: &str) -> Vec<Column> {
 fn name_column() -> Column {
     Column {
         format: "name".into(),
-        description: "Name must be unique within a namespace.".into(),
+        description: NAME_DESCRIPTION.into(),
         ..col("Name", |o| cell_text(o.pointer("/metadata/name")))
     }
 }
@@ -200,19 +239,28 @@ pub fn table(
         }
         None => vec![name_column()],
     };
-    let custom = custom_columns(t, version);
-    let has_age = complete || custom.iter().any(|c| c.name.eq_ignore_ascii_case("age"));
-    columns.extend(custom);
+    // A custom resource's columns are its CRD's (AGE among them when it declares none).
+    let has_age = complete || t.custom.is_some();
+    columns.extend(custom_columns(t, version));
     if !has_age {
         // As upstream: AGE comes after the columns shown by default, before the wide ones.
         let at = columns
             .iter()
             .position(|c| c.priority > 0)
             .unwrap_or(columns.len());
-        columns.insert(at, Column {
-            description: "CreationTimestamp is a timestamp representing the server time when this object was created.".into(),
-            ..col("Age", |o| json!(human_age(o["metadata"]["creationTimestamp"].as_str().unwrap_or_default())))
-        });
+        columns.insert(
+            at,
+            Column {
+                description: AGE_DESCRIPTION.into(),
+                ..col("Age", |o| {
+                    json!(human_age(
+                        o["metadata"]["creationTimestamp"]
+                            .as_str()
+                            .unwrap_or_default()
+                    ))
+                })
+            },
+        );
     }
     let defs: Vec<Value> = columns
         .iter()

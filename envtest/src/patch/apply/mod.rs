@@ -47,6 +47,20 @@ pub struct Conflict {
     pub api_version: String,
     /// The field in the API server's notation, e.g. `.spec.replicas`.
     pub field: String,
+    /// The operation of that manager's entry (`Apply` or `Update`).
+    pub operation: String,
+}
+
+impl Conflict {
+    /// The manager as the real server names it in conflict messages: `"alice"` for an
+    /// applier, `"kubectl" using v1` for an updater.
+    pub fn manager_text(&self) -> String {
+        if self.operation == "Update" {
+            format!("{:?} using {}", self.manager, self.api_version)
+        } else {
+            format!("{:?}", self.manager)
+        }
+    }
 }
 
 /// A server-side apply that cannot be performed.
@@ -83,24 +97,21 @@ fn conflict_message(conflicts: &[Conflict]) -> String {
         if n == 1 { "" } else { "s" }
     );
     if let [c] = conflicts {
-        msg.push_str(&format!(
-            "conflict with {:?} using {}: {}",
-            c.manager, c.api_version, c.field
-        ));
+        msg.push_str(&format!("conflict with {}: {}", c.manager_text(), c.field));
         return msg;
     }
-    let mut managers: Vec<(&str, &str)> = Vec::new();
+    let mut managers: Vec<String> = Vec::new();
     for c in conflicts {
-        if !managers.contains(&(c.manager.as_str(), c.api_version.as_str())) {
-            managers.push((&c.manager, &c.api_version));
+        if !managers.contains(&c.manager_text()) {
+            managers.push(c.manager_text());
         }
     }
-    for (i, (m, v)) in managers.iter().enumerate() {
+    for (i, m) in managers.iter().enumerate() {
         if i > 0 {
             msg.push('\n');
         }
-        msg.push_str(&format!("conflicts with {m:?} using {v}:"));
-        for c in conflicts.iter().filter(|c| c.manager == *m) {
+        msg.push_str(&format!("conflicts with {m}:"));
+        for c in conflicts.iter().filter(|c| c.manager_text() == *m) {
             msg.push_str(&format!("\n- {}", c.field));
         }
     }
@@ -211,6 +222,7 @@ pub fn server_side_apply(
                         manager: entries[*idx].manager.clone(),
                         api_version: entries[*idx].api_version.clone(),
                         field: display_path(path),
+                        operation: entries[*idx].operation.clone(),
                     })
                     .collect(),
             ));

@@ -70,13 +70,20 @@ fn conflicting_apply_fails_without_force_and_succeeds_with_it() {
         &vec![Conflict {
             manager: "alice".into(),
             api_version: "v1".into(),
-            field: ".data.a".into()
+            field: ".data.a".into(),
+            operation: "Apply".into(),
         }]
     );
+    // An applier is named alone; an updater with the apiVersion it wrote.
     assert_eq!(
         err.to_string(),
-        "Apply failed with 1 conflict: conflict with \"alice\" using v1: .data.a"
+        "Apply failed with 1 conflict: conflict with \"alice\": .data.a"
     );
+    let updater = Conflict {
+        operation: "Update".into(),
+        ..cs[0].clone()
+    };
+    assert_eq!(updater.manager_text(), "\"alice\" using v1");
     // Same value: shared ownership, no conflict.
     let shared =
         server_side_apply(Some(&obj), &cm(json!({"a": "1"})), &opts("bob", false, &s)).unwrap();
@@ -109,7 +116,7 @@ fn multiple_conflicts_message() {
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "Apply failed with 2 conflicts: conflicts with \"alice\" using v1:\n- .data.a\n- .data.b"
+        "Apply failed with 2 conflicts: conflicts with \"alice\":\n- .data.a\n- .data.b"
     );
 }
 
