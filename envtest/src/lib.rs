@@ -80,7 +80,26 @@
 //! | Admission | mutating and validating webhook configurations matched by rules (groups, versions, resources, operations); AdmissionReview v1 over HTTPS with caBundle; JSONPatch responses; failurePolicy; timeoutSeconds; namespaceSelector/objectSelector; dry-run vs sideEffects; webhook warnings as `Warning` headers; order mutating → schema/metadata validation → validating | see [`admission`] (validating webhooks run concurrently, reported in configuration order; `IfNeeded` reinvocation); a configuration is in effect once written (kube-apiserver picks changes up asynchronously) | `matchConditions` (CEL), `matchPolicy: Equivalent`, `clientConfig.service` (only `url`) |
 //! | Faults | fail next N (verb, resource) with any status, 429 with Retry-After, latency, close all watches, compact history, pause/resume (with a count of held requests), request counters ([`Faults`]); the same on the real backend, applied by its proxy | on the real backend `compact_history` expires resourceVersions older than a Lease the proxy writes at the next resume (not the ones handed out before the call) | |
 //! | Helpers | `add_nodes` (Ready nodes with capacity/allocatable and the usual labels), `install_crd`, `upsert`; at start, as on a real control plane: namespaces `default`, `kube-system`, `kube-public`, `kube-node-lease`, the `kubernetes` Service in `default` (cluster IP `10.0.0.1`, port 443), kube-apiserver 1.34's bootstrap RBAC policy (its 68 ClusterRoles, 49 ClusterRoleBindings and the Roles and RoleBindings in `kube-system` and `kube-public`, as the real backend stores them), the local APIServices of the served groups; a `default` ServiceAccount in every namespace (kube-controller-manager's serviceaccount controller; created with the namespace in process, moments later on the real backend) | simulated nodes have no kubelet Lease | |
-
+//!
+//! ## Measured differences
+//!
+//! Measured, not assumed: `cargo run --release -p kcr-envtest-conformance` sends the same
+//! 589 scripted exchanges to kcr-envtest and to kube-apiserver v1.34.4 (the `real` backend)
+//! and compares the answers; today `fidelity: 564 of 589 exchanges equal`. Every
+//! exchange that still differs is listed in `envtest/conformance/known_differences.txt` (CI
+//! fails on any other difference), and every root cause of those is a row here, with the number
+//! of exchanges it appears in; `envtest/conformance/tests/fidelity_table.rs` checks this table
+//! against that list (`DIFFERENCES.md` next to it names the exchanges and where each fix
+//! belongs).
+//!
+//! | root cause | exchanges | what differs | why it remains |
+//! |---|---|---|---|
+//! | `MANAGED-FIELDS-SET` | 18 | managedFields field sets of three built-ins: Service ports keyed by port only (upstream: port and protocol, once protocol is defaulted); a ReplicationController's `spec.template` and its `metadata`/`spec` without their `.` entries (kcr-envtest takes them for always-present structs); an Ingress `defaultBackend.service.port` owned field by field (upstream: as one atomic struct); and the field set of the YAML 1.1 apply (see APPLY-YAML-1.1) | open: fix known, not done yet; see DIFFERENCES.md for where |
+//! | `KUBELET-SUBRESOURCES` | 3 | the subresources that need a kubelet or a proxy (pods/attach, exec, log, portforward, proxy, resize; nodes/proxy; services/proxy) are neither served nor listed in discovery (stays: no kubelet runs) | stays: no kubelet or proxy runs in process |
+//! | `OBJECT-VALIDATION` | 3 | per-type validation the real server does and kcr-envtest does not: fieldValidation=Strict on built-ins (no schemas of the built-in types), a CRD's storage version and storedVersions, an events.k8s.io Event's involvedObject.namespace | strict decoding of built-ins stays (it needs their full schemas); the CRD storage-version and the events.k8s.io namespace checks are open |
+//! | `APPLY-YAML-1.1` | 1 | apply YAML is read as YAML 1.2; the real server's YAML 1.1 turns keys like y/yes/on into booleans (stays unless kcr wants 1.1 quirks) | stays: YAML 1.2 is read (kcr does not reproduce YAML 1.1's booleans) |
+//! | `CONTINUE-TOKEN-FORMAT` | 1 | continue tokens are server-internal: the real server accepted a hand-made etcd-style token for an uncompacted revision, kcr-envtest rejects it (stays: tokens are opaque; an expired token of each server's own is a 410 on both) | stays: continue tokens are opaque and server-internal (an expired token is a 410 on both) |
+//!
 //! # Public API
 //! The handle and its builder ([`TestApiServer`], [`TestApiServerBuilder`]), the backends
 //! ([`Backend`]), faults ([`Faults`]), errors ([`EnvtestError`], [`ApiError`]), the test helpers

@@ -138,3 +138,80 @@ async fn an_object_leaving_the_selector_is_deleted_with_its_last_matching_state(
         other => panic!("expected DELETED, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_replication_controller_orphans_by_default_and_its_deletion_bumps_the_generation() {
+    let server = TestApiServer::start().await.unwrap();
+    let rcs: Api<k8s_openapi::api::core::v1::ReplicationController> =
+        Api::namespaced(server.client(), "default");
+    let rc = serde_json::from_value(json!({"metadata": {"name": "rc"},
+        "spec": {"replicas": 0, "selector": {"app": "rc"},
+                 "template": {"metadata": {"labels": {"app": "rc"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}))
+    .unwrap();
+    let created = rcs.create(&PostParams::default(), &rc).await.unwrap();
+    // No propagation policy: core/v1 ReplicationControllers orphan (upstream's legacy default),
+    // so the answer is the object with the `orphan` finalizer, not a Status.
+    let answer = rcs
+        .delete("rc", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("the replication controller, not a Status");
+    assert_eq!(answer.metadata.finalizers, Some(vec!["orphan".to_string()]));
+    assert!(answer.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        answer.metadata.generation,
+        created.metadata.generation.map(|g| g + 1),
+        "the generation moves when the deletion starts"
+    );
+    kcr_envtest::eventually(
+        "the orphaned RC gone",
+        std::time::Duration::from_secs(30),
+        || async { rcs.get_opt("rc").await.unwrap().is_none() },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_object_held_by_a_finalizer_gets_its_generation_bumped_once() {
+    let server = TestApiServer::start().await.unwrap();
+    // Deployments track generation; a finalizer keeps one while it is deleted.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(server.client(), "default");
+    let d = serde_json::from_value(
+        json!({"metadata": {"name": "d", "finalizers": ["example.com/hold"]},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+    )
+    .unwrap();
+    let created = deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let generation = created.metadata.generation.unwrap();
+    deployments
+        .delete("d", &DeleteParams::default())
+        .await
+        .unwrap();
+    let marked = deployments.get("d").await.unwrap();
+    assert_eq!(marked.metadata.generation, Some(generation + 1));
+    // A second delete does not move it again.
+    deployments
+        .delete("d", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        deployments.get("d").await.unwrap().metadata.generation,
+        Some(generation + 1)
+    );
+    deployments
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+}

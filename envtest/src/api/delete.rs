@@ -15,9 +15,9 @@ use crate::error::ApiError;
 use crate::resources::ResourceType;
 use crate::store::{DeleteOpts, Propagation, StoredObject};
 
-/// The DeleteOptions of a request. Without a propagation policy, batch/v1 Jobs orphan their
-/// dependents (upstream's default for that version, kept for compatibility); every other
-/// resource deletes them in the background.
+/// The DeleteOptions of a request. Without a propagation policy, batch/v1 Jobs and core/v1
+/// ReplicationControllers orphan their dependents (upstream's default for those versions, kept
+/// for compatibility); every other resource deletes them in the background.
 fn delete_opts(t: &ResourceType, q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
     super::options::check_write(q, "DeleteOptions")?;
     let body: Value = if body.is_empty() {
@@ -33,7 +33,8 @@ fn delete_opts(t: &ResourceType, q: &Query, body: &[u8]) -> Result<DeleteOpts, A
     let orphan = body["orphanDependents"]
         .as_bool()
         .or_else(|| q.get("orphanDependents").map(|v| v == "true"));
-    let orphan_by_default = t.custom.is_none() && t.key() == "batch/jobs";
+    let orphan_by_default =
+        t.custom.is_none() && matches!(t.key().as_str(), "batch/jobs" | "replicationcontrollers");
     let propagation = match policy.as_deref() {
         Some("Foreground") => Propagation::Foreground,
         Some("Orphan") => Propagation::Orphan,

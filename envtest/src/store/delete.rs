@@ -17,14 +17,20 @@ const FOREGROUND: &str = "foregroundDeletion";
 
 /// Stamp a graceful deletion: `deletionTimestamp` now, grace period 0.
 fn mark_deleted(obj: &mut Value) {
+    // As upstream's markAsDeleting: the generation moves when the deletion starts.
+    if obj["metadata"]["deletionTimestamp"].is_null()
+        && let Some(g) = obj["metadata"]["generation"].as_i64().filter(|g| *g > 0)
+    {
+        obj["metadata"]["generation"] = json!(g + 1);
+    }
     obj["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
     obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
 }
 
 /// What a delete that removed the object at once answers, as the real server does:
 ///
-/// - a pod (deleted gracefully with grace period 0, having no node): the pod marked deleted,
-///   its generation bumped;
+/// - a pod (deleted gracefully with grace period 0, having no node): the pod marked deleted
+///   (its generation bumped, as every object's is when its deletion starts);
 /// - orphan propagation: the object marked deleted and carrying the `orphan` finalizer, which
 ///   the real garbage collector removes once it has orphaned the dependents. Here the
 ///   dependents are orphaned inside the request and the object is gone already (synchronous
@@ -37,9 +43,6 @@ fn removal_answer(resource: &str, opts: &DeleteOpts, last: Arc<StoredObject>) ->
     }
     let mut obj = last.value.clone();
     mark_deleted(&mut obj);
-    if pod && let Some(g) = obj["metadata"]["generation"].as_i64() {
-        obj["metadata"]["generation"] = json!(g + 1);
-    }
     if orphan {
         obj["metadata"]["finalizers"] = json!(["orphan"]);
     }
