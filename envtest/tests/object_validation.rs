@@ -185,6 +185,17 @@ async fn a_custom_resource_update_needs_a_resource_version() {
         .replace("t", &PostParams::default(), &current)
         .await
         .unwrap();
+    // A missing object is a 404 before anything is validated (found by the randomised test).
+    let mut missing = thing.clone();
+    missing.metadata.name = Some("missing".into());
+    match things
+        .replace("missing", &PostParams::default(), &missing)
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => assert_eq!((s.code, s.reason.as_str()), (404, "NotFound")),
+        other => panic!("expected a 404, got {other}"),
+    }
 }
 
 #[tokio::test]

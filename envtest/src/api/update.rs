@@ -157,8 +157,10 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
         Some(r) if !r.is_empty() => Some(super::options::object_rv(r)?),
         _ => None,
     };
+    // Custom resources allow no unconditional update (upstream's strategy validates it on
+    // the update of an existing object: a missing one is a 404 first).
     if t.custom.is_some() && expected.is_none() {
-        // Custom resources allow no unconditional update (upstream's strategy).
+        existing_object(shared, route, &name)?;
         return Err(ApiError::invalid(
             &t.group,
             &t.plural,
