@@ -47,12 +47,7 @@ pub(crate) const WRITE_MEDIA_TYPES: [&str; 3] = [
 /// 415 unless `content_type` is one of [`WRITE_MEDIA_TYPES`] (parameters such as `charset`
 /// aside); no `Content-Type` reads as JSON, as upstream.
 pub(crate) fn check_write_media_type(content_type: &str) -> Result<(), ApiError> {
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media = crate::patch::media_type(content_type);
     if media.is_empty() || WRITE_MEDIA_TYPES.contains(&media.as_str()) {
         Ok(())
     } else {

@@ -84,16 +84,21 @@ pub enum PatchType {
     Apply,
 }
 
+/// The media type of a `Content-Type` header value: lower-cased, parameters such as
+/// `; charset=utf-8` dropped (empty when there is none).
+pub(crate) fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
 impl PatchType {
     /// Maps a `Content-Type` header value (parameters such as `; charset=utf-8` are ignored).
     pub fn from_content_type(content_type: &str) -> Option<Self> {
-        let media = content_type
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        match media.as_str() {
+        match media_type(content_type).as_str() {
             "application/json-patch+json" => Some(Self::Json),
             "application/merge-patch+json" => Some(Self::Merge),
             "application/strategic-merge-patch+json" => Some(Self::Strategic),
