@@ -318,3 +318,31 @@ async fn the_namespaces_the_server_creates_are_owned_by_kube_apiserver() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_replication_controller_template_is_added_and_an_ingress_backend_port_is_atomic() {
+    use k8s_openapi::api::core::v1::ReplicationController;
+    use k8s_openapi::api::networking::v1::Ingress;
+    let server = TestApiServer::start().await.unwrap();
+    // core/v1 ReplicationController's template is a pointer: the create adds it, so it and its
+    // metadata and spec carry a "." (a Deployment's embedded template does not).
+    let rcs: Api<ReplicationController> = Api::namespaced(server.client(), "default");
+    let rc: ReplicationController = serde_json::from_value(json!({"metadata": {"name": "rc"},
+        "spec": {"replicas": 0, "selector": {"app": "rc"},
+                 "template": {"metadata": {"labels": {"app": "rc"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}))
+    .unwrap();
+    let created = rcs.create(&pp("writer"), &rc).await.unwrap();
+    let template = &fields_v1(&created.metadata)["f:spec"]["f:template"];
+    assert_eq!(template["."], json!({}), "{template}");
+    assert_eq!(template["f:metadata"]["."], json!({}), "{template}");
+    assert_eq!(template["f:spec"]["."], json!({}), "{template}");
+    // networking/v1 ServiceBackendPort is an atomic struct: owned as one field.
+    let ingresses: Api<Ingress> = Api::namespaced(server.client(), "default");
+    let ing: Ingress = serde_json::from_value(json!({"metadata": {"name": "ing"},
+        "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}))
+    .unwrap();
+    let created = ingresses.create(&pp("writer"), &ing).await.unwrap();
+    let service = &fields_v1(&created.metadata)["f:spec"]["f:defaultBackend"]["f:service"];
+    assert_eq!(service["f:port"], json!({}), "{service}");
+}

@@ -175,6 +175,13 @@ impl MergeStrategy {
             }
             if let Some(template) = pod_spec.strip_suffix("spec.") {
                 s.zero.insert(format!("{template}metadata"));
+                if crate::patch::fields::zero::template_is_pointer(group, kind) {
+                    // The template is added by the write that sets it, with its parts.
+                    let template = template.trim_end_matches('.');
+                    for part in ["", ".metadata", ".spec"] {
+                        s.zero.remove(&format!("{template}{part}"));
+                    }
+                }
             }
             for p in crate::patch::fields::zero::POD_SPEC_ZERO {
                 s.zero.insert(format!("{pod_spec}{p}"));

@@ -34,6 +34,13 @@ pub(crate) const POD_SPEC_ATOMIC: &[&str] = &["nodeSelector"];
 
 const SPEC_STATUS: &[&str] = &["spec", "status"];
 
+/// Whether the kind's pod template (`spec.template`) is a pointer, so that a write adds it (and
+/// its `metadata` and `spec`) rather than finding it in the zero value: core/v1
+/// ReplicationControllers (`*PodTemplateSpec`); the apps and batch workloads embed theirs.
+pub(crate) fn template_is_pointer(group: &str, kind: &str) -> bool {
+    (group, kind) == ("", "ReplicationController")
+}
+
 /// The zero-value shape of the built-in kind `(group, kind)`; empty for kinds not listed.
 pub(crate) fn shape(group: &str, kind: &str) -> Shape {
     let (zero, atomic): (&[&str], &[&str]) = match (group, kind) {
@@ -72,7 +79,14 @@ pub(crate) fn shape(group: &str, kind: &str) -> Shape {
         ("coordination.k8s.io", "Lease") => (&["spec"], &[]),
         ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => (&["rules"], &[]),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => (&[], &["roleRef"]),
-        ("networking.k8s.io", "Ingress") => (&["spec", "status", "status.loadBalancer"], &[]),
+        // A backend's `service.port` is a ServiceBackendPort, `+structType=atomic` upstream.
+        ("networking.k8s.io", "Ingress") => (
+            &["spec", "status", "status.loadBalancer"],
+            &[
+                "spec.defaultBackend.service.port",
+                "spec.rules.http.paths.backend.service.port",
+            ],
+        ),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => (
             &[
                 "spec",
