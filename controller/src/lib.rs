@@ -115,7 +115,7 @@ pub mod reconciler;
 pub mod signals;
 pub mod watch;
 
-pub use builder::{Builder, EventFilter, Resync, SourceWatch, WatchOptions};
+pub use builder::{Builder, EventFilter, Resync, SourceWatch, WatchOptions, WatchedObject};
 pub use controller::{Controller, ControllerOptions, Key};
 pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;

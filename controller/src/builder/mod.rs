@@ -114,7 +114,7 @@ mod tests;
 
 pub use filter::EventFilter;
 pub use options::WatchOptions;
-pub use source_watch::{Probe, Resync, SourceWatch, probe_api};
+pub use source_watch::{Probe, Resync, SourceWatch, WatchedObject, probe_api};
 
 use options::describe_options;
 use source_watch::resync_all;
@@ -134,8 +134,7 @@ fn finish_watch<K, S, H, Q>(
     ctx: &BuildContext<Q>,
 ) -> Box<dyn Watch<Q>>
 where
-    K: Resource + Serialize + Send + Sync + 'static,
-    K::DynamicType: Default,
+    K: WatchedObject,
     S: Source<K>,
     H: EventHandler<K, Q>,
     Q: Key,
@@ -276,8 +275,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
     /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
     pub fn watches<K, S, H>(mut self, source: S, handler: H, options: WatchOptions<K>) -> Self
     where
-        K: Resource + Serialize + Send + Sync + 'static,
-        K::DynamicType: Default,
+        K: WatchedObject,
         S: Source<K>,
         H: EventHandler<K, Q>,
     {

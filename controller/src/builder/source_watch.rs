@@ -41,6 +41,19 @@ pub(super) fn resync_all<K: CacheObject>(reader: Reader<K>) -> Resync {
     })
 }
 
+/// The bounds of an object type a [`SourceWatch`] carries: a kube `Resource` whose kind can be
+/// named without a run-time type (for descriptions and probes), serialisable for the event
+/// filters. Implemented for every type that satisfies them.
+pub trait WatchedObject:
+    Resource<DynamicType: Default> + Serialize + Send + Sync + 'static
+{
+}
+
+impl<K> WatchedObject for K where
+    K: Resource<DynamicType: Default> + Serialize + Send + Sync + 'static
+{
+}
+
 /// Asks the API server about a resource when its watch does not sync (see [`probe_api`]).
 pub type Probe = Box<dyn FnOnce() -> BoxFuture<'static, Option<String>> + Send>;
 
@@ -63,8 +76,7 @@ pub struct SourceWatch<K, S, H, Q = Request> {
 
 impl<K, S, H, Q> SourceWatch<K, S, H, Q>
 where
-    K: Resource + Serialize + Send + Sync + 'static,
-    K::DynamicType: Default,
+    K: WatchedObject,
     S: Source<K>,
     H: EventHandler<K, Q>,
 {
@@ -101,8 +113,7 @@ where
 
 impl<K, S, H, Q> Watch<Q> for SourceWatch<K, S, H, Q>
 where
-    K: Resource + Serialize + Send + Sync + 'static,
-    K::DynamicType: Default,
+    K: WatchedObject,
     S: Source<K>,
     H: EventHandler<K, Q>,
     Q: Key,
