@@ -1,31 +1,17 @@
 //! Admission round trip through the server: webhook configurations stored via the API, a small
 //! HTTPS webhook in the test (allow, deny with message, mutate), failurePolicy and timeouts.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::sync::atomic::Ordering;
 
 use base64::Engine as _;
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
+use common::start_hook;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_envtest::{TestApiServer, eventually};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-
-struct Hook {
-    url: String,
-    ca_bundle: String,
-    calls: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Hook {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 /// Decide on one AdmissionReview: deny objects labelled `deny`, label everything `admitted`.
 fn review(path: &str, review: &Value) -> Value {
@@ -53,71 +39,6 @@ fn review(path: &str, review: &Value) -> Value {
         _ => json!({"uid": uid, "allowed": true}),
     };
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
-}
-
-async fn start_hook() -> Hook {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![cert.der().clone()],
-        rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
-    )
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counter = calls.clone();
-    let task = tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, counter) = (acceptor.clone(), counter.clone());
-            tokio::spawn(async move {
-                let Ok(stream) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let counter = counter.clone();
-                        async move {
-                            counter.fetch_add(1, Ordering::SeqCst);
-                            let path = req.uri().path().to_string();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            let input: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                            let out = review(&path, &input).to_string();
-                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(out))))
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Hook {
-        url,
-        ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.pem()),
-        calls,
-        task,
-    }
 }
 
 fn webhook_config(kind: &str, name: &str, url: &str, ca: &str, policy: &str) -> DynamicObject {
@@ -173,7 +94,7 @@ fn api_for(server: &TestApiServer, kind: &str, plural: &str) -> Api<DynamicObjec
 #[tokio::test]
 async fn allow_deny_and_mutate() {
     let server = TestApiServer::start().await.unwrap();
-    let hook = start_hook().await;
+    let hook = start_hook(review).await;
     let mutating = api_for(
         &server,
         "MutatingWebhookConfiguration",
@@ -300,7 +221,7 @@ async fn allow_deny_and_mutate() {
 #[tokio::test]
 async fn failure_policy() {
     let server = TestApiServer::start().await.unwrap();
-    let hook = start_hook().await;
+    let hook = start_hook(review).await;
     // A URL nobody listens on (the hook's own port, wrong scheme path is fine: use a closed port).
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

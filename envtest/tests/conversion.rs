@@ -3,15 +3,13 @@
 //! small HTTPS webhook in the test), a list mixing stored versions after the storage version
 //! changes, watches converted too, and a failing webhook reported as a 500.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use base64::Engine as _;
-use bytes::Bytes;
+use common::{Hook, start_hook};
 use futures::{StreamExt, TryStreamExt};
-use http_body_util::{BodyExt as _, Full};
 use kcr_envtest::{TestApiServer, eventually};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::{GroupVersionKind, WatchEvent};
@@ -19,19 +17,6 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 const GROUP: &str = "conv.kcr.dev";
-
-struct Hook {
-    url: String,
-    ca_bundle: String,
-    calls: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Hook {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 /// `v1` has `spec.size`, `v2` has `spec.replicas`; `/fail` refuses every review, `/bad-uid`
 /// changes the uid of what it converts.
@@ -83,71 +68,6 @@ fn review(path: &str, review: &Value) -> Value {
         json!({"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects})
     };
     json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
-}
-
-async fn start_hook() -> Hook {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![cert.der().clone()],
-        rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
-    )
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counter = calls.clone();
-    let task = tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, counter) = (acceptor.clone(), counter.clone());
-            tokio::spawn(async move {
-                let Ok(stream) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let counter = counter.clone();
-                        async move {
-                            counter.fetch_add(1, Ordering::SeqCst);
-                            let path = req.uri().path().to_string();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            let input: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                            let out = review(&path, &input).to_string();
-                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(out))))
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Hook {
-        url,
-        ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.pem()),
-        calls,
-        task,
-    }
 }
 
 fn schema(field: &str) -> Value {
@@ -204,7 +124,7 @@ const IN_EFFECT: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches() {
     let server = TestApiServer::start().await.unwrap();
-    let hook = start_hook().await;
+    let hook = start_hook(review).await;
     server
         .install_crd_value(crd("things", "v1", &hook, "/convert"))
         .await
@@ -353,7 +273,7 @@ async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_conversion_webhook_is_a_500_naming_it() {
     let server = TestApiServer::start().await.unwrap();
-    let hook = start_hook().await;
+    let hook = start_hook(review).await;
     server
         .install_crd_value(crd("fails", "v1", &hook, "/fail"))
         .await
@@ -410,7 +330,7 @@ async fn a_failing_conversion_webhook_is_a_500_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversion_that_changes_the_uid_is_refused() {
     let server = TestApiServer::start().await.unwrap();
-    let hook = start_hook().await;
+    let hook = start_hook(review).await;
     server
         .install_crd_value(crd("uids", "v1", &hook, "/bad-uid"))
         .await
