@@ -17,7 +17,6 @@ use kcr_source::WatchScope;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
-use tokio_util::sync::CancellationToken;
 
 /// A key of our own: the namespace, and whether the event came from a label change.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -86,12 +85,7 @@ async fn a_controller_keyed_by_tenant_reconciles_each_tenant() {
         )
         .complete(reconciler.clone())
         .unwrap();
-    let mgr = Arc::new(mgr);
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (_mgr, stop, run) = common::spawn_manager(mgr);
 
     for ns in ["default", "team-b"] {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);

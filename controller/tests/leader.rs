@@ -68,12 +68,7 @@ async fn replica_with(
         })
         .unwrap();
     }
-    let mgr = Arc::new(mgr);
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (mgr, stop, run) = common::spawn_manager(mgr);
     Replica {
         identity: identity.to_string(),
         mgr,

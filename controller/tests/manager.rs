@@ -33,12 +33,7 @@ async fn manager_reconciles_and_serves_probes_metrics_and_events() {
         .named("copier")
         .complete(reconciler.clone())
         .unwrap();
-    let mgr = Arc::new(mgr);
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (_mgr, stop, run) = common::spawn_manager(mgr);
 
     // liveness is up at once; readiness waits for the caches
     eventually("healthz ok", Duration::from_secs(10), || async {
@@ -194,12 +189,7 @@ async fn missing_crd_fails_startup_with_a_clear_error() {
             },
         ))
         .unwrap();
-    let mgr = Arc::new(mgr);
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (mgr, stop, run) = common::spawn_manager(mgr);
     let probes = mgr.health_probe_addr().unwrap();
     eventually("ready with the CRD", Duration::from_secs(20), || async {
         http_get(probes, "/readyz").await.map(|r| r.0) == Some(200)
@@ -232,12 +222,7 @@ async fn recovers_and_converges_after_500s_429s_and_dropped_watches() {
     // the initial list fails twice, the first watch attempts too
     faults.fail_next("list", "configmaps", 2, 500);
     faults.fail_next("watch", "secrets", 2, 500);
-    let mgr = Arc::new(mgr);
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (_mgr, stop, run) = common::spawn_manager(mgr);
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
@@ -357,12 +342,7 @@ async fn graceful_shutdown_is_bounded_by_its_timeout() {
         Ok(())
     })
     .unwrap();
-    let stop = CancellationToken::new();
-    let mgr = Arc::new(mgr);
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (_mgr, stop, run) = common::spawn_manager(mgr);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let t0 = std::time::Instant::now();
     stop.cancel();

@@ -15,7 +15,6 @@ use kcr_handler::Request;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use parking_lot::Mutex;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Default)]
 struct Seen {
@@ -68,12 +67,7 @@ async fn the_reconciler_gets_the_cached_object_and_a_deleted_one_goes_the_gone_p
         .named("objects")
         .complete_objects(seen.clone())
         .unwrap();
-    let mgr = Arc::new(mgr);
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (_mgr, stop, run) = common::spawn_manager(mgr);
 
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     cms.create(&PostParams::default(), &configmap("first", "v1"))

@@ -28,6 +28,24 @@ pub struct WidgetSpec {
     pub size: i32,
 }
 
+/// Runs `mgr` on the runtime until the returned token is cancelled: the shared manager, the
+/// token, and the task whose output is `Manager::run`'s result.
+pub fn spawn_manager(
+    mgr: Manager,
+) -> (
+    Arc<Manager>,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<Result<(), kcr_controller::ManagerError>>,
+) {
+    let mgr = Arc::new(mgr);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run(stop).await }
+    });
+    (mgr, stop, run)
+}
+
 /// Options with both servers on ephemeral loopback ports.
 pub fn manager_options() -> ManagerOptions {
     ManagerOptions::default()
