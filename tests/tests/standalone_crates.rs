@@ -135,6 +135,9 @@ async fn a_kind_filtered_by_a_predicate_without_a_controller() {
         Kind::from_watcher(watcher(api.clone(), watcher::Config::default()).default_backoff())
             .expect("a kind");
     let started = kind.start().expect("started");
+    // The writes below must come after the first list: written before it, they would be folded
+    // into one listed object (one Create that already has the label) and the update never seen.
+    let synced = started.sync.clone();
     let seen: Arc<Mutex<Vec<(EventKind, String)>>> = Arc::default();
     let consumer = tokio::spawn({
         let seen = seen.clone();
@@ -146,6 +149,11 @@ async fn a_kind_filtered_by_a_predicate_without_a_controller() {
                 async move {
                     if let Ok(event) = item {
                         let event: Event<ConfigMap> = event;
+                        // Only this test's object: a real server also publishes
+                        // `kube-root-ca.crt` into every namespace.
+                        if event.object().metadata.name.as_deref() != Some("app") {
+                            return;
+                        }
                         let labels = event.object().metadata.labels.clone().unwrap_or_default();
                         let tier = labels.get("tier").cloned().unwrap_or_default();
                         seen.lock().push((event.kind(), tier));
@@ -153,6 +161,10 @@ async fn a_kind_filtered_by_a_predicate_without_a_controller() {
                 }
             })
     });
+    tokio::time::timeout(WAIT, synced.wait())
+        .await
+        .expect("the kind syncs in time")
+        .expect("the kind syncs");
 
     api.create(&PostParams::default(), &configmap("app", 0))
         .await
