@@ -318,7 +318,13 @@ pub(crate) const KINDS: &[Kind] = &[
         categories: ALL,
         status: true,
         lists: Lists::rows(&[
-            ("spec.ports", Row::Map(&["port"])),
+            (
+                "spec.ports",
+                Row::MapKeys {
+                    patch: &["port"],
+                    fields: &[("port", None), ("protocol", Some("TCP"))],
+                },
+            ),
             ("status.conditions", Row::Map(&["type"])),
         ]),
         printer: Printer::Columns(columns::service),
