@@ -27,7 +27,7 @@ pub(crate) mod pki;
 mod process;
 pub(crate) mod proxy;
 pub(crate) mod request_info;
-
+pub mod service_account;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
