@@ -411,7 +411,10 @@ impl LeaderElector {
                     tracing::debug!(%holder, "lease is held by another candidate");
                 }
                 Attempt::Failed(reason) => {
-                    tracing::debug!(%reason, "failed to acquire lease");
+                    // As client-go, at error level: an API failure (a 403 when RBAC lacks a
+                    // verb on leases) would otherwise keep a replica waiting without a word.
+                    tracing::warn!(lease = %self.config.lease_name, namespace = %self.namespace,
+                        %reason, "failed to acquire lease");
                 }
             }
             tokio::select! {

@@ -51,7 +51,8 @@
 //! the write helpers (`add_nodes`, `upsert`, `install_crd`) are `async` because on the real
 //! backend they are API requests. What exists on one backend only is a typed
 //! [`EnvtestError::Unsupported`]: the builder's `history_window` and `bookmark_interval` on the
-//! real backend; `direct_kubeconfig` and `client_as` (RBAC as another user) in process.
+//! real backend; `direct_kubeconfig`, `client_as` and `client_for_service_account` (RBAC as another user or
+//! a ServiceAccount) in process.
 //!
 //! # Design
 //! Objects are kept as `serde_json::Value` plus pre-serialised bytes in a `BTreeMap` keyed by
@@ -140,5 +141,6 @@ pub use backend::{BACKEND_ENV, Backend};
 pub use error::{ApiError, EnvtestError};
 pub use eventually::{Check, eventually};
 pub use faults::Faults;
+pub use real::service_account::{service_account_groups, service_account_user};
 pub use real::{Binaries, kubectl_for_tests, kubectl_path};
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};
