@@ -297,19 +297,18 @@ pub(crate) fn serve_tls(
             };
             let (acceptor, router, stop) = (acceptor.clone(), router.clone(), stop.clone());
             connections.spawn(async move {
-                let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
-                    .await
-                {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "{what} TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "{what} TLS handshake timed out");
-                        return;
-                    }
-                };
+                let stream =
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "{what} TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "{what} TLS handshake timed out");
+                            return;
+                        }
+                    };
                 let mut builder = auto::Builder::new(TokioExecutor::new());
                 builder
                     .http1()

@@ -199,7 +199,13 @@ pub fn render(out: &mut String) {
         );
     }
     if let Some(v) = p.open_fds {
-        sample(out, OPEN_FDS, "gauge", "Number of open file descriptors.", v);
+        sample(
+            out,
+            OPEN_FDS,
+            "gauge",
+            "Number of open file descriptors.",
+            v,
+        );
     }
     if let Some(v) = p.max_fds {
         sample(
@@ -276,7 +282,9 @@ mod tests {
         let limits = "Limit                     Soft Limit           Hard Limit           Units     \nMax open files            20000                40000                files     \n";
         assert_eq!(parse_max_open_files(limits), Some(20000));
         assert_eq!(
-            parse_max_open_files("Max open files            unlimited            unlimited            files\n"),
+            parse_max_open_files(
+                "Max open files            unlimited            unlimited            files\n"
+            ),
             None
         );
     }
@@ -299,7 +307,10 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         let start = before.start_time_seconds.unwrap();
-        assert!(start <= now + 1.0 && start > now - 24.0 * 3600.0, "{start} vs {now}");
+        assert!(
+            start <= now + 1.0 && start > now - 24.0 * 3600.0,
+            "{start} vs {now}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,6 +319,8 @@ mod tests {
         render(&mut out);
         assert!(out.contains("# TYPE tokio_runtime_workers gauge\ntokio_runtime_workers 2\n"));
         #[cfg(target_os = "linux")]
-        assert!(out.contains("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total "));
+        assert!(
+            out.contains("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total ")
+        );
     }
 }

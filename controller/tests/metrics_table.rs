@@ -107,7 +107,10 @@ async fn served_metrics_match_the_documented_table() {
     // counted with the API server's address and their status.
     assert!(mgr.is_leader());
     assert_eq!(
-        common::metric_value(&text, "leader_election_master_status{name=\"metrics-table\"}"),
+        common::metric_value(
+            &text,
+            "leader_election_master_status{name=\"metrics-table\"}"
+        ),
         1.0
     );
     assert!(
@@ -118,23 +121,26 @@ async fn served_metrics_match_the_documented_table() {
     );
     let host = format!("host=\"{}\"", server.addr());
     assert!(
-        text.lines().any(|l| l.starts_with("rest_client_requests_total")
-            && l.contains("code=\"200\"")
-            && l.contains("method=\"GET\"")
-            && l.contains(&host)),
+        text.lines()
+            .any(|l| l.starts_with("rest_client_requests_total")
+                && l.contains("code=\"200\"")
+                && l.contains("method=\"GET\"")
+                && l.contains(&host)),
         "{text}"
     );
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("rest_client_request_duration_seconds_count")
+        text.lines().any(
+            |l| l.starts_with("rest_client_request_duration_seconds_count")
                 && l.contains("verb=\"POST\"")
-                && l.contains(&host)),
+                && l.contains(&host)
+        ),
         "the Lease was created by a POST: {text}"
     );
     assert!(
-        text.lines().any(|l| l.starts_with("rest_client_requests_total")
-            && l.contains("code=\"201\"")
-            && l.contains("method=\"POST\"")),
+        text.lines()
+            .any(|l| l.starts_with("rest_client_requests_total")
+                && l.contains("code=\"201\"")
+                && l.contains("method=\"POST\"")),
         "{text}"
     );
 
@@ -169,6 +175,7 @@ async fn refused_requests_are_counted_by_status() {
         "the wrapped client returns the API error as is: {missing:?}"
     );
     let text = kcr_controller::http::prometheus_handle().unwrap().render();
-    let series = "rest_client_requests_total{code=\"404\",method=\"GET\",host=\"refusals.test:443\"}";
+    let series =
+        "rest_client_requests_total{code=\"404\",method=\"GET\",host=\"refusals.test:443\"}";
     assert_eq!(common::metric_value(&text, series), 1.0, "{text}");
 }

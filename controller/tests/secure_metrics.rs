@@ -149,7 +149,10 @@ async fn only_authorized_callers_read_metrics_over_tls() {
     assert_eq!(code, 401, "{body}");
     let (code, body) = get(Some("stranger")).await;
     assert_eq!(code, 403, "{body}");
-    assert!(body.contains("stranger") && body.contains("/metrics"), "{body}");
+    assert!(
+        body.contains("stranger") && body.contains("/metrics"),
+        "{body}"
+    );
     let (code, body) = get(Some("down")).await;
     assert_eq!(code, 500, "a failed review is neither 401 nor 403: {body}");
     let (code, body) = get(Some("reader")).await;
@@ -203,9 +206,8 @@ async fn only_authorized_callers_read_metrics_over_tls() {
 async fn without_a_certificate_the_endpoint_is_not_ready() {
     let server = TestApiServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let options = manager_options().secure_metrics(
-        SecureMetrics::from_dir(dir.path()).reviewer(Stub::default()),
-    );
+    let options = manager_options()
+        .secure_metrics(SecureMetrics::from_dir(dir.path()).reviewer(Stub::default()));
     let mgr = Manager::new(server.client(), options).await.unwrap();
     let metrics = mgr.metrics_addr().unwrap();
     let probes = mgr.health_probe_addr().unwrap();

@@ -40,14 +40,8 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
 /// The address in a printed line like `metrics      http://127.0.0.1:4000/metrics`.
 fn printed_addr(line: &str) -> SocketAddr {
     let url = line.split_whitespace().nth(1).expect("an address follows");
-    let host_port = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap();
-    host_port
-        .parse()
-        .unwrap_or_else(|e| panic!("{line}: {e}"))
+    let host_port = url.trim_start_matches("http://").split('/').next().unwrap();
+    host_port.parse().unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
 struct Killed(Child);
@@ -86,9 +80,12 @@ fn the_running_demo_serves_every_documented_metric() {
     let (mut metrics, mut probes, mut printed) = (None, None, Vec::new());
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("the demo did not get to Ctrl-C; printed:\n{}", printed.join("\n")));
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!(
+                "the demo did not get to Ctrl-C; printed:\n{}",
+                printed.join("\n")
+            )
+        });
         if line.starts_with("metrics ") {
             metrics = Some(printed_addr(&line));
         }

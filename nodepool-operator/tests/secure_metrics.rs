@@ -284,7 +284,10 @@ async fn scrapes_are_authenticated_and_authorized_by_the_api_server() {
     assert_eq!(code, 403, "a ServiceAccount without the role: {body}");
     assert!(body.contains(&sa_user("stranger")), "{body}");
     let (code, body) = https_get(addr, ca_pem, Some(&scraper)).await;
-    assert_eq!(code, 200, "a ServiceAccount with the metrics-reader role: {body}");
+    assert_eq!(
+        code, 200,
+        "a ServiceAccount with the metrics-reader role: {body}"
+    );
     assert!(body.contains("rest_client_requests_total"), "{body}");
     // The reviews the manager made (as its ServiceAccount) all succeeded.
     assert!(
