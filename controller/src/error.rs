@@ -156,4 +156,7 @@ pub enum ManagerError {
     /// `run` was called twice.
     #[error("the manager was already started")]
     AlreadyStarted,
+    /// The secured metrics endpoint could not be set up.
+    #[error(transparent)]
+    SecureMetrics(#[from] crate::secure_metrics::SecureMetricsError),
 }

@@ -62,7 +62,11 @@
 //!   election, HTTP endpoints, signals.
 //! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
-//! - [`metrics`]: controller-runtime's metric names and labels.
+//! - [`metrics`]: every metric kcr exports (a table of names, types, labels and meanings).
+//! - [`rest_client`]: client-go's `rest_client_*` metrics from a tower layer on the client.
+//! - [`process`]: process and tokio runtime metrics, read at scrape time.
+//! - [`secure_metrics`]: the optional HTTPS metrics endpoint with TokenReview authentication and
+//!   SubjectAccessReview authorization (401/403), verdicts cached briefly.
 //! - [`object_reconciler`]: [`ObjectReconciler`], a reconciler handed the cached object, with
 //!   an explicit path for objects that are gone.
 //! - [`objects`]: owner references, create-or-update, server-side apply and finalizers
@@ -111,7 +115,10 @@ pub mod manager;
 pub mod metrics;
 pub mod object_reconciler;
 pub mod objects;
+pub mod process;
 pub mod reconciler;
+pub mod rest_client;
+pub mod secure_metrics;
 pub mod signals;
 pub mod watch;
 

@@ -240,6 +240,7 @@ impl Embedded {
             cert_dir: self.cert_dir.path().to_owned(),
             max_concurrent_reconciles: 2,
             graceful_shutdown_timeout: Duration::from_secs(10),
+            api_server_host: Some(self.server.addr().to_string()),
             ..RunOptions::default()
         }
     }

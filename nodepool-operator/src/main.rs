@@ -99,7 +99,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         graceful_shutdown_timeout: Duration::from_secs(args.graceful_shutdown_timeout_secs),
         ..RunOptions::default()
     };
-    let client = kube::Client::try_default().await?;
+    let config = kube::Config::infer().await?;
+    let options = RunOptions {
+        api_server_host: Some(kcr_controller::rest_client::host_of(&config)),
+        ..options
+    };
+    let client = kube::Client::try_from(config)?;
     let operator = Operator::new(client, &options).await?;
     tracing::info!(webhook = ?operator.webhook_addr(), "starting the NodePool operator");
     operator

@@ -187,6 +187,9 @@ pub struct RunOptions {
     pub max_concurrent_reconciles: usize,
     /// Graceful shutdown bound.
     pub graceful_shutdown_timeout: Duration,
+    /// The API server's `host:port`, the `host` label of the `rest_client_*` metrics
+    /// (`kcr_controller::rest_client::host_of` a `kube::Config`); `None`: `unknown`.
+    pub api_server_host: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -204,6 +207,7 @@ impl Default for RunOptions {
             cert_dir: std::env::temp_dir().join("k8s-webhook-server/serving-certs"),
             max_concurrent_reconciles: 1,
             graceful_shutdown_timeout: Duration::from_secs(30),
+            api_server_host: None,
         }
     }
 }
@@ -237,6 +241,7 @@ impl Operator {
             .health_probe_bind_address(&options.health_probe_bind_address)?
             .graceful_shutdown_timeout(options.graceful_shutdown_timeout);
         mopts.event_reporter = "nodepool-operator".to_owned();
+        mopts.api_server_host = options.api_server_host.clone();
         if options.leader_elect {
             let namespace = options
                 .leader_election_namespace

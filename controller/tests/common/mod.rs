@@ -64,6 +64,7 @@ pub fn configmap(name: &str, value: &str) -> ConfigMap {
     cm
 }
 
+#[allow(unused_imports)]
 pub use kcr_envtest::eventually;
 
 /// A minimal HTTP/1.1 GET: `(status, body)`, or `None` if the connection fails.
