@@ -128,7 +128,7 @@ pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;
 pub use leader::{LeaderElectionConfig, LeaderElector};
 pub use manager::{Manager, ManagerOptions};
-pub use object_reconciler::{FromCache, ObjectReconciler};
+pub use object_reconciler::{FromCache, FromCacheError, ObjectReconciler};
 pub use reconciler::{
     Action, Context, FnReconciler, ReconcileError, Reconciler, Terminal, reconciler_fn,
 };

@@ -42,8 +42,11 @@
 //! * [`Kind`]: a cached watch of one resource type (kube-runtime `watcher` + reflector store).
 //!   Updates carry the previous object from the store; after a relist (410, reconnect) changed
 //!   objects come out as updates and vanished ones as deletes with `state_unknown: true`. Options
-//!   ([`WatchScope`]): namespace, label and field selectors; metadata-only watches through
-//!   [`Cache::metadata_kind`].
+//!   ([`WatchScope`]): one namespace or several ([`WatchScope::namespaces`]: one watch per
+//!   namespace into one store, synced when every namespace is, a relist of one namespace
+//!   touching only its objects, and reads of any other namespace refused with a
+//!   [`ReadError`]; see [`namespaces`]), label and field selectors, streaming lists;
+//!   metadata-only watches through [`Cache::metadata_kind`].
 //! * [`Cache`]: the shared informer map. Every `Kind` and every [`Reader`] (cached `get`/`list`
 //!   with label selectors, and secondary indexes: [`Reader::add_index`] / [`Reader::by_index`],
 //!   controller-runtime's field indexer) for the same type and options shares one watch and one
@@ -116,7 +119,10 @@ mod source;
 mod stream;
 mod transform;
 
-pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi, WatchScope};
+pub use cache::namespaces;
+pub use cache::{
+    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, ReadError, Reader, ScopedApi, WatchScope,
+};
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use index::{IndexError, IndexFn};

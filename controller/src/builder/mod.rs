@@ -117,7 +117,7 @@ pub use options::WatchOptions;
 pub use source_watch::{Probe, Resync, SourceWatch, WatchedObject, probe_api};
 
 use options::describe_options;
-use source_watch::resync_all;
+use source_watch::{probe_scope, resync_all};
 
 /// What pending watches need when the controller is built.
 struct BuildContext<Q> {
@@ -413,7 +413,7 @@ impl<'m> Builder<'m> {
         let probe = self
             .client
             .clone()
-            .map(|client| probe_api::<K>(client, options.scope.namespace.clone()));
+            .map(|client| probe_scope::<K>(client, &options.scope));
         Some((kind, reader, probe))
     }
 

@@ -240,6 +240,31 @@ where
     }
 }
 
+/// [`probe_api`] for every namespace of `scope` (one watch each; every namespace's answer,
+/// prefixed with it), or for all namespaces.
+pub(super) fn probe_scope<K>(client: kube::Client, scope: &kcr_source::WatchScope) -> Probe
+where
+    K: CacheObject,
+    K::Scope: ScopedApi,
+{
+    match scope.namespaces.clone() {
+        Some(namespaces) if namespaces.len() > 1 => Box::new(move || {
+            Box::pin(async move {
+                let mut reasons = Vec::new();
+                for namespace in namespaces {
+                    let probe = probe_api::<K>(client.clone(), Some(namespace.clone()));
+                    if let Some(reason) = probe().await {
+                        reasons.push(format!("namespace {namespace}: {reason}"));
+                    }
+                }
+                (!reasons.is_empty()).then(|| reasons.join("; "))
+            })
+        }),
+        Some(namespaces) => probe_api::<K>(client, namespaces.into_iter().next()),
+        None => probe_api::<K>(client, None),
+    }
+}
+
 /// Lists one object of `K` to explain why its watch does not sync: `404` means the API server does
 /// not serve the resource (a CRD that is not installed), `403` that RBAC forbids it.
 pub fn probe_api<K>(client: kube::Client, namespace: Option<String>) -> Probe

@@ -1,5 +1,6 @@
 //! [`Cache`]: controller-runtime's informer map. Every [`Kind`] source and every [`Reader`] for
-//! the same (type, namespace, label selector, field selector) shares one watch and one store.
+//! the same (type, namespaces, label selector, field selector) shares one watch and one store
+//! (one watch per namespace when a [`WatchScope`] names several: see [`namespaces`]).
 //!
 //! Informers start when first asked for and run until the cache is stopped or the last handle
 //! (the `Cache` itself, a `Kind`, a `Reader` or a started stream) is dropped. The way slow
@@ -25,6 +26,11 @@ use crate::informer::{CacheObject, Informer};
 use crate::transform::{Transform, Transforms};
 use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle};
 
+pub mod namespaces;
+
+pub use namespaces::ReadError;
+use namespaces::Readable;
+
 /// Default size of each subscriber's buffer.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
 
@@ -41,6 +47,25 @@ pub enum CacheError {
         kind: String,
         /// The namespace that was asked for.
         namespace: String,
+    },
+    /// A scope names an empty list of namespaces (`None` watches all namespaces).
+    #[error(
+        "the list of namespaces to watch is empty: name at least one, or none at all (WatchScope::all) to watch every namespace"
+    )]
+    NoNamespaces,
+    /// A scope names a namespace twice.
+    #[error("namespace {namespace:?} is listed twice in the namespaces to watch")]
+    DuplicateNamespace {
+        /// The repeated namespace.
+        namespace: String,
+    },
+    /// A scope names something that cannot be a namespace.
+    #[error("{namespace:?} is not a valid namespace name: {reason}")]
+    InvalidNamespace {
+        /// The name given.
+        namespace: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The watch could not start.
     #[error(transparent)]
@@ -59,11 +84,25 @@ pub enum CacheError {
     },
 }
 
-/// Which objects of a type to watch. Two watches with equal options share one informer.
+/// Which objects of a type to watch (controller-runtime's `cache.Options.ByObject[..]`). Two
+/// watches with equal options share one informer.
+///
+/// ```
+/// use kcr_source::WatchScope;
+///
+/// // Every namespace (the default).
+/// let all = WatchScope::all();
+/// // Two namespaces: one watch each, one store, reads see both (see `cache::namespaces`).
+/// let teams = WatchScope::all().namespaces(["team-a", "team-b"]).labels("app=web");
+/// assert_eq!(teams.namespaces, Some(vec!["team-a".to_string(), "team-b".to_string()]));
+/// # let _ = all;
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct WatchScope {
-    /// Only this namespace (namespaced types only); `None` watches all namespaces.
-    pub namespace: Option<String>,
+    /// Only these namespaces (namespaced types only): one watch per namespace, feeding one
+    /// store; `None` watches all namespaces. Checked when the watch is created: not empty, no
+    /// duplicates, valid names (see [`namespaces`]).
+    pub namespaces: Option<Vec<String>>,
     /// A label selector such as `app=web,tier in (a,b)`; validated when the watch is created.
     pub label_selector: Option<String>,
     /// A field selector such as `spec.nodeName=n1`; validated by the API server.
@@ -83,9 +122,19 @@ impl WatchScope {
     pub fn all() -> Self {
         Self::default()
     }
-    /// Restricts to one namespace.
+    /// Restricts to one namespace (replaces any namespaces set before).
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
+        self.namespaces = Some(vec![namespace.into()]);
+        self
+    }
+    /// Restricts to several namespaces, watched one watch each into one store (replaces any
+    /// namespaces set before; see [`namespaces`]).
+    pub fn namespaces<I>(mut self, namespaces: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.namespaces = Some(namespaces.into_iter().map(Into::into).collect());
         self
     }
     /// Restricts with a label selector.
@@ -102,6 +151,14 @@ impl WatchScope {
     pub fn streaming_list(mut self) -> Self {
         self.streaming_list = true;
         self
+    }
+
+    /// This scope checked, with its namespaces sorted (the form informers are keyed by).
+    fn normalized(&self) -> Result<WatchScope, CacheError> {
+        Ok(WatchScope {
+            namespaces: namespaces::normalize(&self.namespaces)?,
+            ..self.clone()
+        })
     }
 
     fn watcher_config(&self) -> Result<watcher::Config, CacheError> {
@@ -307,6 +364,9 @@ impl Cache {
         self.inner.token.cancel();
     }
 
+    /// The informer of `K` for `options` (already [normalized](WatchScope::normalized)),
+    /// started with `make_stream(config, namespace)`: once with `None` for a scope of every
+    /// namespace, once per namespace otherwise.
     fn informer<K, F>(
         &self,
         options: &WatchScope,
@@ -314,8 +374,10 @@ impl Cache {
     ) -> Result<Arc<Informer<K>>, CacheError>
     where
         K: CacheObject,
-        F: FnOnce(
+        K::DynamicType: Default,
+        F: Fn(
             watcher::Config,
+            Option<&str>,
         ) -> Result<
             futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
             CacheError,
@@ -338,15 +400,37 @@ impl Cache {
         }
         let config = options.watcher_config()?;
         let transform = self.inner.transforms.lock().get::<K>();
-        let stream = make_stream(config)?
-            .map(move |event| event.map(|e| e.modify(|object| transform(object))))
-            .boxed();
-        let informer = Informer::spawn(
-            stream,
-            self.inner.subscriber_buffer,
-            self.inner.token.child_token(),
-            format!("{}{:?}", std::any::type_name::<K>(), options),
-        )?;
+        let transformed = |namespace: Option<&str>| {
+            let transform = Arc::clone(&transform);
+            Ok::<_, CacheError>(
+                make_stream(config.clone(), namespace)?
+                    .map(move |event| event.map(|e| e.modify(|object| transform(object))))
+                    .boxed(),
+            )
+        };
+        let name = format!("{}{:?}", std::any::type_name::<K>(), options);
+        let token = self.inner.token.child_token();
+        let capacity = self.inner.subscriber_buffer;
+        let informer = match &options.namespaces {
+            Some(namespaces) if namespaces.len() > 1 => {
+                let streams = namespaces
+                    .iter()
+                    .map(|ns| Ok((ns.clone(), transformed(Some(ns))?)))
+                    .collect::<Result<Vec<_>, CacheError>>()?;
+                Informer::spawn_partitioned(
+                    streams,
+                    K::DynamicType::default(),
+                    capacity,
+                    token,
+                    name,
+                )?
+            }
+            Some(namespaces) => {
+                let namespace = namespaces.first().map(String::as_str);
+                Informer::spawn(transformed(namespace)?, capacity, token, name)?
+            }
+            None => Informer::spawn(transformed(None)?, capacity, token, name)?,
+        };
         informers.insert(
             key,
             (
@@ -363,8 +447,8 @@ impl Cache {
         K::Scope: ScopedApi,
     {
         let client = self.inner.client.clone();
-        self.informer(options, |config| {
-            let api = <K::Scope as ScopedApi>::api::<K>(client, options.namespace.as_deref())?;
+        self.informer(options, |config, namespace| {
+            let api = <K::Scope as ScopedApi>::api::<K>(client.clone(), namespace)?;
             Ok(watcher(api, config).default_backoff().boxed())
         })
     }
@@ -375,7 +459,7 @@ impl Cache {
         K: CacheObject,
         K::Scope: ScopedApi,
     {
-        let informer = self.full_informer::<K>(&options)?;
+        let informer = self.full_informer::<K>(&options.normalized()?)?;
         Ok(Kind::from_parts(informer, Arc::clone(&self.inner.lifetime)))
     }
 
@@ -399,9 +483,12 @@ impl Cache {
         K: CacheObject,
         K::Scope: ScopedApi,
     {
+        let options = options.normalized()?;
         let informer = self.full_informer::<K>(&options)?;
+        let kind = K::kind(&Default::default()).into_owned();
         Ok(Reader {
             informer,
+            readable: Readable::new(kind, options.namespaces),
             _lifetime: Arc::clone(&self.inner.lifetime),
         })
     }
@@ -424,6 +511,8 @@ impl Cache {
 #[derive(Clone)] // `K: Clone` holds for every `CacheObject`; only the `Arc`s are cloned
 pub struct Reader<K: CacheObject> {
     informer: Arc<Informer<K>>,
+    /// The namespaces it may read.
+    readable: Readable,
     _lifetime: Arc<Lifetime>,
 }
 
@@ -432,30 +521,42 @@ impl<K: CacheObject> std::fmt::Debug for Reader<K> {
         f.debug_struct("Reader")
             .field("type", &std::any::type_name::<K>())
             .field("objects", &self.informer.store().len())
+            .field("namespaces", &self.readable.namespaces())
             .finish()
     }
 }
 
 impl<K: CacheObject> Reader<K> {
-    /// The object `name` in `namespace` (`None` for cluster-scoped objects).
-    pub fn get(&self, name: &str, namespace: Option<&str>) -> Option<Arc<K>> {
+    /// The object `name` in `namespace` (`None` for cluster-scoped objects): `Ok(None)` when
+    /// the cache does not hold it, [`ReadError::UnknownNamespace`] when the reader's scope names
+    /// namespaces and `namespace` is not one of them (the cache cannot know that object).
+    pub fn get(&self, name: &str, namespace: Option<&str>) -> Result<Option<Arc<K>>, ReadError> {
         let mut key = ObjectRef::<K>::new_with(name, K::DynamicType::default());
         if let Some(ns) = namespace {
+            self.readable.check(ns, Some(name))?;
             key = key.within(ns);
         }
-        self.informer.store().get(&key)
+        Ok(self.informer.store().get(&key))
     }
 
-    /// Every cached object.
+    /// Every cached object (of every namespace the reader's scope names).
     pub fn list(&self) -> Vec<Arc<K>> {
         self.informer.store().state()
     }
 
-    /// The cached objects of one namespace.
-    pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
-        self.informer
+    /// The cached objects of one namespace; [`ReadError::UnknownNamespace`] when the reader's
+    /// scope names namespaces and `namespace` is not one of them.
+    pub fn list_in(&self, namespace: &str) -> Result<Vec<Arc<K>>, ReadError> {
+        self.readable.check(namespace, None)?;
+        Ok(self
+            .informer
             .store()
-            .state_filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+            .state_filter(|o| o.meta().namespace.as_deref() == Some(namespace)))
+    }
+
+    /// The namespaces this reader's scope names (sorted), or `None` for every namespace.
+    pub fn namespaces(&self) -> Option<&[String]> {
+        self.readable.namespaces()
     }
 
     /// The cached objects whose labels match `selector`.
