@@ -473,6 +473,22 @@ pub(crate) const KINDS: &[Kind] = &[
         ..BASE
     },
     Kind {
+        group: "authentication.k8s.io",
+        plural: "tokenreviews",
+        kind: "TokenReview",
+        namespaced: false,
+        verbs: &["create"],
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        plural: "subjectaccessreviews",
+        kind: "SubjectAccessReview",
+        namespaced: false,
+        verbs: &["create"],
+        ..BASE
+    },
+    Kind {
         group: "rbac.authorization.k8s.io",
         plural: "roles",
         kind: "Role",
