@@ -57,7 +57,10 @@
 //! - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].
 //! - [`controller`]: [`Controller`], the worker loop, start-up sync and graceful shutdown.
 //! - [`builder`]: [`Builder`] (`for_kind`, `owns`, `watches`, event filters, concurrency, rate
-//!   limiter), controller-runtime's `NewControllerManagedBy`.
+//!   limiter), controller-runtime's `NewControllerManagedBy`. Watches may be restricted to
+//!   several namespaces ([`WatchOptions::namespaces`]), and kinds chosen at run time
+//!   (`DynamicObject`s of an `ApiResource`) are `For`, `Owns` and `Watches` kinds through
+//!   `for_dynamic`, `owns_dynamic` and `watches_dynamic` (see [`builder::dynamic`]).
 //! - [`manager`]: [`Manager`]: shared cache, client, readers, event recorders, runnables, leader
 //!   election, HTTP endpoints, signals.
 //! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).

@@ -311,12 +311,33 @@ impl Manager {
     pub fn reader<K>(&self, options: kcr_source::WatchScope) -> Result<Reader<K>, ManagerError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
         let kind = K::kind(&K::DynamicType::default()).into_owned();
         let reader = self
             .cache
             .reader::<K>(options)
+            .map_err(|source| ManagerError::Cache {
+                kind: kind.clone(),
+                source,
+            })?;
+        self.track_cache_sync(format!("reader/{kind}"), reader.sync());
+        Ok(reader)
+    }
+
+    /// A cache-backed reader of the run-time kind `resource` (`DynamicObject`s; see
+    /// [`kcr_source::dynamic`]), sharing the informers of controllers that watch it with
+    /// `for_dynamic`/`owns_dynamic` and the same options. Its sync is part of `/readyz`.
+    pub fn reader_dynamic(
+        &self,
+        resource: &kcr_source::DynamicResource,
+        options: kcr_source::WatchScope,
+    ) -> Result<Reader<kube::core::DynamicObject>, ManagerError> {
+        let kind = resource.resource.kind.clone();
+        let reader = self
+            .cache
+            .reader_dynamic(resource, options)
             .map_err(|source| ManagerError::Cache {
                 kind: kind.clone(),
                 source,

@@ -57,7 +57,10 @@
 //!   `metadata.managedFields` is dropped ([`strip_managed_fields`]; two thirds of a cache of
 //!   10,000 small ConfigMaps, 70.2 MiB whole vs 23.5 MiB, measured by
 //!   `cargo run --release -p kcr-source --example cache_memory`); set another transform per
-//!   type with [`Cache::set_transform`], or none with [`Cache::keep_whole`].
+//!   type with [`Cache::set_transform`], or none with [`Cache::keep_whole`]. Kinds chosen at
+//!   run time are cached too: [`Cache::kind_dynamic`] and [`Cache::reader_dynamic`] watch the
+//!   `DynamicObject`s of a [`DynamicResource`] (an `ApiResource` and its scope), keyed by the
+//!   resource, so two dynamic kinds never share a store (see [`dynamic`]).
 //! * [`StreamSource`]: any `Stream<Item = Event<K>>`.
 //! * [`Channel`]: events pushed from anywhere in the program to any number of consumers, each with
 //!   its own bounded buffer; a slow consumer either back-pressures the producer or gets an
@@ -119,10 +122,11 @@ mod source;
 mod stream;
 mod transform;
 
-pub use cache::namespaces;
 pub use cache::{
-    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, ReadError, Reader, ScopedApi, WatchScope,
+    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, DynamicResource, ReadError, Reader, ScopedApi,
+    WatchScope,
 };
+pub use cache::{dynamic, namespaces};
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use index::{IndexError, IndexFn};

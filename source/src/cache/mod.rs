@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
-use kube::core::{PartialObjectMeta, Selector, SelectorExt};
+use kube::core::{ApiResource, PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -26,8 +26,10 @@ use crate::informer::{CacheObject, Informer};
 use crate::transform::{Transform, Transforms};
 use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle};
 
+pub mod dynamic;
 pub mod namespaces;
 
+pub use dynamic::DynamicResource;
 pub use namespaces::ReadError;
 use namespaces::Readable;
 
@@ -217,9 +219,13 @@ impl ScopedApi for ClusterResourceScope {
     }
 }
 
+/// An informer's identity: the Rust type, the resource (for typed kinds `ApiResource::erase`
+/// of the type; for `DynamicObject` the run-time resource, so dynamic kinds never share an
+/// informer) and the normalized scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct InformerKey {
     type_id: TypeId,
+    resource: ApiResource,
     options: WatchScope,
 }
 
@@ -314,26 +320,46 @@ impl Cache {
     /// })?;
     /// # Ok(()) }
     /// ```
-    pub fn set_transform<K: CacheObject>(
+    pub fn set_transform<K>(
         &self,
         transform: impl Fn(&mut K) + Send + Sync + 'static,
+    ) -> Result<(), CacheError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+    {
+        let resource = ApiResource::erase::<K>(&Default::default());
+        self.register_transform::<K>(resource, Arc::new(transform))
+    }
+
+    /// Registers the transform of `K` objects of `resource`, unless a watch of them started.
+    fn register_transform<K: CacheObject>(
+        &self,
+        resource: ApiResource,
+        transform: Transform<K>,
     ) -> Result<(), CacheError> {
         let type_id = TypeId::of::<K>();
         // Hold the informer map while registering, so no watch of K starts in between.
         let informers = self.inner.informers.lock();
-        if informers.keys().any(|key| key.type_id == type_id) {
+        if informers
+            .keys()
+            .any(|key| key.type_id == type_id && key.resource == resource)
+        {
             return Err(CacheError::TransformAfterStart {
-                kind: K::kind(&Default::default()).into_owned(),
+                kind: resource.kind,
             });
         }
-        let transform: Transform<K> = Arc::new(transform);
-        self.inner.transforms.lock().set(transform);
+        self.inner.transforms.lock().set(resource, transform);
         drop(informers);
         Ok(())
     }
 
     /// Caches objects of type `K` whole, `managedFields` included (no transform).
-    pub fn keep_whole<K: CacheObject>(&self) -> Result<(), CacheError> {
+    pub fn keep_whole<K>(&self) -> Result<(), CacheError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+    {
         self.set_transform::<K>(|_| {})
     }
 
@@ -364,17 +390,17 @@ impl Cache {
         self.inner.token.cancel();
     }
 
-    /// The informer of `K` for `options` (already [normalized](WatchScope::normalized)),
-    /// started with `make_stream(config, namespace)`: once with `None` for a scope of every
-    /// namespace, once per namespace otherwise.
+    /// The informer of `K` objects of the run-time type `dt` for `options` (already
+    /// [normalized](WatchScope::normalized)), started with `make_stream(config, namespace)`:
+    /// once with `None` for a scope of every namespace, once per namespace otherwise.
     fn informer<K, F>(
         &self,
         options: &WatchScope,
+        dt: K::DynamicType,
         make_stream: F,
     ) -> Result<Arc<Informer<K>>, CacheError>
     where
         K: CacheObject,
-        K::DynamicType: Default,
         F: Fn(
             watcher::Config,
             Option<&str>,
@@ -386,12 +412,15 @@ impl Cache {
         if self.inner.token.is_cancelled() {
             return Err(CacheError::Stopped);
         }
+        let resource = ApiResource::erase::<K>(&dt);
         let key = InformerKey {
             type_id: TypeId::of::<K>(),
+            resource: resource.clone(),
             options: options.clone(),
         };
         let mut informers = self.inner.informers.lock();
-        // The key holds K's TypeId, so the downcast cannot fail for an existing entry.
+        // The key holds K's TypeId, so the downcast cannot fail for an existing entry (and its
+        // resource, so a dynamic entry is of the same run-time type).
         if let Some(Ok(informer)) = informers
             .get(&key)
             .map(|(existing, _)| Arc::clone(existing).downcast::<Informer<K>>())
@@ -399,7 +428,7 @@ impl Cache {
             return Ok(informer);
         }
         let config = options.watcher_config()?;
-        let transform = self.inner.transforms.lock().get::<K>();
+        let transform = self.inner.transforms.lock().get::<K>(&resource);
         let transformed = |namespace: Option<&str>| {
             let transform = Arc::clone(&transform);
             Ok::<_, CacheError>(
@@ -417,19 +446,13 @@ impl Cache {
                     .iter()
                     .map(|ns| Ok((ns.clone(), transformed(Some(ns))?)))
                     .collect::<Result<Vec<_>, CacheError>>()?;
-                Informer::spawn_partitioned(
-                    streams,
-                    K::DynamicType::default(),
-                    capacity,
-                    token,
-                    name,
-                )?
+                Informer::spawn_partitioned(streams, dt, capacity, token, name)?
             }
             Some(namespaces) => {
                 let namespace = namespaces.first().map(String::as_str);
-                Informer::spawn(transformed(namespace)?, capacity, token, name)?
+                Informer::spawn(transformed(namespace)?, dt, capacity, token, name)?
             }
-            None => Informer::spawn(transformed(None)?, capacity, token, name)?,
+            None => Informer::spawn(transformed(None)?, dt, capacity, token, name)?,
         };
         informers.insert(
             key,
@@ -444,10 +467,11 @@ impl Cache {
     fn full_informer<K>(&self, options: &WatchScope) -> Result<Arc<Informer<K>>, CacheError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
         let client = self.inner.client.clone();
-        self.informer(options, |config, namespace| {
+        self.informer(options, Default::default(), |config, namespace| {
             let api = <K::Scope as ScopedApi>::api::<K>(client.clone(), namespace)?;
             Ok(watcher(api, config).default_backoff().boxed())
         })
@@ -457,10 +481,16 @@ impl Cache {
     pub fn kind<K>(&self, options: WatchScope) -> Result<Kind<K>, CacheError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
         let informer = self.full_informer::<K>(&options.normalized()?)?;
-        Ok(Kind::from_parts(informer, Arc::clone(&self.inner.lifetime)))
+        let name = format!("kind<{}>", std::any::type_name::<K>());
+        Ok(Kind::from_parts(
+            informer,
+            Arc::clone(&self.inner.lifetime),
+            name,
+        ))
     }
 
     /// A metadata-only [`Kind`] source (objects are `PartialObjectMeta<K>`: metadata without spec
@@ -471,6 +501,7 @@ impl Cache {
     ) -> Result<Kind<PartialObjectMeta<K>>, CacheError>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        <PartialObjectMeta<K> as Resource>::DynamicType: Default,
         PartialObjectMeta<K>: CacheObject,
         <PartialObjectMeta<K> as Resource>::Scope: ScopedApi,
     {
@@ -481,6 +512,7 @@ impl Cache {
     pub fn reader<K>(&self, options: WatchScope) -> Result<Reader<K>, CacheError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
         let options = options.normalized()?;
@@ -500,6 +532,7 @@ impl Cache {
     ) -> Result<Reader<PartialObjectMeta<K>>, CacheError>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        <PartialObjectMeta<K> as Resource>::DynamicType: Default,
         PartialObjectMeta<K>: CacheObject,
         <PartialObjectMeta<K> as Resource>::Scope: ScopedApi,
     {
@@ -531,7 +564,7 @@ impl<K: CacheObject> Reader<K> {
     /// the cache does not hold it, [`ReadError::UnknownNamespace`] when the reader's scope names
     /// namespaces and `namespace` is not one of them (the cache cannot know that object).
     pub fn get(&self, name: &str, namespace: Option<&str>) -> Result<Option<Arc<K>>, ReadError> {
-        let mut key = ObjectRef::<K>::new_with(name, K::DynamicType::default());
+        let mut key = ObjectRef::<K>::new_with(name, self.informer.dynamic_type().clone());
         if let Some(ns) = namespace {
             self.readable.check(ns, Some(name))?;
             key = key.within(ns);

@@ -56,17 +56,20 @@ use partition::Partition;
 
 pub use stream::KindStream;
 
-/// The bounds a [`CacheObject`]'s `DynamicType` needs (it is a key of the cache's informers).
+/// The bounds a [`CacheObject`]'s `DynamicType` needs (it is part of every cached object's
+/// key): `()` for typed kinds, [`ApiResource`](kube::core::ApiResource) for
+/// [`DynamicObject`](kube::core::DynamicObject)s (see [`crate::dynamic`]).
 ///
 /// Implemented for every type that satisfies them.
-pub trait CacheDynamicType: Default + Eq + Hash + Clone + Send + Sync {}
+pub trait CacheDynamicType: Eq + Hash + Clone + Send + Sync {}
 
-impl<T: Default + Eq + Hash + Clone + Send + Sync> CacheDynamicType for T {}
+impl<T: Eq + Hash + Clone + Send + Sync> CacheDynamicType for T {}
 
 /// The bounds an object type needs to be watched and cached.
 ///
 /// Implemented for every type that satisfies them (all `k8s-openapi` types, `kube::CustomResource`
-/// types, `PartialObjectMeta<K>`).
+/// types, `PartialObjectMeta<K>`, and `DynamicObject`, whose run-time type the informer
+/// carries).
 pub trait CacheObject:
     Resource<DynamicType: CacheDynamicType> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
 {
@@ -129,16 +132,16 @@ impl<K: CacheObject> Informer<K> {
     /// `token` is cancelled or the stream ends.
     pub(crate) fn spawn<S>(
         stream: S,
+        dt: K::DynamicType,
         capacity: usize,
         token: CancellationToken,
         name: String,
     ) -> Result<Arc<Self>, SourceError>
     where
         S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-        K::DynamicType: Default,
     {
         let runtime = Self::runtime(&name)?;
-        let (informer, signal) = Self::new(capacity);
+        let (informer, signal) = Self::with_partitions(capacity, dt, Vec::new());
         let tagged = stream.map(|event| (0, event));
         runtime.spawn(Self::run(
             Arc::clone(&informer),
@@ -189,8 +192,8 @@ impl<K: CacheObject> Informer<K> {
         self.stop();
     }
 
-    /// A new informer that is fed by hand with [`Informer::process`] (used by `spawn`, tests and
-    /// benchmarks).
+    /// A new informer that is fed by hand with [`Informer::process`] (tests).
+    #[cfg(test)]
     pub(crate) fn new(capacity: usize) -> (Arc<Self>, SyncSignal)
     where
         K::DynamicType: Default,
@@ -231,6 +234,11 @@ impl<K: CacheObject> Informer<K> {
 
     pub(crate) fn store(&self) -> &Store<K> {
         &self.store
+    }
+
+    /// The run-time type of the objects (`()` for typed kinds).
+    pub(crate) fn dynamic_type(&self) -> &K::DynamicType {
+        &self.dt
     }
 
     pub(crate) fn sync_handle(&self) -> SyncHandle {
