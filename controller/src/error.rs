@@ -156,4 +156,7 @@ pub enum ManagerError {
     /// `run` was called twice.
     #[error("the manager was already started")]
     AlreadyStarted,
+    /// Sharding is misconfigured ([`crate::shard`]).
+    #[error(transparent)]
+    Shard(#[from] crate::shard::ShardError),
 }

@@ -54,6 +54,9 @@ pub struct ManagerOptions {
     /// The `reportingController` of recorded Kubernetes events (default `kcr-controller`); each
     /// controller's recorder uses `<this>/<controller name>`.
     pub event_reporter: String,
+    /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
+    /// shards nothing.
+    pub shard: Option<crate::shard::ShardConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -64,6 +67,7 @@ impl Default for ManagerOptions {
             leader_election: None,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             event_reporter: "kcr-controller".to_string(),
+            shard: None,
         }
     }
 }
@@ -84,6 +88,14 @@ impl ManagerOptions {
     /// Enables leader election.
     pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
         self.leader_election = Some(config);
+        self
+    }
+
+    /// Shards the controller built with [`Builder::sharded`](crate::Builder::sharded) across
+    /// the replicas running this option with the same group name (see [`crate::shard`]); the
+    /// other controllers keep the manager's leader election, if any.
+    pub fn shard_by_lease(mut self, config: crate::shard::ShardConfig) -> Self {
+        self.shard = Some(config);
         self
     }
 
@@ -123,6 +135,7 @@ pub struct Manager {
     probes_addr: Option<SocketAddr>,
     started: AtomicBool,
     leader: Arc<AtomicBool>,
+    shard: Option<Arc<crate::shard::ShardRuntime>>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -161,6 +174,13 @@ impl Manager {
         if let Some(le) = &options.leader_election {
             le.validate()?;
         }
+        let shard = match &options.shard {
+            Some(config) => Some(Arc::new(crate::shard::ShardRuntime::new(
+                client.clone(),
+                config.clone(),
+            )?)),
+            None => None,
+        };
         let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
         let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
         if metrics_listener.is_some() {
@@ -218,6 +238,7 @@ impl Manager {
             probes_addr,
             started: AtomicBool::new(false),
             leader,
+            shard,
         })
     }
 
@@ -260,6 +281,11 @@ impl Manager {
     /// Adds an informer's sync to `/readyz`.
     pub(crate) fn track_cache_sync(&self, name: String, handle: SyncHandle) {
         self.cache_syncs.lock().push((name, handle));
+    }
+
+    /// The sharding state, with [`ManagerOptions::shard_by_lease`].
+    pub(crate) fn shard_runtime(&self) -> Option<&Arc<crate::shard::ShardRuntime>> {
+        self.shard.as_ref()
     }
 
     /// The options.

@@ -169,6 +169,8 @@ pub struct Builder<'m, Q = Request> {
     options: ControllerOptions,
     rate_limiter: Option<Box<dyn RateLimiter<Q>>>,
     error: Option<ManagerError>,
+    /// Set by [`Builder::sharded`].
+    shard: Option<crate::shard::ShardPlan<Q>>,
 }
 
 impl<Q> std::fmt::Debug for Builder<'_, Q> {
@@ -230,6 +232,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             options: ControllerOptions::default(),
             rate_limiter: None,
             error: None,
+            shard: None,
         }
     }
 
@@ -336,6 +339,11 @@ impl<'m, Q: Key> Builder<'m, Q> {
         if let Some(error) = self.error {
             return Err(error);
         }
+        if self.shard.is_some() {
+            return Err(ManagerError::Builder {
+                reason: "a sharded controller is registered with complete() or complete_objects(), not built alone".into(),
+            });
+        }
         let name = self
             .name
             .or_else(|| self.for_kind.as_ref().map(|k| k.to_lowercase()))
@@ -361,8 +369,15 @@ impl<'m, Q: Key> Builder<'m, Q> {
     /// Builds the controller and registers it with the manager given to
     /// [`for_manager`](Self::for_manager); fails on a duplicate name, and with
     /// [`ManagerError::NoManager`] for a builder made with [`new`](Self::new).
-    pub fn complete<R: Reconciler<Q>>(self, reconciler: R) -> Result<(), ManagerError> {
+    pub fn complete<R: Reconciler<Q>>(mut self, reconciler: R) -> Result<(), ManagerError> {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
+        if let Some(plan) = self.shard.take() {
+            if let Some(error) = self.error.take() {
+                return Err(error);
+            }
+            let controller = self.build(plan.gate(reconciler)?)?;
+            return crate::shard::register(manager, controller, plan);
+        }
         let controller = self.build(reconciler)?;
         manager.add_controller(controller)
     }
@@ -370,6 +385,29 @@ impl<'m, Q: Key> Builder<'m, Q> {
 
 /// The [`Request`]-keyed builder: the primary kind, owned kinds and object reconcilers.
 impl<'m> Builder<'m> {
+    /// Shards this controller across the replicas of its manager's
+    /// [`shard_by_lease`](crate::ManagerOptions::shard_by_lease) group (see [`crate::shard`]):
+    /// its `for_kind` and `owns` watches see only this replica's objects, and it runs on every
+    /// replica that holds its member Lease, not only on the leader. Call before `for_kind` and
+    /// `owns`; register with `complete` or `complete_objects`.
+    pub fn sharded(mut self) -> Self {
+        let runtime = self.manager.and_then(|m| m.shard_runtime().cloned());
+        let Some(runtime) = runtime else {
+            self.fail(ManagerError::Builder {
+                reason: "sharded() needs a manager made with ManagerOptions::shard_by_lease".into(),
+            });
+            return self;
+        };
+        if self.for_kind.is_some() || !self.watches.is_empty() {
+            self.fail(ManagerError::Builder {
+                reason: "call sharded() before for_kind, owns and watches: their caches hold only this replica's shard".into(),
+            });
+            return self;
+        }
+        self.shard = Some(crate::shard::ShardPlan::new(runtime));
+        self
+    }
+
     /// A cached watch of `K` through the shared cache, a reader of the same store, and its API
     /// probe.
     #[allow(clippy::type_complexity)]
@@ -442,9 +480,17 @@ impl<'m> Builder<'m> {
             ))
             .cluster_scoped(is_cluster_scoped::<K>()),
         );
+        let mut options = options;
+        let base = options.scope.clone();
+        if let Some(plan) = &self.shard {
+            options.scope = plan.scope(&base);
+        }
         let Some((kind, reader, probe)) = self.kind_source::<K>(&options) else {
             return self;
         };
+        if let Some(plan) = &mut self.shard {
+            plan.add_primary(&base, kind.clone(), reader.clone());
+        }
         self.primary_reader = Some(Box::new(reader.clone()));
         self.resync = Some(resync_all(reader));
         let predicates = options.predicates;
@@ -474,9 +520,20 @@ impl<'m> Builder<'m> {
         C::Scope: ScopedApi,
     {
         let child = C::kind(&C::DynamicType::default()).into_owned();
+        let mut options = options;
+        let base = options.scope.clone();
+        if let Some(plan) = &self.shard {
+            options.scope = plan.scope(&base);
+        }
         let Some((kind, _reader, probe)) = self.kind_source::<C>(&options) else {
             return self;
         };
+        if let Some(plan) = &mut self.shard
+            && let Err(reason) = plan.add_child(&base, kind.clone())
+        {
+            self.fail(ManagerError::Builder { reason });
+            return self;
+        }
         let predicates = options.predicates;
         self.watches
             .push(Box::new(move |ctx: &BuildContext<Request>| {
@@ -501,6 +558,18 @@ impl<'m> Builder<'m> {
     where
         R::Object: 'static,
     {
+        let reconciler = self.objects_reconciler(reconciler)?;
+        self.build(reconciler)
+    }
+
+    /// The [`FromCache`] reconciler of `reconciler`, reading the primary kind's cache.
+    fn objects_reconciler<R: ObjectReconciler>(
+        &mut self,
+        reconciler: R,
+    ) -> Result<FromCache<R>, ManagerError>
+    where
+        R::Object: 'static,
+    {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
@@ -520,16 +589,21 @@ impl<'m> Builder<'m> {
                     ),
                 },
             })?;
-        self.build(FromCache::new(*reader, reconciler))
+        Ok(FromCache::new(*reader, reconciler))
     }
 
     /// [`build_objects`](Self::build_objects), registered with the manager as
     /// [`complete`](Self::complete) does.
-    pub fn complete_objects<R: ObjectReconciler>(self, reconciler: R) -> Result<(), ManagerError>
+    pub fn complete_objects<R: ObjectReconciler>(mut self, reconciler: R) -> Result<(), ManagerError>
     where
         R::Object: 'static,
     {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
+        if let Some(plan) = self.shard.take() {
+            let reconciler = self.objects_reconciler(reconciler)?;
+            let controller = self.build(plan.gate(reconciler)?)?;
+            return crate::shard::register(manager, controller, plan);
+        }
         let controller = self.build_objects(reconciler)?;
         manager.add_controller(controller)
     }
