@@ -594,7 +594,10 @@ impl<'m> Builder<'m> {
 
     /// [`build_objects`](Self::build_objects), registered with the manager as
     /// [`complete`](Self::complete) does.
-    pub fn complete_objects<R: ObjectReconciler>(mut self, reconciler: R) -> Result<(), ManagerError>
+    pub fn complete_objects<R: ObjectReconciler>(
+        mut self,
+        reconciler: R,
+    ) -> Result<(), ManagerError>
     where
         R::Object: 'static,
     {

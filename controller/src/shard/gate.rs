@@ -251,7 +251,11 @@ where
         "annotations": {keys.drain.as_str(): null},
     }});
     match api
-        .patch_metadata(&request.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_metadata(
+            &request.name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => Ok(None),
@@ -260,7 +264,11 @@ where
             match api.get_metadata_opt(&request.name).await? {
                 None => Ok(None),
                 Some(current) => {
-                    let rv = current.metadata.resource_version.clone().unwrap_or_default();
+                    let rv = current
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .unwrap_or_default();
                     Ok(Some((
                         rv,
                         ShardMeta::of(&current.metadata, &keys.label, &keys.drain),

@@ -125,8 +125,7 @@ impl MemberObserver {
                 .filter(|s| *s > 0)
                 .map(|s| Duration::from_secs(s as u64))
                 .unwrap_or(self.default_lease);
-            let alive =
-                record.holder.as_deref() == Some(identity) && now < observed_at + lease_len;
+            let alive = record.holder.as_deref() == Some(identity) && now < observed_at + lease_len;
             if alive {
                 members.alive.insert(identity.to_string());
             } else if now >= observed_at + lease_len + lease_len
@@ -194,7 +193,10 @@ mod tests {
         assert!(m.is_alive("b"));
         assert!(m.stale.is_empty(), "dead, but not yet for two durations");
         let m = obs.observe(&[a.clone(), b2.clone()], t0 + Duration::from_secs(4));
-        assert_eq!(m.stale, vec![("kcr-shard.g.a".to_string(), "7".to_string())]);
+        assert_eq!(
+            m.stale,
+            vec![("kcr-shard.g.a".to_string(), "7".to_string())]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -650,9 +650,7 @@ pub fn sharder_view(manager: &Manager) -> Option<std::collections::BTreeSet<Stri
 
 /// This replica's identity in `manager`'s shard group, if it shards.
 pub fn identity(manager: &Manager) -> Option<String> {
-    manager
-        .shard_runtime()
-        .map(|r| r.config.identity.clone())
+    manager.shard_runtime().map(|r| r.config.identity.clone())
 }
 
 /// Aborts a task when dropped.
@@ -670,13 +668,11 @@ mod tests {
 
     #[test]
     fn config_validation_names_the_problem() {
-        let ok = ShardConfig::new("web")
-            .identity("r-1")
-            .timings(
-                Duration::from_secs(2),
-                Duration::from_secs(1),
-                Duration::from_millis(250),
-            );
+        let ok = ShardConfig::new("web").identity("r-1").timings(
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            Duration::from_millis(250),
+        );
         ok.validate().unwrap();
         let err = ok.clone().identity("R_1").validate().unwrap_err();
         assert!(err.to_string().contains("identity \"R_1\""), "{err}");

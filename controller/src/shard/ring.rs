@@ -150,7 +150,9 @@ mod tests {
     }
 
     fn members(rng: &mut SmallRng, n: usize) -> Vec<String> {
-        (0..n).map(|_| format!("replica-{}", word(rng, 8))).collect()
+        (0..n)
+            .map(|_| format!("replica-{}", word(rng, 8)))
+            .collect()
     }
 
     fn counts<'a>(ring: &'a HashRing, keys: &[String]) -> HashMap<&'a str, usize> {
@@ -202,7 +204,10 @@ mod tests {
                 let (b, a) = (before.owner(k).unwrap(), after.owner(k).unwrap());
                 if a != b {
                     moved += 1;
-                    assert_eq!(a, newcomer, "seed {seed}: {k} moved {b} -> {a}, not to the newcomer");
+                    assert_eq!(
+                        a, newcomer,
+                        "seed {seed}: {k} moved {b} -> {a}, not to the newcomer"
+                    );
                 }
             }
             let limit = 3000 * 35 / 100; // 1/4 + 10 %

@@ -30,8 +30,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kcr_source::{CacheObject, ScopedApi, WatchScope};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::core::{ObjectMeta, PartialObjectMeta};
-use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -63,12 +63,7 @@ pub enum Step {
 
 /// Decides the step for an object labelled `current` with drain mark `drain`, whose ring owner
 /// is `desired`, given the live `members` (see the table in the [module docs](self)).
-pub fn plan(
-    current: Option<&str>,
-    drain: Option<&str>,
-    desired: &str,
-    members: &Members,
-) -> Step {
+pub fn plan(current: Option<&str>, drain: Option<&str>, desired: &str, members: &Members) -> Step {
     match current {
         None | Some("") => Step::Assign(desired.to_string()),
         Some(owner) if owner == desired => {
@@ -135,7 +130,12 @@ struct Entry {
 }
 
 fn ring_key(meta: &ObjectMeta, owner: Option<&OwnerSpec>) -> String {
-    let own = || object_key(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default());
+    let own = || {
+        object_key(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    };
     let Some(spec) = owner else {
         return own();
     };
@@ -299,9 +299,14 @@ where
                 .map(|(key, _, body)| {
                     let client = client.clone();
                     async move {
-                        let res = match <K::Scope as ScopedApi>::api::<K>(client, key.0.as_deref()) {
+                        let res = match <K::Scope as ScopedApi>::api::<K>(client, key.0.as_deref())
+                        {
                             Ok(api) => api
-                                .patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&body))
+                                .patch_metadata(
+                                    &key.1,
+                                    &PatchParams::default(),
+                                    &Patch::Merge(&body),
+                                )
                                 .await
                                 .map(|_| ()),
                             Err(_) => Ok(()),
@@ -405,8 +410,12 @@ pub(crate) async fn poll_members(
                         ..Default::default()
                     };
                     match api.delete(name, &dp).await {
-                        Ok(_) => tracing::info!(lease = %name, "deleted the lease of a dead member"),
-                        Err(e) => tracing::debug!(lease = %name, error = %e, "could not delete a dead member's lease"),
+                        Ok(_) => {
+                            tracing::info!(lease = %name, "deleted the lease of a dead member")
+                        }
+                        Err(e) => {
+                            tracing::debug!(lease = %name, error = %e, "could not delete a dead member's lease")
+                        }
                     }
                 }
                 tx.send_if_modified(|current| {
@@ -502,10 +511,16 @@ mod tests {
         assert_eq!(plan(Some("a"), None, "a", &m), Step::Nothing);
         assert_eq!(plan(Some("a"), Some("a"), "a", &m), Step::CancelDrain);
         assert_eq!(plan(Some("b"), None, "a", &m), Step::MarkDrain("b".into()));
-        assert_eq!(plan(Some("b"), Some("x"), "a", &m), Step::MarkDrain("b".into()));
+        assert_eq!(
+            plan(Some("b"), Some("x"), "a", &m),
+            Step::MarkDrain("b".into())
+        );
         assert_eq!(plan(Some("b"), Some("b"), "a", &m), Step::Wait);
         // A dead owner cannot acknowledge: the move goes ahead.
-        assert_eq!(plan(Some("dead"), Some("dead"), "a", &m), Step::Assign("a".into()));
+        assert_eq!(
+            plan(Some("dead"), Some("dead"), "a", &m),
+            Step::Assign("a".into())
+        );
         assert_eq!(plan(Some("dead"), None, "a", &m), Step::Assign("a".into()));
     }
 
@@ -522,7 +537,11 @@ mod tests {
             namespace: Some("ns".into()),
             ..Default::default()
         };
-        assert_eq!(ring_key(&meta, Some(&spec)), "ns/child", "no owner: its own key");
+        assert_eq!(
+            ring_key(&meta, Some(&spec)),
+            "ns/child",
+            "no owner: its own key"
+        );
         meta.owner_references = Some(vec![
             OwnerReference {
                 api_version: "v1".into(),
