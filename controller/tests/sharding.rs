@@ -396,6 +396,7 @@ async fn three_replicas_share_3000_objects_and_a_fourth_moves_at_most_a_quarter_
     let before = assignments(&server, ns).await;
     replicas.push(replica(&server, ns, "r-3", &rec).await);
     wait_for_members(&replicas, Duration::from_secs(30)).await;
+    let joined = Instant::now();
     let members: BTreeSet<String> = replicas.iter().map(|r| r.identity.clone()).collect();
     let ok = until(Duration::from_secs(120), || {
         let (server, members) = (&server, &members);
@@ -403,6 +404,10 @@ async fn three_replicas_share_3000_objects_and_a_fourth_moves_at_most_a_quarter_
     })
     .await;
     assert!(ok, "the objects did not settle on 4 members within 120 s");
+    println!(
+        "4th replica: the moves (drain, acknowledge, reassign) settled {:?} after the sharder saw it",
+        joined.elapsed()
+    );
     let after = assignments(&server, ns).await;
     let moved: Vec<&String> = before
         .iter()
@@ -775,5 +780,99 @@ async fn leases_and_misuse_are_reported() {
         lease.spec.unwrap().holder_identity,
         None,
         "released on a graceful stop"
+    );
+}
+
+/// The next event of a watch, within 10 s.
+async fn next_event<S>(events: &mut S) -> kube::runtime::watcher::Event<ConfigMap>
+where
+    S: futures::Stream<
+            Item = Result<kube::runtime::watcher::Event<ConfigMap>, kube::runtime::watcher::Error>,
+        > + Unpin,
+{
+    tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("a watch event within 10 s")
+        .expect("the watch goes on")
+        .expect("no watch error")
+}
+
+/// What sharding relies on from the API server, pinned on both backends: a metadata merge
+/// patch whose resourceVersion is stale is a 409 Conflict (the sharder's and the owner's
+/// compare-and-swap), and a label-selected watch reports an object that gains the label as
+/// applied and one that loses it as deleted (a replica's cache follows its shard).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_semantics_sharding_relies_on() {
+    use kube::runtime::watcher::{self, Event};
+    let server = TestApiServer::start().await.unwrap();
+    let ns = "shard-semantics";
+    namespace(&server, ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), ns);
+    let created = api
+        .create(&PostParams::default(), &common::configmap("a", "v"))
+        .await
+        .unwrap();
+    let rv = created.resource_version().unwrap();
+    let mut events = watcher::watcher(
+        api.clone(),
+        watcher::Config::default().labels("shard.kcr.io/g=m"),
+    )
+    .boxed();
+    // The initial (empty) list first, so that the changes below come as watch events.
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("the watch starts")
+            .unwrap()
+            .unwrap();
+        if matches!(e, Event::InitDone) {
+            break;
+        }
+        assert!(matches!(e, Event::Init), "nothing is labelled yet: {e:?}");
+    }
+    let label = |value: serde_json::Value, rv: &str| serde_json::json!({"metadata": {"resourceVersion": rv, "labels": {"shard.kcr.io/g": value}}});
+    let patched = api
+        .patch_metadata(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(&label("m".into(), &rv)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.labels().get("shard.kcr.io/g").map(String::as_str),
+        Some("m")
+    );
+    // The same precondition again is stale now.
+    match api
+        .patch_metadata(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(&label(serde_json::Value::Null, &rv)),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 409, "{s:?}"),
+        other => panic!("a stale resourceVersion must conflict: {other:?}"),
+    }
+    match next_event(&mut events).await {
+        Event::Apply(cm) => assert_eq!(cm.name_any(), "a"),
+        other => panic!("gaining the label is an applied object: {other:?}"),
+    }
+    let new_rv = patched.metadata.resource_version.unwrap();
+    api.patch_metadata(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(&label(serde_json::Value::Null, &new_rv)),
+    )
+    .await
+    .unwrap();
+    match next_event(&mut events).await {
+        Event::Delete(cm) => assert_eq!(cm.name_any(), "a"),
+        other => panic!("losing the label is a deletion for the selection: {other:?}"),
+    }
+    assert!(
+        api.get("a").await.is_ok(),
+        "the object itself is still there"
     );
 }

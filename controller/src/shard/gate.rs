@@ -280,21 +280,34 @@ where
     }
 }
 
-/// Acknowledges the drain of `request` once no reconcile of it runs (`ownership` given), or at
-/// once (children).
-async fn ack_when_idle<K>(
+/// What acknowledging a drain needs.
+#[derive(Clone)]
+struct Acker {
     client: kube::Client,
     keys: Keys,
     ownership: Arc<Ownership<Request>>,
+    /// Wait for in-flight reconciles (the primary kind) or not (children).
     gated: bool,
-    request: Request,
-    mut rv: String,
+    /// Cap of the retry backoff.
     retry: Duration,
     cancel: CancellationToken,
-) where
+}
+
+/// Acknowledges the drain of `request` once no reconcile of it runs (gated), or at once
+/// (children).
+async fn ack_when_idle<K>(acker: Acker, request: Request, mut rv: String)
+where
     K: CacheObject,
     K::Scope: ScopedApi,
 {
+    let Acker {
+        client,
+        keys,
+        ownership,
+        gated,
+        retry,
+        cancel,
+    } = acker;
     let me = ownership.identity().to_string();
     let mut backoff = Duration::from_millis(50);
     loop {
@@ -359,6 +372,14 @@ where
                 }
             };
             let me = ownership.identity().to_string();
+            let acker = Acker {
+                client,
+                keys: keys.clone(),
+                ownership: ownership.clone(),
+                gated,
+                retry,
+                cancel: cancel.clone(),
+            };
             let mut acks = tokio::task::JoinSet::new();
             loop {
                 let event = tokio::select! {
@@ -398,16 +419,7 @@ where
                         continue;
                     }
                     let rv = meta.resource_version.clone().unwrap_or_default();
-                    acks.spawn(ack_when_idle::<K>(
-                        client.clone(),
-                        keys.clone(),
-                        ownership.clone(),
-                        gated,
-                        request,
-                        rv,
-                        retry,
-                        cancel.clone(),
-                    ));
+                    acks.spawn(ack_when_idle::<K>(acker.clone(), request, rv));
                 } else {
                     ownership.end_drain(&request);
                 }
