@@ -79,7 +79,12 @@
 //!   new owner's watch delivers the object and it is reconciled. So: `retry_period` + the
 //!   longest reconcile in flight + four watch deliveries and three writes (milliseconds on an
 //!   idle API server). Off a dead replica: `lease_duration` after its last renewal as observed by
-//!   the sharder, plus up to `retry_period`, plus the same writes.
+//!   the sharder, plus up to `retry_period`, plus the same writes. Measured (`tests/sharding.rs`,
+//!   lease 3 s, renew deadline 2 s, retry 250 ms): when a fourth replica joins three holding
+//!   3,000 objects, the 771 objects that move (25.7 %) are drained, acknowledged and reassigned
+//!   within seconds; when the replica running the sharder crashes, its objects are reconciled by
+//!   the others 5 to 8 s later on either backend (two lease durations: the sharder's election,
+//!   then the dead member's Lease judged afresh).
 //! - **While the sharder itself fails over** nothing moves and nothing new is assigned: objects
 //!   created meanwhile wait unlabelled (no replica sees them), drains already marked wait for
 //!   the new sharder. Replicas keep reconciling the objects they hold, so the controller keeps
@@ -97,6 +102,13 @@
 //!   (or at once if it released it on a graceful stop).
 //! - **One sharded controller per manager**; the sharder replica watches the metadata of all the
 //!   controller's objects.
+//!
+//! # Throughput
+//!
+//! `cargo run --release -p kcr-controller --example sharding` runs 1 and then 3 replicas of a
+//! controller with 5 workers whose reconcile waits 10 ms, over 3,000 ConfigMaps. On the
+//! development machine (2 shared cores): in process 390 reconciles/s with 1 replica and 1,176
+//! with 3 (3.01×); on the real kube-apiserver 444 and 1,335 (3.01×).
 
 use std::sync::Arc;
 use std::time::Duration;
