@@ -74,6 +74,8 @@
 //!   an explicit path for objects that are gone.
 //! - [`objects`]: owner references, create-or-update, server-side apply and finalizers
 //!   (controller-runtime's `controllerutil` and `finalizer`).
+//! - [`shard`]: one controller sharded across replicas (Lease membership, a consistent-hash
+//!   ring, a sharder writing shard labels, label-selected caches, drain-and-acknowledge moves).
 //! - [`signals`]: SIGTERM/SIGINT handling.
 //! - [`watch`]: the type-erased watch a controller holds.
 //!
@@ -122,6 +124,7 @@ pub mod process;
 pub mod reconciler;
 pub mod rest_client;
 pub mod secure_metrics;
+pub mod shard;
 pub mod signals;
 pub mod watch;
 

@@ -69,6 +69,9 @@ pub struct ManagerOptions {
     /// Serve `/metrics` over HTTPS to authenticated and authorized callers only
     /// ([`crate::secure_metrics`]); `None` (the default) serves plain HTTP to anyone.
     pub secure_metrics: Option<SecureMetrics>,
+    /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
+    /// shards nothing.
+    pub shard: Option<crate::shard::ShardConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -82,6 +85,7 @@ impl Default for ManagerOptions {
             rest_client_metrics: true,
             api_server_host: None,
             secure_metrics: None,
+            shard: None,
         }
     }
 }
@@ -102,6 +106,14 @@ impl ManagerOptions {
     /// Enables leader election.
     pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
         self.leader_election = Some(config);
+        self
+    }
+
+    /// Shards the controller built with [`Builder::sharded`](crate::Builder::sharded) across
+    /// the replicas running this option with the same group name (see [`crate::shard`]); the
+    /// other controllers keep the manager's leader election, if any.
+    pub fn shard_by_lease(mut self, config: crate::shard::ShardConfig) -> Self {
+        self.shard = Some(config);
         self
     }
 
@@ -162,6 +174,7 @@ pub struct Manager {
     metrics_security: Option<(Arc<MetricsAuth>, tokio_rustls::TlsAcceptor)>,
     started: AtomicBool,
     leader: Arc<AtomicBool>,
+    shard: Option<Arc<crate::shard::ShardRuntime>>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -202,6 +215,13 @@ impl Manager {
         if let Some(le) = &options.leader_election {
             le.validate()?;
         }
+        let shard = match &options.shard {
+            Some(config) => Some(Arc::new(crate::shard::ShardRuntime::new(
+                client.clone(),
+                config.clone(),
+            )?)),
+            None => None,
+        };
         let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
         let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
         if metrics_listener.is_some() {
@@ -286,6 +306,7 @@ impl Manager {
             metrics_security,
             started: AtomicBool::new(false),
             leader,
+            shard,
         })
     }
 
@@ -349,6 +370,11 @@ impl Manager {
     /// Adds an informer's sync to `/readyz`.
     pub(crate) fn track_cache_sync(&self, name: String, handle: SyncHandle) {
         self.cache_syncs.lock().push((name, handle));
+    }
+
+    /// The sharding state, with [`ManagerOptions::shard_by_lease`].
+    pub(crate) fn shard_runtime(&self) -> Option<&Arc<crate::shard::ShardRuntime>> {
+        self.shard.as_ref()
     }
 
     /// The options.

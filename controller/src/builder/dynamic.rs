@@ -47,6 +47,7 @@ use kube::core::{ApiResource, DynamicObject};
 
 use super::{BuildContext, Builder, Probe, SourceWatch, WatchOptions, finish_watch, probe_dynamic};
 use crate::controller::Key;
+use crate::error::ManagerError;
 
 impl<'m> Builder<'m> {
     /// A cached watch and reader of the run-time kind `resource` through the shared cache.
@@ -74,10 +75,14 @@ impl<'m> Builder<'m> {
     /// `Object` is `DynamicObject`; its scope decides whether owners' requests carry a
     /// namespace.
     pub fn for_dynamic(
-        self,
+        mut self,
         resource: DynamicResource,
         options: WatchOptions<DynamicObject>,
     ) -> Self {
+        if self.shard.is_some() {
+            self.fail(sharded_dynamic(&resource));
+            return self;
+        }
         let WatchOptions { predicates, scope } = options;
         self.set_primary(
             resource.resource.kind.clone(),
@@ -96,6 +101,10 @@ impl<'m> Builder<'m> {
         resource: DynamicResource,
         options: WatchOptions<DynamicObject>,
     ) -> Self {
+        if self.shard.is_some() {
+            self.fail(sharded_dynamic(&resource));
+            return self;
+        }
         let source = self.dynamic_source(&resource, &options.scope);
         self.add_owned(
             resource.resource.kind.clone(),
@@ -134,5 +143,17 @@ impl<'m, Q: Key> Builder<'m, Q> {
             Ok(finish_watch(watch, None, ctx))
         }));
         self
+    }
+}
+
+/// A sharded controller's kinds are typed: the shard's ownership gate and its sharder read
+/// the kind's Rust type, which a run-time [`DynamicResource`] does not have.
+fn sharded_dynamic(resource: &DynamicResource) -> ManagerError {
+    ManagerError::Builder {
+        reason: format!(
+            "a sharded controller takes typed kinds (for_kind, owns), not the run-time kind {}: \
+             sharding does not support DynamicObject yet",
+            resource.resource.kind
+        ),
     }
 }

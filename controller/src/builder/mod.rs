@@ -171,6 +171,8 @@ pub struct Builder<'m, Q = Request> {
     options: ControllerOptions,
     rate_limiter: Option<Box<dyn RateLimiter<Q>>>,
     error: Option<ManagerError>,
+    /// Set by [`Builder::sharded`].
+    shard: Option<crate::shard::ShardPlan<Q>>,
 }
 
 impl<Q> std::fmt::Debug for Builder<'_, Q> {
@@ -252,6 +254,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             options: ControllerOptions::default(),
             rate_limiter: None,
             error: None,
+            shard: None,
         }
     }
 
@@ -359,6 +362,11 @@ impl<'m, Q: Key> Builder<'m, Q> {
         if let Some(error) = self.error {
             return Err(error);
         }
+        if self.shard.is_some() {
+            return Err(ManagerError::Builder {
+                reason: "a sharded controller is registered with complete() or complete_objects(), not built alone".into(),
+            });
+        }
         let name = self
             .name
             .or_else(|| self.for_kind.as_ref().map(|k| k.to_lowercase()))
@@ -384,8 +392,15 @@ impl<'m, Q: Key> Builder<'m, Q> {
     /// Builds the controller and registers it with the manager given to
     /// [`for_manager`](Self::for_manager); fails on a duplicate name, and with
     /// [`ManagerError::NoManager`] for a builder made with [`new`](Self::new).
-    pub fn complete<R: Reconciler<Q>>(self, reconciler: R) -> Result<(), ManagerError> {
+    pub fn complete<R: Reconciler<Q>>(mut self, reconciler: R) -> Result<(), ManagerError> {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
+        if let Some(plan) = self.shard.take() {
+            if let Some(error) = self.error.take() {
+                return Err(error);
+            }
+            let controller = self.build(plan.gate(reconciler)?)?;
+            return crate::shard::register(manager, controller, plan);
+        }
         let controller = self.build(reconciler)?;
         manager.add_controller(controller)
     }
@@ -393,6 +408,29 @@ impl<'m, Q: Key> Builder<'m, Q> {
 
 /// The [`Request`]-keyed builder: the primary kind, owned kinds and object reconcilers.
 impl<'m> Builder<'m> {
+    /// Shards this controller across the replicas of its manager's
+    /// [`shard_by_lease`](crate::ManagerOptions::shard_by_lease) group (see [`crate::shard`]):
+    /// its `for_kind` and `owns` watches see only this replica's objects, and it runs on every
+    /// replica that holds its member Lease, not only on the leader. Call before `for_kind` and
+    /// `owns`; register with `complete` or `complete_objects`.
+    pub fn sharded(mut self) -> Self {
+        let runtime = self.manager.and_then(|m| m.shard_runtime().cloned());
+        let Some(runtime) = runtime else {
+            self.fail(ManagerError::Builder {
+                reason: "sharded() needs a manager made with ManagerOptions::shard_by_lease".into(),
+            });
+            return self;
+        };
+        if self.for_kind.is_some() || !self.watches.is_empty() {
+            self.fail(ManagerError::Builder {
+                reason: "call sharded() before for_kind, owns and watches: their caches hold only this replica's shard".into(),
+            });
+            return self;
+        }
+        self.shard = Some(crate::shard::ShardPlan::new(runtime));
+        self
+    }
+
     /// A cached watch and a reader of one store through the shared cache (made by `make`),
     /// tracked by the manager's readiness, and the probe (made by `probe`) that explains a
     /// watch that does not sync.
@@ -545,7 +583,7 @@ impl<'m> Builder<'m> {
     /// a source lags (see the
     /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)). For a
     /// kind chosen at run time, see [`for_dynamic`](Self::for_dynamic).
-    pub fn for_kind<K>(self, options: WatchOptions<K>) -> Self
+    pub fn for_kind<K>(mut self, options: WatchOptions<K>) -> Self
     where
         K: CacheObject + Serialize,
         K::DynamicType: Default,
@@ -553,6 +591,18 @@ impl<'m> Builder<'m> {
     {
         let kind_name = K::kind(&K::DynamicType::default()).into_owned();
         let WatchOptions { predicates, scope } = options;
+        // A sharded controller's cache holds only this replica's shard of the kind.
+        let base = scope.clone();
+        let scope = match &self.shard {
+            Some(plan) => plan.scope(&base),
+            None => scope,
+        };
+        if self.shard.is_some()
+            && let Err(reason) = crate::shard::ShardPlan::<Request>::check_scope(&kind_name, &base)
+        {
+            self.fail(ManagerError::Builder { reason });
+            return self;
+        }
         let options = WatchOptions {
             predicates: Vec::new(),
             scope,
@@ -561,7 +611,13 @@ impl<'m> Builder<'m> {
             kind_name,
             K::DynamicType::default(),
             is_cluster_scoped::<K>(),
-            |builder| builder.kind_source::<K>(&options),
+            |builder| {
+                let source = builder.kind_source::<K>(&options)?;
+                if let Some(plan) = &mut builder.shard {
+                    plan.add_primary(&base, source.0.clone(), source.1.clone());
+                }
+                Some(source)
+            },
             predicates,
         )
     }
@@ -581,7 +637,22 @@ impl<'m> Builder<'m> {
         C::Scope: ScopedApi,
     {
         let child = C::kind(&C::DynamicType::default()).into_owned();
+        let mut options = options;
+        let base = options.scope.clone();
+        if let Some(plan) = &self.shard {
+            if let Err(reason) = crate::shard::ShardPlan::<Request>::check_scope(&child, &base) {
+                self.fail(ManagerError::Builder { reason });
+                return self;
+            }
+            options.scope = plan.scope(&base);
+        }
         let source = self.kind_source::<C>(&options);
+        if let (Some(plan), Some((kind, _, _))) = (&mut self.shard, &source)
+            && let Err(reason) = plan.add_child(&base, kind.clone())
+        {
+            self.fail(ManagerError::Builder { reason });
+            return self;
+        }
         self.add_owned(child, C::DynamicType::default(), source, options.predicates)
     }
 
@@ -592,6 +663,18 @@ impl<'m> Builder<'m> {
         mut self,
         reconciler: R,
     ) -> Result<Controller<Request, FromCache<R>>, ManagerError>
+    where
+        R::Object: 'static,
+    {
+        let reconciler = self.objects_reconciler(reconciler)?;
+        self.build(reconciler)
+    }
+
+    /// The [`FromCache`] reconciler of `reconciler`, reading the primary kind's cache.
+    fn objects_reconciler<R: ObjectReconciler>(
+        &mut self,
+        reconciler: R,
+    ) -> Result<FromCache<R>, ManagerError>
     where
         R::Object: 'static,
     {
@@ -614,16 +697,24 @@ impl<'m> Builder<'m> {
                     ),
                 },
             })?;
-        self.build(FromCache::new(*reader, reconciler))
+        Ok(FromCache::new(*reader, reconciler))
     }
 
     /// [`build_objects`](Self::build_objects), registered with the manager as
     /// [`complete`](Self::complete) does.
-    pub fn complete_objects<R: ObjectReconciler>(self, reconciler: R) -> Result<(), ManagerError>
+    pub fn complete_objects<R: ObjectReconciler>(
+        mut self,
+        reconciler: R,
+    ) -> Result<(), ManagerError>
     where
         R::Object: 'static,
     {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
+        if let Some(plan) = self.shard.take() {
+            let reconciler = self.objects_reconciler(reconciler)?;
+            let controller = self.build(plan.gate(reconciler)?)?;
+            return crate::shard::register(manager, controller, plan);
+        }
         let controller = self.build_objects(reconciler)?;
         manager.add_controller(controller)
     }
