@@ -34,7 +34,7 @@
 //! from a [`Channel`](kcr_source::Channel) with [`Overflow::Lag`](kcr_source::Overflow)). The
 //! requests those events stood for are unknown, so the controller recovers by resyncing **every
 //! object of its primary kind** (the [`for_kind`](Builder::for_kind) type, as listed by the shared
-//! cache with the `for_kind` options): each one is enqueued once, at [`LOW_PRIORITY`] (like a
+//! cache with the `for_kind` options): each one is enqueued once, at [`LOW_PRIORITY`](kcr_queue::LOW_PRIORITY) (like a
 //! relist: most of them did not change, and fresh events overtake them), bypassing predicates and
 //! event filters. That covers every request a handler can produce for a live primary object,
 //! whichever watch lagged and whatever its handler maps to; a primary object that is gone was

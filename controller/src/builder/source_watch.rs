@@ -28,7 +28,7 @@ use crate::watch::{BoxError, StartedWatch, Watch};
 const PUMP_BATCH: usize = 256;
 
 /// What a controller enqueues when one of its sources reports lost events
-/// ([`SourceError::Lagged`]): the [`Builder`] resyncs every object of the primary kind (see the
+/// ([`SourceError::Lagged`]): the [`Builder`](crate::builder::Builder) resyncs every object of the primary kind (see the
 /// [module docs](crate::builder#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
 pub type Resync<Q = Request> = Arc<dyn Fn(&WorkQueue<Q>) + Send + Sync>;
 
@@ -130,7 +130,7 @@ where
         self
     }
 
-    /// Sets what is enqueued when the source reports lost events (the [`Builder`] gives every
+    /// Sets what is enqueued when the source reports lost events (the [`Builder`](crate::builder::Builder) gives every
     /// watch the resync of every object of the controller's primary kind).
     pub fn with_resync(mut self, resync: Resync<Q>) -> Self {
         self.resync = Some(resync);

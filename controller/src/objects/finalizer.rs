@@ -54,8 +54,11 @@ pub enum FinalizerError<E: std::error::Error + 'static> {
 }
 
 /// Reconcile `object` under the finalizer `name` (a qualified name, best with a domain prefix:
-/// `example.com/cleanup`): see the [module docs](self) for the protocol. `api` must address the
-/// object (namespaced or cluster-wide as its kind is).
+/// `example.com/cleanup`): the finalizer is added before the first [`Event::Apply`],
+/// [`Event::Cleanup`] runs once the object is being deleted, and the finalizer is removed only
+/// after the cleanup succeeded; every patch is guarded by JSON-patch `test`s, so a concurrent
+/// edit fails the patch instead of being overwritten. `api` must address the object
+/// (namespaced or cluster-wide as its kind is).
 ///
 /// ```no_run
 /// use std::sync::Arc;

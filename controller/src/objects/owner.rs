@@ -73,7 +73,8 @@ pub enum OwnerError {
 /// `SetControllerReference` does.
 ///
 /// Fails without touching `object` if another controller is already set, or if the scopes or
-/// namespaces do not allow the reference (see the [module docs](self)).
+/// namespaces do not allow the reference: a cluster-scoped object with a namespaced owner, or
+/// an owner in another namespace ([`OwnerError`]).
 ///
 /// ```
 /// use k8s_openapi::api::apps::v1::Deployment;
