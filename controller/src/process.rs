@@ -4,7 +4,9 @@
 //! Process metrics come from `/proc/self` and exist on Linux only; elsewhere (or if `/proc` is
 //! not mounted) each one that cannot be read is left out, nothing fails. The tokio metrics are
 //! those of the runtime serving `/metrics` (the manager's), from tokio's stable
-//! [`RuntimeMetrics`](tokio::runtime::RuntimeMetrics): a few atomic loads.
+//! [`RuntimeMetrics`](tokio::runtime::RuntimeMetrics): a few atomic loads. Reading and rendering
+//! all of them costs 70-105 µs per scrape on the 2-core VM (four small `/proc` reads and a
+//! directory listing; the `metrics_overhead` example measures it).
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
