@@ -70,7 +70,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Recompute `workqueue_unfinished_work_seconds` and
     /// `workqueue_longest_running_processor_seconds` now. The queue does this every
-    /// [`UNFINISHED_REFRESH`] by itself when built inside a tokio runtime. Returns `false` once
+    /// 500 ms by itself when built inside a tokio runtime. Returns `false` once
     /// the queue is shut down with nothing in flight (the refresher stops then).
     pub fn refresh_unfinished_work(&self) -> bool {
         let inner = &*self.inner;
