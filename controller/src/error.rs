@@ -156,7 +156,13 @@ pub enum ManagerError {
     /// `run` was called twice.
     #[error("the manager was already started")]
     AlreadyStarted,
-    /// Sharding is misconfigured ([`crate::shard`]).
+    /// Sharding is misconfigured ([`crate::shard`]). Boxed: it is large and rare.
     #[error(transparent)]
-    Shard(#[from] crate::shard::ShardError),
+    Shard(Box<crate::shard::ShardError>),
+}
+
+impl From<crate::shard::ShardError> for ManagerError {
+    fn from(error: crate::shard::ShardError) -> Self {
+        ManagerError::Shard(Box::new(error))
+    }
 }

@@ -21,7 +21,7 @@ pub enum ShardError {
         identity: String,
         /// Why the Lease was lost.
         #[source]
-        source: LeaderElectionError,
+        source: Box<LeaderElectionError>,
     },
     /// Listing the member Leases failed.
     #[error("listing the member leases of {group} in namespace {namespace}: {source}")]

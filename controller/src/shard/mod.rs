@@ -567,7 +567,7 @@ pub(crate) fn register<Q: Key, R: Reconciler<Q>>(
                     Err(Box::new(ShardError::MembershipLost {
                         group,
                         identity,
-                        source,
+                        source: Box::new(source),
                     }) as BoxError)
                 }
             }
