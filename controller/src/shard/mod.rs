@@ -81,10 +81,12 @@
 //!   idle API server). Off a dead replica: `lease_duration` after its last renewal as observed by
 //!   the sharder, plus up to `retry_period`, plus the same writes. Measured (`tests/sharding.rs`,
 //!   lease 3 s, renew deadline 2 s, retry 250 ms): when a fourth replica joins three holding
-//!   3,000 objects, the 771 objects that move (25.7 %) are drained, acknowledged and reassigned
-//!   within seconds; when the replica running the sharder crashes, its objects are reconciled by
-//!   the others 5 to 8 s later on either backend (two lease durations: the sharder's election,
-//!   then the dead member's Lease judged afresh).
+//!   3,000 objects, the 771 objects that move (25.7 %) are all drained, acknowledged and
+//!   reassigned 9.4 s (in process) and 14 s (real kube-apiserver) after the sharder saw the new
+//!   member, about 80 and 55 moves per second, with the test listing all 3,000 objects every
+//!   20 ms meanwhile (debug build); when the replica running the sharder crashes, its objects
+//!   are reconciled by the others 5 to 8 s later on either backend (two lease durations: the
+//!   sharder's election, then the dead member's Lease judged afresh).
 //! - **While the sharder itself fails over** nothing moves and nothing new is assigned: objects
 //!   created meanwhile wait unlabelled (no replica sees them), drains already marked wait for
 //!   the new sharder. Replicas keep reconciling the objects they hold, so the controller keeps
