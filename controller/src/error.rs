@@ -159,6 +159,9 @@ pub enum ManagerError {
     /// Sharding is misconfigured ([`crate::shard`]). Boxed: it is large and rare.
     #[error(transparent)]
     Shard(Box<crate::shard::ShardError>),
+    /// The secured metrics endpoint could not be set up.
+    #[error(transparent)]
+    SecureMetrics(#[from] crate::secure_metrics::SecureMetricsError),
 }
 
 impl From<crate::shard::ShardError> for ManagerError {

@@ -1,5 +1,6 @@
 //! The manager's HTTP endpoints: health probes (`/healthz`, `/readyz`, with named checks) and
-//! Prometheus metrics (`/metrics`, rendered by metrics-exporter-prometheus).
+//! Prometheus metrics (`/metrics`, rendered by metrics-exporter-prometheus, followed by the
+//! [process and runtime metrics](crate::process) read at each scrape).
 //!
 //! Probe responses follow Kubernetes' conventions: `200 ok` when every check passes, `500` with
 //! one `[+]name ok` / `[-]name failed: reason` line per check otherwise (or always with
@@ -177,10 +178,12 @@ pub(crate) fn metrics_router(handle: Option<PrometheusHandle>) -> Router {
                 match handle {
                     Some(h) => {
                         h.run_upkeep();
+                        let mut body = h.render();
+                        crate::process::render(&mut body);
                         (
                             StatusCode::OK,
                             [("content-type", "text/plain; version=0.0.4")],
-                            h.render(),
+                            body,
                         )
                             .into_response()
                     }
@@ -198,16 +201,26 @@ pub(crate) fn metrics_router(handle: Option<PrometheusHandle>) -> Router {
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// The process-wide Prometheus recorder: installed as the global `metrics` recorder on first use,
-/// with controller-runtime's buckets for the reconcile histogram. `None` if another recorder was
+/// with controller-runtime's buckets for the reconcile histogram, client-go's for the queue and
+/// REST client histograms and Prometheus' default buckets for the others. `None` if another recorder was
 /// installed first.
 pub fn prometheus_handle() -> Option<PrometheusHandle> {
     PROMETHEUS
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(
-                    Matcher::Full(crate::metrics::RECONCILE_TIME_SECONDS.to_string()),
-                    crate::metrics::RECONCILE_TIME_BUCKETS,
-                )
+                .set_buckets(crate::metrics::DEFAULT_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(crate::metrics::RECONCILE_TIME_SECONDS.to_string()),
+                        crate::metrics::RECONCILE_TIME_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(crate::rest_client::REQUEST_DURATION_SECONDS.to_string()),
+                        crate::rest_client::REQUEST_DURATION_BUCKETS,
+                    )
+                })
                 .and_then(|b| {
                     b.set_buckets_for_metric(
                         Matcher::Prefix("workqueue_".to_string()),
@@ -246,6 +259,78 @@ pub(crate) fn serve(
         if let Err(e) = res {
             tracing::error!(error = %e, "{what} server failed");
         }
+    })
+}
+
+/// Bound on a TLS handshake of the secured metrics server.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Bound on reading a request's headers there.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves `router` over TLS (`acceptor`) on `listener` until `stop` is cancelled; connections
+/// open then are shut down gracefully.
+pub(crate) fn serve_tls(
+    what: &'static str,
+    listener: TcpListener,
+    router: Router,
+    acceptor: tokio_rustls::TlsAcceptor,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto;
+    use hyper_util::service::TowerToHyperService;
+    if let Ok(bound) = listener.local_addr() {
+        tracing::info!(%bound, "serving {what} over HTTPS");
+    }
+    tokio::spawn(async move {
+        let connections = tokio_util::task::TaskTracker::new();
+        loop {
+            let (tcp, peer) = tokio::select! {
+                _ = stop.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "{what} accept failed");
+                        continue;
+                    }
+                },
+            };
+            let (acceptor, router, stop) = (acceptor.clone(), router.clone(), stop.clone());
+            connections.spawn(async move {
+                let stream =
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "{what} TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "{what} TLS handshake timed out");
+                            return;
+                        }
+                    };
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT);
+                let conn = builder
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router));
+                let mut conn = std::pin::pin!(conn);
+                let res = tokio::select! {
+                    res = conn.as_mut() => res,
+                    _ = stop.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = res {
+                    tracing::debug!(%peer, error = %e, "{what} connection ended with an error");
+                }
+            });
+        }
+        connections.close();
+        connections.wait().await;
     })
 }
 

@@ -12,6 +12,10 @@
 //!   for an expired lease exactly one wins, the other gets `409 Conflict`.
 //! - [`LeaderElector::release`] clears the holder so that a successor takes over at once
 //!   (used on graceful shutdown when [`LeaderElectionConfig::release_on_cancel`] is set).
+//! - The gauge `leader_election_master_status{name="<lease name>"}` (client-go's) is 1 from a
+//!   successful [`acquire`](LeaderElector::acquire) until
+//!   [`renew_until_lost`](LeaderElector::renew_until_lost) returns (leadership lost, or the
+//!   elector stopped), 0 otherwise; it is exported as 0 from the elector's creation on.
 //!
 //! ## Why not kube-lease-manager
 //!
@@ -34,6 +38,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use metrics::Gauge;
 use parking_lot::Mutex;
 use rand::Rng;
 use tokio::time::Instant;
@@ -265,6 +270,8 @@ pub struct LeaderElector {
     namespace: String,
     config: LeaderElectionConfig,
     observed: Mutex<Option<(Record, Instant)>>,
+    /// `leader_election_master_status{name}`.
+    status: Gauge,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -283,11 +290,16 @@ impl LeaderElector {
             .namespace
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_string());
+        let status = crate::metrics::leader_status(&config.lease_name);
+        // Exported (as 0) from now on, without clobbering another elector's value in this
+        // process for the same lease.
+        status.increment(0.0);
         LeaderElector {
             api: Api::namespaced(client, &namespace),
             namespace,
             config,
             observed: Mutex::new(None),
+            status,
         }
     }
 
@@ -405,13 +417,17 @@ impl LeaderElector {
                 Attempt::Held => {
                     tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity,
                         "successfully acquired lease");
+                    self.status.set(1.0);
                     return true;
                 }
                 Attempt::HeldBy(holder) => {
                     tracing::debug!(%holder, "lease is held by another candidate");
                 }
                 Attempt::Failed(reason) => {
-                    tracing::debug!(%reason, "failed to acquire lease");
+                    // As client-go, at error level: an API failure (a 403 when RBAC lacks a
+                    // verb on leases) would otherwise keep a replica waiting without a word.
+                    tracing::warn!(lease = %self.config.lease_name, namespace = %self.namespace,
+                        %reason, "failed to acquire lease");
                 }
             }
             tokio::select! {
@@ -423,11 +439,18 @@ impl LeaderElector {
 
     /// Keeps renewing every `retry_period` until `cancel` fires (`Ok`) or leadership is lost
     /// (`Err`): no successful renewal within `renew_deadline` of the previous one, or another
-    /// holder in the lease.
+    /// holder in the lease. Either way this candidate no longer leads when it returns
+    /// (`leader_election_master_status` drops to 0).
     pub async fn renew_until_lost(
         &self,
         cancel: &CancellationToken,
     ) -> Result<(), LeaderElectionError> {
+        let res = self.renew_loop(cancel).await;
+        self.status.set(0.0);
+        res
+    }
+
+    async fn renew_loop(&self, cancel: &CancellationToken) -> Result<(), LeaderElectionError> {
         let mut last_renew = Instant::now();
         loop {
             tokio::select! {

@@ -57,12 +57,19 @@
 //! - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].
 //! - [`controller`]: [`Controller`], the worker loop, start-up sync and graceful shutdown.
 //! - [`builder`]: [`Builder`] (`for_kind`, `owns`, `watches`, event filters, concurrency, rate
-//!   limiter), controller-runtime's `NewControllerManagedBy`.
+//!   limiter), controller-runtime's `NewControllerManagedBy`. Watches may be restricted to
+//!   several namespaces ([`WatchOptions::namespaces`]), and kinds chosen at run time
+//!   (`DynamicObject`s of an `ApiResource`) are `For`, `Owns` and `Watches` kinds through
+//!   `for_dynamic`, `owns_dynamic` and `watches_dynamic` (see [`builder::dynamic`]).
 //! - [`manager`]: [`Manager`]: shared cache, client, readers, event recorders, runnables, leader
 //!   election, HTTP endpoints, signals.
 //! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
-//! - [`metrics`]: controller-runtime's metric names and labels.
+//! - [`metrics`]: every metric kcr exports (a table of names, types, labels and meanings).
+//! - [`rest_client`]: client-go's `rest_client_*` metrics from a tower layer on the client.
+//! - [`process`]: process and tokio runtime metrics, read at scrape time.
+//! - [`secure_metrics`]: the optional HTTPS metrics endpoint with TokenReview authentication and
+//!   SubjectAccessReview authorization (401/403), verdicts cached briefly.
 //! - [`object_reconciler`]: [`ObjectReconciler`], a reconciler handed the cached object, with
 //!   an explicit path for objects that are gone.
 //! - [`objects`]: owner references, create-or-update, server-side apply and finalizers
@@ -113,7 +120,10 @@ pub mod manager;
 pub mod metrics;
 pub mod object_reconciler;
 pub mod objects;
+pub mod process;
 pub mod reconciler;
+pub mod rest_client;
+pub mod secure_metrics;
 pub mod shard;
 pub mod signals;
 pub mod watch;
@@ -124,7 +134,7 @@ pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;
 pub use leader::{LeaderElectionConfig, LeaderElector};
 pub use manager::{Manager, ManagerOptions};
-pub use object_reconciler::{FromCache, ObjectReconciler};
+pub use object_reconciler::{FromCache, FromCacheError, ObjectReconciler};
 pub use reconciler::{
     Action, Context, FnReconciler, ReconcileError, Reconciler, Terminal, reconciler_fn,
 };

@@ -8,8 +8,10 @@
 //!   leader runs controllers; losing the lease stops them and [`Manager::run`] returns
 //!   [`ManagerError::LeaderElection`];
 //! - HTTP: `/healthz` and `/readyz` with named checks (`/readyz` fails until every running
-//!   controller's caches have synced) and `/metrics` (Prometheus text format); bind addresses are
+//!   controller's caches have synced) and `/metrics` (Prometheus text format; optionally HTTPS
+//!   with TokenReview and SubjectAccessReview, [`crate::secure_metrics`]); bind addresses are
 //!   configurable and `"0"` disables a server;
+//! - the `rest_client_*` metrics of its client ([`crate::rest_client`]);
 //! - graceful shutdown on SIGTERM/SIGINT ([`Manager::run_until_signal`]) or a token
 //!   ([`Manager::run`]), bounded by [`ManagerOptions::graceful_shutdown_timeout`] (30 s).
 //!
@@ -33,9 +35,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::controller::{Controller, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, Key};
 use crate::error::ManagerError;
-use crate::http::{BindAddress, Checks, metrics_router, probes_router, prometheus_handle, serve};
+use crate::http::{
+    BindAddress, Checks, metrics_router, probes_router, prometheus_handle, serve, serve_tls,
+};
 use crate::leader::{LeaderElectionConfig, LeaderElector};
 use crate::reconciler::Reconciler;
+use crate::secure_metrics::{KubeReviewer, MetricsAuth, SecureMetrics};
 use crate::watch::BoxError;
 use kcr_source::{Cache, CacheObject, Reader, ScopedApi, SyncHandle};
 
@@ -57,6 +62,16 @@ pub struct ManagerOptions {
     /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
     /// shards nothing.
     pub shard: Option<crate::shard::ShardConfig>,
+    /// Whether [`Manager::new`] wraps its client to record the `rest_client_*` metrics
+    /// ([`crate::rest_client::instrument`]); default `true`.
+    pub rest_client_metrics: bool,
+    /// The `host` label of those metrics: the API server's `host:port`
+    /// ([`crate::rest_client::host_of`] a `kube::Config`); `None` labels them `unknown`
+    /// (a [`kube::Client`] does not tell its URL).
+    pub api_server_host: Option<String>,
+    /// Serve `/metrics` over HTTPS to authenticated and authorized callers only
+    /// ([`crate::secure_metrics`]); `None` (the default) serves plain HTTP to anyone.
+    pub secure_metrics: Option<SecureMetrics>,
 }
 
 impl Default for ManagerOptions {
@@ -68,6 +83,9 @@ impl Default for ManagerOptions {
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             event_reporter: "kcr-controller".to_string(),
             shard: None,
+            rest_client_metrics: true,
+            api_server_host: None,
+            secure_metrics: None,
         }
     }
 }
@@ -104,6 +122,25 @@ impl ManagerOptions {
         self.graceful_shutdown_timeout = timeout;
         self
     }
+
+    /// Sets the `host` label of the `rest_client_*` metrics (the API server's `host:port`).
+    pub fn api_server_host(mut self, host: impl Into<String>) -> Self {
+        self.api_server_host = Some(host.into());
+        self
+    }
+
+    /// Secures the metrics endpoint: HTTPS, TokenReview, SubjectAccessReview
+    /// ([`crate::secure_metrics`]).
+    pub fn secure_metrics(mut self, secure: SecureMetrics) -> Self {
+        self.secure_metrics = Some(secure);
+        self
+    }
+
+    /// Turns the `rest_client_*` instrumentation of the manager's client on or off.
+    pub fn rest_client_metrics(mut self, enabled: bool) -> Self {
+        self.rest_client_metrics = enabled;
+        self
+    }
 }
 
 /// The future a runnable runs: it should return when its token is cancelled.
@@ -133,6 +170,8 @@ pub struct Manager {
     probes_listener: Mutex<Option<tokio::net::TcpListener>>,
     metrics_addr: Option<SocketAddr>,
     probes_addr: Option<SocketAddr>,
+    /// With secured metrics: the reviews and the TLS acceptor.
+    metrics_security: Option<(Arc<MetricsAuth>, tokio_rustls::TlsAcceptor)>,
     started: AtomicBool,
     leader: Arc<AtomicBool>,
     shard: Option<Arc<crate::shard::ShardRuntime>>,
@@ -169,11 +208,30 @@ async fn bind(
 impl Manager {
     /// Creates a manager. Binds the HTTP listeners now (so a busy port fails here), validates
     /// the leader election configuration and installs the Prometheus recorder if `/metrics` is
-    /// served.
+    /// served. Unless [`ManagerOptions::rest_client_metrics`] is off, `client` is wrapped to
+    /// record the `rest_client_*` metrics ([`crate::rest_client`]); [`Manager::client`] is the
+    /// wrapped one.
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
         if let Some(le) = &options.leader_election {
             le.validate()?;
         }
+        let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
+        let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
+        if metrics_listener.is_some() {
+            prometheus_handle();
+        }
+        let client = if options.rest_client_metrics {
+            crate::rest_client::instrument(
+                client,
+                options
+                    .api_server_host
+                    .clone()
+                    .unwrap_or_else(|| crate::rest_client::UNKNOWN_HOST.to_owned()),
+            )
+        } else {
+            client
+        };
+        // The shard machinery's requests are counted in the rest_client metrics too.
         let shard = match &options.shard {
             Some(config) => Some(Arc::new(crate::shard::ShardRuntime::new(
                 client.clone(),
@@ -181,11 +239,6 @@ impl Manager {
             )?)),
             None => None,
         };
-        let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
-        let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
-        if metrics_listener.is_some() {
-            prometheus_handle();
-        }
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let probes_addr = probes_listener.as_ref().and_then(|l| l.local_addr().ok());
         let unsynced = Arc::new(AtomicUsize::new(0));
@@ -222,6 +275,21 @@ impl Manager {
             })?;
             healthz.add("ping", || Ok(()))?;
         }
+        let metrics_security = match (&options.secure_metrics, &metrics_listener) {
+            (Some(secure), Some(_)) => {
+                let reviewer = secure.reviewer.clone().unwrap_or_else(|| {
+                    Arc::new(KubeReviewer::new(client.clone()))
+                        as Arc<dyn crate::secure_metrics::Reviewer>
+                });
+                let auth = MetricsAuth::new(reviewer, secure.cache_ttl, secure.cache_size)?;
+                let tls = kcr_tls::server_config(secure.certs.clone())
+                    .map_err(crate::secure_metrics::SecureMetricsError::from)?;
+                let certs = secure.certs.clone();
+                readyz.add(crate::secure_metrics::READYZ_CHECK, move || certs.check())?;
+                Some((Arc::new(auth), tokio_rustls::TlsAcceptor::from(tls)))
+            }
+            _ => None,
+        };
         Ok(Manager {
             cache: Cache::new(client.clone()),
             cache_syncs,
@@ -236,6 +304,7 @@ impl Manager {
             probes_listener: Mutex::new(probes_listener),
             metrics_addr,
             probes_addr,
+            metrics_security,
             started: AtomicBool::new(false),
             leader,
             shard,
@@ -264,12 +333,33 @@ impl Manager {
     pub fn reader<K>(&self, options: kcr_source::WatchScope) -> Result<Reader<K>, ManagerError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
         let kind = K::kind(&K::DynamicType::default()).into_owned();
         let reader = self
             .cache
             .reader::<K>(options)
+            .map_err(|source| ManagerError::Cache {
+                kind: kind.clone(),
+                source,
+            })?;
+        self.track_cache_sync(format!("reader/{kind}"), reader.sync());
+        Ok(reader)
+    }
+
+    /// A cache-backed reader of the run-time kind `resource` (`DynamicObject`s; see
+    /// [`kcr_source::dynamic`]), sharing the informers of controllers that watch it with
+    /// `for_dynamic`/`owns_dynamic` and the same options. Its sync is part of `/readyz`.
+    pub fn reader_dynamic(
+        &self,
+        resource: &kcr_source::DynamicResource,
+        options: kcr_source::WatchScope,
+    ) -> Result<Reader<kube::core::DynamicObject>, ManagerError> {
+        let kind = resource.resource.kind.clone();
+        let reader = self
+            .cache
+            .reader_dynamic(resource, options)
             .map_err(|source| ManagerError::Cache {
                 kind: kind.clone(),
                 source,
@@ -443,7 +533,22 @@ impl Manager {
         }
         if let Some(listener) = self.metrics_listener.lock().take() {
             let router = metrics_router(prometheus_handle());
-            http_tasks.push(serve("metrics", listener, router, http_stop.clone()));
+            match &self.metrics_security {
+                None => http_tasks.push(serve("metrics", listener, router, http_stop.clone())),
+                Some((auth, acceptor)) => {
+                    let router = router.layer(axum::middleware::from_fn_with_state(
+                        auth.clone(),
+                        crate::secure_metrics::guard,
+                    ));
+                    http_tasks.push(serve_tls(
+                        "metrics",
+                        listener,
+                        router,
+                        acceptor.clone(),
+                        http_stop.clone(),
+                    ));
+                }
+            }
         }
 
         let runnables = std::mem::take(&mut *self.runnables.lock());

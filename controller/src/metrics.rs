@@ -1,21 +1,60 @@
-//! Controller metrics, named and labelled as in controller-runtime so that existing dashboards and
-//! alerts keep working. They are emitted through the `metrics` facade: install any
-//! recorder (the [`Manager`](crate::Manager) installs metrics-exporter-prometheus and serves it on
-//! `/metrics`). The handles are registered once per controller, so recording costs no lookups.
+//! Every metric kcr exports, named and labelled as in controller-runtime and client-go so that
+//! existing dashboards and alerts keep working.
 //!
-//! | name | type | labels |
-//! |---|---|---|
-//! | `controller_runtime_reconcile_total` | counter | `controller`, `result` = `success` \| `error` \| `requeue_after` |
-//! | `controller_runtime_reconcile_errors_total` | counter | `controller` |
-//! | `controller_runtime_terminal_reconcile_errors_total` | counter | `controller` |
-//! | `controller_runtime_reconcile_panics_total` | counter | `controller` |
-//! | `controller_runtime_reconcile_timeouts_total` | counter | `controller` (kcr addition) |
-//! | `controller_runtime_reconcile_time_seconds` | histogram | `controller` |
-//! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` |
-//! | `controller_runtime_active_workers` | gauge | `controller` |
+//! They are emitted through the `metrics` facade: install any recorder (the
+//! [`Manager`](crate::Manager) installs metrics-exporter-prometheus and serves it on `/metrics`,
+//! every histogram with buckets). The handles are registered once per controller, queue or
+//! webhook, so recording costs no lookups. The process and tokio runtime metrics are read when
+//! `/metrics` is scraped ([`crate::process`]).
 //!
-//! The queue's `workqueue_*` metrics carry `name` = the controller's name (the queue is named
-//! after its controller).
+//! ## The metrics
+//!
+//! The `from` column names the crate that records the metric; a test scrapes a manager and
+//! checks that the names, types and label names served are exactly those of this table.
+//!
+//! | name | type | labels | from | meaning |
+//! |---|---|---|---|---|
+//! | `controller_runtime_reconcile_total` | counter | `controller`, `result` | kcr-controller | reconciles, by `result`: `success`, `error` (errors, panics and timeouts) or `requeue_after` |
+//! | `controller_runtime_reconcile_errors_total` | counter | `controller` | kcr-controller | reconciles that failed (an error, a panic or a timeout) |
+//! | `controller_runtime_terminal_reconcile_errors_total` | counter | `controller` | kcr-controller | reconciles that returned a terminal error (not retried) |
+//! | `controller_runtime_reconcile_panics_total` | counter | `controller` | kcr-controller | reconciles that panicked |
+//! | `controller_runtime_reconcile_timeouts_total` | counter | `controller` | kcr-controller | reconciles that exceeded the per-reconcile timeout (a kcr addition) |
+//! | `controller_runtime_reconcile_time_seconds` | histogram | `controller` | kcr-controller | how long each reconcile took |
+//! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` | kcr-controller | the controller's number of workers |
+//! | `controller_runtime_active_workers` | gauge | `controller` | kcr-controller | workers inside a reconcile now |
+//! | `workqueue_depth` | gauge | `controller`, `name` | kcr-queue | keys ready to be handed to a worker |
+//! | `workqueue_adds_total` | counter | `controller`, `name` | kcr-queue | adds that were not de-duplicated away |
+//! | `workqueue_queue_duration_seconds` | histogram | `controller`, `name` | kcr-queue | from a key becoming ready to a worker taking it |
+//! | `workqueue_work_duration_seconds` | histogram | `controller`, `name` | kcr-queue | from a worker taking a key to its being done |
+//! | `workqueue_unfinished_work_seconds` | gauge | `controller`, `name` | kcr-queue | sum of the ages of the keys being worked on |
+//! | `workqueue_longest_running_processor_seconds` | gauge | `controller`, `name` | kcr-queue | age of the oldest key being worked on |
+//! | `workqueue_retries_total` | counter | `controller`, `name` | kcr-queue | rate-limited re-adds (retries after an error) |
+//! | `leader_election_master_status` | gauge | `name` | kcr-controller | 1 while this replica leads the Lease `name`, else 0 (with leader election on) |
+//! | `rest_client_requests_total` | counter | `code`, `method`, `host` | kcr-controller | requests to the API server by HTTP status (`<error>` without a response), method and host |
+//! | `rest_client_request_duration_seconds` | histogram | `verb`, `host` | kcr-controller | API request latency (until the response headers) by HTTP method and host |
+//! | `controller_runtime_webhook_requests_total` | counter | `webhook`, `code` | kcr-webhook | webhook requests by path and HTTP status |
+//! | `controller_runtime_webhook_latency_seconds` | histogram | `webhook` | kcr-webhook | how long each webhook request took |
+//! | `controller_runtime_webhook_requests_in_flight` | gauge | `webhook` | kcr-webhook | webhook requests being served now |
+//! | `process_cpu_seconds_total` | counter | none | kcr-controller | user and system CPU seconds (Linux) |
+//! | `process_resident_memory_bytes` | gauge | none | kcr-controller | resident set size (Linux) |
+//! | `process_virtual_memory_bytes` | gauge | none | kcr-controller | virtual memory size (Linux) |
+//! | `process_open_fds` | gauge | none | kcr-controller | open file descriptors (Linux) |
+//! | `process_max_fds` | gauge | none | kcr-controller | soft limit on open file descriptors (Linux) |
+//! | `process_start_time_seconds` | gauge | none | kcr-controller | process start time in seconds since the Unix epoch (Linux) |
+//! | `tokio_runtime_workers` | gauge | none | kcr-controller | worker threads of the runtime serving `/metrics` |
+//! | `tokio_runtime_alive_tasks` | gauge | none | kcr-controller | tasks alive in that runtime |
+//! | `tokio_runtime_global_queue_depth` | gauge | none | kcr-controller | tasks waiting in that runtime's global queue |
+//!
+//! Notes:
+//! - A controller's queue is named after the controller: `controller` and `name` of
+//!   `workqueue_*` are both that name, as in controller-runtime.
+//! - `rest_client_*` count the requests of the manager's client (see [`crate::rest_client`]
+//!   for the `host` label and for instrumenting other clients).
+//! - The webhook metrics appear once a webhook server from kcr-webhook is added to the manager.
+//! - Histograms use controller-runtime's buckets for reconcile time, client-go's for the queue
+//!   and REST client, and Prometheus' default buckets otherwise.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use ::metrics::{Counter, Gauge, Histogram, counter, describe_counter, describe_gauge};
 use ::metrics::{Unit, describe_histogram, gauge, histogram};
@@ -38,6 +77,15 @@ pub const MAX_CONCURRENT_RECONCILES: &str = "controller_runtime_max_concurrent_r
 /// `controller_runtime_active_workers`
 pub const ACTIVE_WORKERS: &str = "controller_runtime_active_workers";
 
+/// `leader_election_master_status`
+pub const LEADER_ELECTION_MASTER_STATUS: &str = "leader_election_master_status";
+
+/// Prometheus' default buckets (client_golang's `DefBuckets`), for every histogram without
+/// buckets of its own.
+pub const DEFAULT_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
 pub const RECONCILE_TIME_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
@@ -45,8 +93,14 @@ pub const RECONCILE_TIME_BUCKETS: &[f64] = &[
     25.0, 30.0, 40.0, 50.0, 60.0,
 ];
 
-/// Registers descriptions (HELP text) for the controller metrics with the installed recorder.
+/// Registers descriptions (HELP text) for the controller, leader election and REST client
+/// metrics with the installed recorder.
 pub fn describe() {
+    crate::rest_client::describe();
+    describe_gauge!(
+        LEADER_ELECTION_MASTER_STATUS,
+        "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease."
+    );
     describe_counter!(
         RECONCILE_TOTAL,
         "Total number of reconciliations per controller"
@@ -80,6 +134,11 @@ pub fn describe() {
         ACTIVE_WORKERS,
         "Number of currently used workers per controller"
     );
+}
+
+/// The `leader_election_master_status` gauge of the Lease `lease`.
+pub(crate) fn leader_status(lease: &str) -> Gauge {
+    gauge!(LEADER_ELECTION_MASTER_STATUS, "name" => lease.to_owned())
 }
 
 /// Whether the current recorder (local, else global) is a real one rather than the `metrics`
@@ -151,5 +210,192 @@ impl ControllerMetrics {
     pub fn count_error(&self) {
         self.errors.increment(1);
         self.result_error.increment(1);
+    }
+}
+
+/// One row of the [table of metrics](self#the-metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentedMetric {
+    /// The metric's name.
+    pub name: String,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: String,
+    /// Its label names.
+    pub labels: BTreeSet<String>,
+    /// The crate recording it.
+    pub from: String,
+}
+
+/// The [table of metrics](self#the-metrics), read from this module's documentation (so the
+/// table stays the one list, and tests can hold the served metrics against it).
+pub fn documented() -> Vec<DocumentedMetric> {
+    include_str!("metrics.rs")
+        .lines()
+        .filter_map(|line| line.strip_prefix("//! | `"))
+        .filter_map(|row| {
+            let cells: Vec<&str> = row.split(" | ").map(str::trim).collect();
+            let [name, kind, labels, from, ..] = cells.as_slice() else {
+                return None;
+            };
+            Some(DocumentedMetric {
+                name: name.trim_end_matches('`').to_owned(),
+                kind: (*kind).to_owned(),
+                labels: backticked(labels).map(str::to_owned).collect(),
+                from: (*from).to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn backticked(cell: &str) -> impl Iterator<Item = &str> {
+    cell.split('`').skip(1).step_by(2)
+}
+
+/// One metric family of a Prometheus text exposition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScrapedFamily {
+    /// The `# TYPE` (`counter`, `gauge`, `histogram`, `summary`, `untyped` when none was given).
+    pub kind: String,
+    /// The label names of its samples (without a histogram's `le` or a summary's `quantile`).
+    pub labels: BTreeSet<String>,
+    /// How many sample lines it has.
+    pub samples: usize,
+}
+
+/// The metric families of a Prometheus text exposition, by name: what a scrape of `/metrics`
+/// serves. Sample lines of a histogram (`_bucket`, `_sum`, `_count`) or summary (`_sum`,
+/// `_count`) count for their family.
+pub fn parse_exposition(text: &str) -> BTreeMap<String, ScrapedFamily> {
+    let mut families: BTreeMap<String, ScrapedFamily> = BTreeMap::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(decl) = line.strip_prefix("# TYPE ") {
+            let mut parts = decl.split_whitespace();
+            if let (Some(name), Some(kind)) = (parts.next(), parts.next()) {
+                families.entry(name.to_owned()).or_default().kind = kind.to_owned();
+            }
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let sample = &line[..name_end];
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .filter_map(|suffix| sample.strip_suffix(suffix))
+            .find(|base| {
+                families
+                    .get(*base)
+                    .is_some_and(|f| f.kind == "histogram" || f.kind == "summary")
+            })
+            .unwrap_or(sample)
+            .to_owned();
+        let entry = families.entry(family).or_insert_with(|| ScrapedFamily {
+            kind: "untyped".to_owned(),
+            ..ScrapedFamily::default()
+        });
+        entry.samples += 1;
+        if line[name_end..].starts_with('{') {
+            for label in label_names(&line[name_end + 1..]) {
+                if label != "le" && label != "quantile" {
+                    entry.labels.insert(label);
+                }
+            }
+        }
+    }
+    families
+}
+
+/// The label names of `a="x",b="y\"z"} 1` (escapes inside values honoured).
+fn label_names(mut rest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    loop {
+        rest = rest.trim_start_matches([',', ' ']);
+        if rest.starts_with('}') || rest.is_empty() {
+            return names;
+        }
+        let Some((name, after)) = rest.split_once('=') else {
+            return names;
+        };
+        names.push(name.trim().to_owned());
+        let Some(value) = after.strip_prefix('"') else {
+            return names;
+        };
+        let mut escaped = false;
+        let mut end = None;
+        for (i, c) in value.char_indices() {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    end = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else {
+            return names;
+        };
+        rest = &value[end + 1..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_parses() {
+        let rows = documented();
+        assert!(rows.len() >= 30, "{rows:?}");
+        let reconcile = rows
+            .iter()
+            .find(|r| r.name == RECONCILE_TOTAL)
+            .expect("reconcile_total documented");
+        assert_eq!(reconcile.kind, "counter");
+        assert_eq!(
+            reconcile.labels,
+            BTreeSet::from(["controller".to_owned(), "result".to_owned()])
+        );
+        assert_eq!(reconcile.from, "kcr-controller");
+        let cpu = rows
+            .iter()
+            .find(|r| r.name == "process_cpu_seconds_total")
+            .unwrap();
+        assert!(cpu.labels.is_empty());
+        for r in &rows {
+            assert!(
+                ["counter", "gauge", "histogram"].contains(&r.kind.as_str()),
+                "{r:?}"
+            );
+            assert!(
+                ["kcr-controller", "kcr-queue", "kcr-webhook"].contains(&r.from.as_str()),
+                "{r:?}"
+            );
+        }
+        let mut names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), rows.len(), "a metric documented twice");
+    }
+
+    #[test]
+    fn expositions_parse() {
+        let text = "# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\",y=\"q\\\"u,o=te\"} 3\na_total{z=\"\"} 1\n\
+            # TYPE h histogram\nh_bucket{c=\"a\",le=\"0.1\"} 1\nh_bucket{c=\"a\",le=\"+Inf\"} 1\nh_sum{c=\"a\"} 0.05\nh_count{c=\"a\"} 1\n\
+            # TYPE g gauge\ng 2\nloose_count 4\n";
+        let f = parse_exposition(text);
+        assert_eq!(f.len(), 4, "{f:?}");
+        assert_eq!(f["a_total"].kind, "counter");
+        assert_eq!(
+            f["a_total"].labels,
+            BTreeSet::from(["x".into(), "y".into(), "z".into()])
+        );
+        assert_eq!(f["h"].kind, "histogram");
+        assert_eq!(f["h"].labels, BTreeSet::from(["c".into()]));
+        assert_eq!(f["h"].samples, 4);
+        assert!(f["g"].labels.is_empty());
+        assert_eq!(f["loose_count"].kind, "untyped");
     }
 }

@@ -13,12 +13,18 @@
 //! The object is the cache's copy at the moment the worker takes the request: as fresh as the
 //! watch, never fresher. Write with an optimistic lock (the object's `resourceVersion`) or a
 //! patch, as with any cached read.
+//!
+//! A request for a namespace the primary kind's cache does not watch (its
+//! [`WatchScope`](kcr_source::WatchScope) names namespaces, and another watch of the controller
+//! produced a request outside them) cannot be looked up: it fails with
+//! [`FromCacheError::Read`], a terminal error (counted and logged, not retried), rather than
+//! being taken for an object that is gone.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use kcr_handler::Request;
-use kcr_source::{CacheObject, Reader};
+use kcr_source::{CacheObject, ReadError, Reader};
 
 use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
 
@@ -102,13 +108,39 @@ impl<R: ObjectReconciler> std::fmt::Debug for FromCache<R> {
     }
 }
 
+/// The error of a [`FromCache`] reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum FromCacheError<E> {
+    /// The request names a namespace the primary kind's cache does not watch. Terminal:
+    /// retrying cannot make the cache see that namespace.
+    #[error("{0}")]
+    Read(#[source] ReadError),
+    /// The [`ObjectReconciler`] failed.
+    #[error("{0}")]
+    Reconcile(E),
+}
+
+impl<E: ReconcileError> ReconcileError for FromCacheError<E> {
+    fn is_terminal(&self) -> bool {
+        match self {
+            FromCacheError::Read(_) => true,
+            FromCacheError::Reconcile(e) => e.is_terminal(),
+        }
+    }
+}
+
 impl<R: ObjectReconciler> Reconciler<Request> for FromCache<R> {
-    type Error = R::Error;
+    type Error = FromCacheError<R::Error>;
 
     async fn reconcile(&self, request: &Request, ctx: &Context) -> Result<Action, Self::Error> {
-        match self.reader.get(&request.name, request.namespace.as_deref()) {
+        let cached = self
+            .reader
+            .get(&request.name, request.namespace.as_deref())
+            .map_err(FromCacheError::Read)?;
+        match cached {
             Some(object) => self.inner.reconcile(object, ctx).await,
             None => self.inner.gone(request, ctx).await,
         }
+        .map_err(FromCacheError::Reconcile)
     }
 }

@@ -346,3 +346,66 @@ async fn a_replication_controller_template_is_added_and_an_ingress_backend_port_
     let service = &fields_v1(&created.metadata)["f:spec"]["f:defaultBackend"]["f:service"];
     assert_eq!(service["f:port"], json!({}), "{service}");
 }
+
+/// Service ports are identified by `port` and `protocol` in field sets (upstream's
+/// `listMapKeys`), a port without a protocol as `TCP`, its default; a strategic merge patch
+/// still merges them by `port` alone (upstream's `patchMergeKey`).
+#[tokio::test]
+async fn service_ports_are_keyed_by_port_and_protocol_in_field_sets() {
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::{Patch, PatchParams};
+    let server = TestApiServer::start().await.unwrap();
+    let services: Api<Service> = Api::namespaced(server.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "mf-ports"},
+        "spec": {"selector": {"app": "x"},
+                 "ports": [{"name": "http", "port": 80}, {"name": "dns", "port": 53, "protocol": "UDP"}]}}))
+    .unwrap();
+    let created = services.create(&pp("writer"), &svc).await.unwrap();
+    let ports = fields_v1(&created.metadata)["f:spec"]["f:ports"].clone();
+    let mut keys: Vec<&str> = ports
+        .as_object()
+        .expect("f:ports is a map")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![
+            ".",
+            r#"k:{"port":53,"protocol":"UDP"}"#,
+            r#"k:{"port":80,"protocol":"TCP"}"#
+        ],
+        "{ports}"
+    );
+    // The item of port 80 owns the protocol the server defaulted.
+    assert!(
+        ports[r#"k:{"port":80,"protocol":"TCP"}"#]
+            .get("f:protocol")
+            .is_some(),
+        "{ports}"
+    );
+
+    // A strategic merge patch merges by port: renaming port 80 keeps port 53.
+    let patched = services
+        .patch(
+            "mf-ports",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"ports": [{"port": 80, "name": "web"}]}})),
+        )
+        .await
+        .unwrap();
+    let names: Vec<(i32, Option<String>)> = patched
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.port, p.name))
+        .collect();
+    assert_eq!(
+        names,
+        vec![(80, Some("web".to_string())), (53, Some("dns".to_string()))]
+    );
+}

@@ -248,6 +248,9 @@ pub async fn run_demo(
 
     let mut opts = env.run_options();
     opts.metrics_bind_address = "127.0.0.1:0".into();
+    // As in a deployment: leader election on (the Lease is free, so it leads at once) and its
+    // `leader_election_master_status` on /metrics.
+    opts.leader_elect = true;
     let op = env.start_operator(&opts, true).await?;
     say(
         &mut report,
@@ -380,8 +383,12 @@ pub async fn run_demo(
                  try:\n  export KUBECONFIG={p}\n  kubectl get nodes\n  kubectl get np\n  \
                  kubectl label node {spare} node-role.kubernetes.io/gpu=\n  kubectl get node {spare} -o jsonpath='{{.metadata.labels}}{{\"\\n\"}}{{.spec.taints}}{{\"\\n\"}}'\n  \
                  kubectl get runtimeclass\n  kubectl apply -f nodepool-operator/config/samples/nodes_v1_nodepool.yaml\n\
+                 and the operator's endpoints:\n  curl -s http://{metrics}/metrics\n  \
+                 curl -s http://{probes}/healthz\n  curl -s 'http://{probes}/readyz?verbose'\n\
                  press Ctrl-C to stop\n",
-                p = path.display()
+                p = path.display(),
+                metrics = op.metrics_addr.map(|a| a.to_string()).unwrap_or_default(),
+                probes = op.probes_addr.map(|a| a.to_string()).unwrap_or_default(),
             ),
         );
         stop.cancelled().await;

@@ -240,6 +240,7 @@ impl Embedded {
             cert_dir: self.cert_dir.path().to_owned(),
             max_concurrent_reconciles: 2,
             graceful_shutdown_timeout: Duration::from_secs(10),
+            api_server_host: Some(self.server.addr().to_string()),
             ..RunOptions::default()
         }
     }
@@ -265,13 +266,29 @@ impl Embedded {
     }
 
     /// Starts the real operator with `options` (see [`Embedded::run_options`]) and, when
-    /// `install_webhooks`, points the webhook configurations at it.
+    /// `install_webhooks`, points the webhook configurations at it. The operator uses the admin
+    /// client; [`Embedded::start_operator_as`] gives it another.
     pub async fn start_operator(
         &self,
         options: &RunOptions,
         install_webhooks: bool,
     ) -> Result<RunningOperator, EmbeddedError> {
-        let operator = Operator::new(self.client.clone(), options).await?;
+        self.start_operator_as(self.client.clone(), options, install_webhooks)
+            .await
+    }
+
+    /// [`Embedded::start_operator`] with the operator's requests made by `client`, for
+    /// instance one acting as the operator's ServiceAccount
+    /// (`TestApiServer::client_for_service_account`) to test its RBAC. The webhook
+    /// configurations are still installed with the admin client (deploying them is not the
+    /// operator's job).
+    pub async fn start_operator_as(
+        &self,
+        client: kube::Client,
+        options: &RunOptions,
+        install_webhooks: bool,
+    ) -> Result<RunningOperator, EmbeddedError> {
+        let operator = Operator::new(client, options).await?;
         let metrics_addr = operator.manager().metrics_addr();
         let probes_addr = operator.manager().health_probe_addr();
         let webhook_addr = operator.webhook_addr();

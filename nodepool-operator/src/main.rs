@@ -46,6 +46,14 @@ struct RunArgs {
     /// Address of the /healthz and /readyz endpoints ("0" disables).
     #[arg(long, default_value = ":8081")]
     health_probe_bind_address: String,
+    /// Serve /metrics over HTTPS to callers whose bearer token passes a TokenReview and a
+    /// SubjectAccessReview for get /metrics (config/rbac/metrics_*_role.yaml).
+    #[arg(long)]
+    metrics_secure: bool,
+    /// Directory with the metrics server's tls.crt and tls.key (with --metrics-secure; reloaded
+    /// when they change).
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("k8s-metrics-server/metrics-certs"))]
+    metrics_cert_dir: PathBuf,
     /// Elect a leader (Lease 97acaccf.lailin.xyz) so that only one replica reconciles.
     #[arg(long)]
     leader_elect: bool,
@@ -91,6 +99,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let options = RunOptions {
         metrics_bind_address: args.metrics_bind_address,
         health_probe_bind_address: args.health_probe_bind_address,
+        metrics_cert_dir: args.metrics_secure.then_some(args.metrics_cert_dir),
         leader_elect: args.leader_elect,
         leader_election_namespace: args.leader_election_namespace,
         webhook_port: args.webhook_port,
@@ -99,7 +108,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         graceful_shutdown_timeout: Duration::from_secs(args.graceful_shutdown_timeout_secs),
         ..RunOptions::default()
     };
-    let client = kube::Client::try_default().await?;
+    let config = kube::Config::infer().await?;
+    let options = RunOptions {
+        api_server_host: Some(kcr_controller::rest_client::host_of(&config)),
+        ..options
+    };
+    let client = kube::Client::try_from(config)?;
     let operator = Operator::new(client, &options).await?;
     tracing::info!(webhook = ?operator.webhook_addr(), "starting the NodePool operator");
     operator
@@ -172,6 +186,24 @@ mod tests {
             args.cert_dir,
             PathBuf::from("/tmp/k8s-webhook-server/serving-certs")
         );
+        assert!(!args.metrics_secure, "plain metrics unless asked");
+    }
+
+    #[test]
+    fn secure_metrics_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "nodepool-operator",
+            "run",
+            "--metrics-bind-address=:8443",
+            "--metrics-secure",
+            "--metrics-cert-dir=/tmp/metrics-certs",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        assert!(args.metrics_secure);
+        assert_eq!(args.metrics_cert_dir, PathBuf::from("/tmp/metrics-certs"));
     }
 
     #[cfg(feature = "demo")]

@@ -167,6 +167,9 @@ pub struct RunOptions {
     pub metrics_bind_address: String,
     /// `/healthz` and `/readyz` bind address (`0` disables).
     pub health_probe_bind_address: String,
+    /// Secured metrics: HTTPS with the pair in this directory, TokenReview and
+    /// SubjectAccessReview (`kcr_controller::secure_metrics`); `None`: plain HTTP.
+    pub metrics_cert_dir: Option<PathBuf>,
     /// Leader election on the Lease [`LEADER_ELECTION_ID`].
     pub leader_elect: bool,
     /// Namespace of the Lease (default: `$POD_NAMESPACE`, else the client's namespace).
@@ -187,6 +190,9 @@ pub struct RunOptions {
     pub max_concurrent_reconciles: usize,
     /// Graceful shutdown bound.
     pub graceful_shutdown_timeout: Duration,
+    /// The API server's `host:port`, the `host` label of the `rest_client_*` metrics
+    /// (`kcr_controller::rest_client::host_of` a `kube::Config`); `None`: `unknown`.
+    pub api_server_host: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -194,6 +200,7 @@ impl Default for RunOptions {
         RunOptions {
             metrics_bind_address: ":8080".into(),
             health_probe_bind_address: ":8081".into(),
+            metrics_cert_dir: None,
             leader_elect: false,
             leader_election_namespace: None,
             leader_election_identity: None,
@@ -204,6 +211,7 @@ impl Default for RunOptions {
             cert_dir: std::env::temp_dir().join("k8s-webhook-server/serving-certs"),
             max_concurrent_reconciles: 1,
             graceful_shutdown_timeout: Duration::from_secs(30),
+            api_server_host: None,
         }
     }
 }
@@ -237,6 +245,11 @@ impl Operator {
             .health_probe_bind_address(&options.health_probe_bind_address)?
             .graceful_shutdown_timeout(options.graceful_shutdown_timeout);
         mopts.event_reporter = "nodepool-operator".to_owned();
+        mopts.api_server_host = options.api_server_host.clone();
+        if let Some(dir) = &options.metrics_cert_dir {
+            mopts =
+                mopts.secure_metrics(kcr_controller::secure_metrics::SecureMetrics::from_dir(dir));
+        }
         if options.leader_elect {
             let namespace = options
                 .leader_election_namespace

@@ -1,4 +1,6 @@
-//! Queue metrics through the [`metrics`] facade, with client-go's names and a `name` label.
+//! Queue metrics through the [`metrics`] facade, with client-go's names and controller-runtime's
+//! labels: `controller` and `name`, both the queue's name (a controller's queue is named after
+//! the controller, so dashboards written for controller-runtime select on either).
 //!
 //! | metric | kind | meaning |
 //! |---|---|---|
@@ -81,7 +83,7 @@ impl QueueMetrics {
             "How many seconds has the longest running processor for workqueue been running"
         );
         metrics::describe_counter!(RETRIES, "Total number of retries handled by workqueue");
-        let labels = [("name", name.to_owned())];
+        let labels = [("controller", name.to_owned()), ("name", name.to_owned())];
         Self {
             depth: metrics::gauge!(DEPTH, &labels),
             adds: metrics::counter!(ADDS, &labels),

@@ -1,4 +1,4 @@
-//! Metrics: client-go names, the `name` label, and values, checked with metrics-util's
+//! Metrics: client-go names, the `controller` and `name` labels, and values, checked with metrics-util's
 //! `DebuggingRecorder` installed as a local recorder.
 
 use std::collections::HashMap;
@@ -8,7 +8,7 @@ use kcr_queue::{ItemExponential, WorkQueue};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::time::advance;
 
-/// Every metric labelled `name = queue`, by metric name. Taking a snapshot resets counters
+/// Every metric labelled `controller = name = queue` (and nothing else), by metric name. Taking a snapshot resets counters
 /// and gauges to 0 and drains histograms.
 fn snapshot(snapshotter: &Snapshotter, queue: &str) -> HashMap<String, DebugValue> {
     snapshotter
@@ -16,9 +16,10 @@ fn snapshot(snapshotter: &Snapshotter, queue: &str) -> HashMap<String, DebugValu
         .into_vec()
         .into_iter()
         .filter(|(key, ..)| {
-            key.key()
-                .labels()
-                .any(|l| l.key() == "name" && l.value() == queue)
+            let mut labels: Vec<(&str, &str)> =
+                key.key().labels().map(|l| (l.key(), l.value())).collect();
+            labels.sort();
+            labels == [("controller", queue), ("name", queue)]
         })
         .map(|(key, _, _, value)| (key.key().name().to_string(), value))
         .collect()

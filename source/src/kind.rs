@@ -25,20 +25,30 @@ use crate::{DEFAULT_SUBSCRIBER_BUFFER, Source, SourceError, Started};
 pub struct Kind<K: CacheObject> {
     informer: Arc<Informer<K>>,
     lifetime: Arc<Lifetime>,
+    /// `kind<type>`, and the resource for a dynamic kind.
+    name: Arc<str>,
 }
 
 impl<K: CacheObject> std::fmt::Debug for Kind<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kind")
-            .field("type", &std::any::type_name::<K>())
+            .field("name", &self.name)
             .field("subscribers", &self.informer.subscriber_count())
             .finish()
     }
 }
 
 impl<K: CacheObject> Kind<K> {
-    pub(crate) fn from_parts(informer: Arc<Informer<K>>, lifetime: Arc<Lifetime>) -> Self {
-        Self { informer, lifetime }
+    pub(crate) fn from_parts(
+        informer: Arc<Informer<K>>,
+        lifetime: Arc<Lifetime>,
+        name: String,
+    ) -> Self {
+        Self {
+            informer,
+            lifetime,
+            name: name.into(),
+        }
     }
 
     /// A `Kind` fed by any kube-runtime watcher stream (for example
@@ -48,6 +58,7 @@ impl<K: CacheObject> Kind<K> {
     pub fn from_watcher<S>(stream: S) -> Result<Self, SourceError>
     where
         S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+        K::DynamicType: Default,
     {
         Self::from_watcher_with_buffer(stream, DEFAULT_SUBSCRIBER_BUFFER)
     }
@@ -56,18 +67,24 @@ impl<K: CacheObject> Kind<K> {
     pub fn from_watcher_with_buffer<S>(stream: S, buffer: usize) -> Result<Self, SourceError>
     where
         S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+        K::DynamicType: Default,
     {
         let token = CancellationToken::new();
+        let name = format!("kind<{}>", std::any::type_name::<K>());
         let informer = Informer::spawn(
             stream,
+            K::DynamicType::default(),
             buffer,
             token.clone(),
-            format!("kind<{}>", std::any::type_name::<K>()),
+            name.clone(),
         )?;
-        Ok(Self {
-            informer,
-            lifetime: Arc::new(Lifetime(token)),
-        })
+        Ok(Self::from_parts(informer, Arc::new(Lifetime(token)), name))
+    }
+
+    /// The run-time type of the watched objects (`()` for typed kinds, the `ApiResource` of a
+    /// dynamic kind).
+    pub fn dynamic_type(&self) -> &K::DynamicType {
+        self.informer.dynamic_type()
     }
 
     /// A typed subscription (what [`Source::start`] boxes).
@@ -119,6 +136,6 @@ impl<K: CacheObject> Source<K> for Kind<K> {
     }
 
     fn name(&self) -> String {
-        format!("kind<{}>", std::any::type_name::<K>())
+        self.name.to_string()
     }
 }

@@ -42,8 +42,11 @@
 //! * [`Kind`]: a cached watch of one resource type (kube-runtime `watcher` + reflector store).
 //!   Updates carry the previous object from the store; after a relist (410, reconnect) changed
 //!   objects come out as updates and vanished ones as deletes with `state_unknown: true`. Options
-//!   ([`WatchScope`]): namespace, label and field selectors; metadata-only watches through
-//!   [`Cache::metadata_kind`].
+//!   ([`WatchScope`]): one namespace or several ([`WatchScope::namespaces`]: one watch per
+//!   namespace into one store, synced when every namespace is, a relist of one namespace
+//!   touching only its objects, and reads of any other namespace refused with a
+//!   [`ReadError`]; see [`namespaces`]), label and field selectors, streaming lists;
+//!   metadata-only watches through [`Cache::metadata_kind`].
 //! * [`Cache`]: the shared informer map. Every `Kind` and every [`Reader`] (cached `get`/`list`
 //!   with label selectors, and secondary indexes: [`Reader::add_index`] / [`Reader::by_index`],
 //!   controller-runtime's field indexer) for the same type and options shares one watch and one
@@ -54,7 +57,10 @@
 //!   `metadata.managedFields` is dropped ([`strip_managed_fields`]; two thirds of a cache of
 //!   10,000 small ConfigMaps, 70.2 MiB whole vs 23.5 MiB, measured by
 //!   `cargo run --release -p kcr-source --example cache_memory`); set another transform per
-//!   type with [`Cache::set_transform`], or none with [`Cache::keep_whole`].
+//!   type with [`Cache::set_transform`], or none with [`Cache::keep_whole`]. Kinds chosen at
+//!   run time are cached too: [`Cache::kind_dynamic`] and [`Cache::reader_dynamic`] watch the
+//!   `DynamicObject`s of a [`DynamicResource`] (an `ApiResource` and its scope), keyed by the
+//!   resource, so two dynamic kinds never share a store (see [`dynamic`]).
 //! * [`StreamSource`]: any `Stream<Item = Event<K>>`.
 //! * [`Channel`]: events pushed from anywhere in the program to any number of consumers, each with
 //!   its own bounded buffer; a slow consumer either back-pressures the producer or gets an
@@ -116,7 +122,11 @@ mod source;
 mod stream;
 mod transform;
 
-pub use cache::{Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, Reader, ScopedApi, WatchScope};
+pub use cache::{
+    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, DynamicResource, ReadError, Reader, ScopedApi,
+    WatchScope,
+};
+pub use cache::{dynamic, namespaces};
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use index::{IndexError, IndexFn};

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube::Resource;
+use kube::core::ApiResource;
 
 /// A per-type transform.
 pub type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
@@ -24,21 +25,23 @@ pub fn strip_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// The transforms registered per type (`TypeId` → `Transform<K>`).
+/// The transforms registered per type: per Rust type and resource (`ApiResource::erase` of
+/// the type), so that each dynamic kind (all `DynamicObject`s) has its own.
 #[derive(Default)]
 pub(crate) struct Transforms {
-    by_type: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    by_type: HashMap<(TypeId, ApiResource), Arc<dyn Any + Send + Sync>>,
 }
 
 impl Transforms {
-    pub(crate) fn set<K: 'static>(&mut self, transform: Transform<K>) {
-        self.by_type.insert(TypeId::of::<K>(), Arc::new(transform));
+    pub(crate) fn set<K: 'static>(&mut self, resource: ApiResource, transform: Transform<K>) {
+        self.by_type
+            .insert((TypeId::of::<K>(), resource), Arc::new(transform));
     }
 
-    /// The transform of `K`: the registered one, else [`strip_managed_fields`].
-    pub(crate) fn get<K: Resource + 'static>(&self) -> Transform<K> {
+    /// The transform of `K` for `resource`: the registered one, else [`strip_managed_fields`].
+    pub(crate) fn get<K: Resource + 'static>(&self, resource: &ApiResource) -> Transform<K> {
         self.by_type
-            .get(&TypeId::of::<K>())
+            .get(&(TypeId::of::<K>(), resource.clone()))
             .and_then(|t| t.downcast_ref::<Transform<K>>())
             .cloned()
             .unwrap_or_else(|| Arc::new(strip_managed_fields::<K>))

@@ -277,8 +277,8 @@ async fn two_consumers_share_one_watch_and_one_store() {
     // readers answer from the shared store, without requests
     let before = faults.request_count("*", "*");
     assert_eq!(reader.len(), 3);
-    assert!(reader.get("envtest-node-1", None).is_some());
-    assert!(reader.get("missing", None).is_none());
+    assert!(reader.get("envtest-node-1", None).expect("read").is_some());
+    assert!(reader.get("missing", None).expect("read").is_none());
     assert_eq!(
         reader
             .list_labels("kubernetes.io/hostname=envtest-node-0")
@@ -363,8 +363,13 @@ async fn options_are_validated_and_metadata_only_watches_work() {
     let reader = cache
         .metadata_reader::<ConfigMap>(WatchScope::all().labels("app=demo"))
         .expect("reader");
-    assert_eq!(reader.list_in("default").len(), 1);
-    assert!(reader.list_in("kube-system").is_empty());
+    assert_eq!(reader.list_in("default").expect("all namespaces").len(), 1);
+    assert!(
+        reader
+            .list_in("kube-system")
+            .expect("all namespaces")
+            .is_empty()
+    );
     assert_eq!(cache.informer_count(), 2);
 
     // a field selector is passed to the server
@@ -552,7 +557,10 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
         .expect("kind");
     let mut started = kind.start().expect("start");
     wait_for_sync([&started.sync], WAIT).await.expect("synced");
-    let cached = reader.get("t", Some("default")).expect("cached");
+    let cached = reader
+        .get("t", Some("default"))
+        .expect("a watched namespace")
+        .expect("cached");
     assert_eq!(cached.metadata.managed_fields, None);
     assert_eq!((data(&cached), rv(&cached)), ("1".into(), rv(&stored)));
     // Events carry transformed objects too, old and new.
@@ -610,13 +618,17 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
         .start()
         .expect("start");
     custom.wait_for_sync(WAIT).await.expect("synced");
-    let t = cms.get("t", Some("default")).expect("cached");
+    let t = cms
+        .get("t", Some("default"))
+        .expect("a watched namespace")
+        .expect("cached");
     assert_eq!(t.data, None);
     assert_eq!(t.metadata.labels.as_ref().unwrap()["transformed"], "yes");
     // A custom transform replaces the default: managedFields stay unless it drops them.
     assert!(t.metadata.managed_fields.is_some());
     let secret = secret_reader
         .get("whole", Some("default"))
+        .expect("a watched namespace")
         .expect("cached secret");
     assert!(secret.metadata.managed_fields.is_some(), "{secret:?}");
     server.shutdown();

@@ -53,7 +53,11 @@ impl Reconciler<Request> for Mirror {
         let ns = request.namespace.as_deref().unwrap_or_default();
         self.reconciled.lock().push(request.name.clone());
         // A ConfigMap that is gone: its Secret goes with it (garbage collection).
-        let Some(cm) = self.configmaps.get(&request.name, Some(ns)) else {
+        let cached = self
+            .configmaps
+            .get(&request.name, Some(ns))
+            .map_err(|e| kube::Error::Service(Box::new(e)))?;
+        let Some(cm) = cached else {
             return Ok(Action::done());
         };
         let mut secret = Secret::default();

@@ -13,14 +13,11 @@ use serde::Serialize;
 /// [module docs](crate::builder#event-filters-see-the-whole-object)).
 pub type EventFilter = Arc<dyn Predicate<DynamicObject>>;
 
-/// `object`, whole, as the [`DynamicObject`] event filters see.
+/// `object` (of the run-time type `dt`), whole, as the [`DynamicObject`] event filters see.
 pub(super) fn dynamic_view<K: Resource + Serialize>(
     object: &K,
-) -> Result<Arc<DynamicObject>, serde_json::Error>
-where
-    K::DynamicType: Default,
-{
-    let dt = K::DynamicType::default();
+    dt: &K::DynamicType,
+) -> Result<Arc<DynamicObject>, serde_json::Error> {
     let mut data = serde_json::to_value(object)?;
     if let serde_json::Value::Object(fields) = &mut data {
         // Kept in `types` and `metadata` (a typed object may not serialise its type at all).
@@ -30,8 +27,8 @@ where
     }
     Ok(Arc::new(DynamicObject {
         types: Some(TypeMeta {
-            api_version: K::api_version(&dt).into_owned(),
-            kind: K::kind(&dt).into_owned(),
+            api_version: K::api_version(dt).into_owned(),
+            kind: K::kind(dt).into_owned(),
         }),
         metadata: object.meta().clone(),
         data,
@@ -41,49 +38,45 @@ where
 /// `event` with its objects as [`DynamicObject`]s.
 fn dynamic_event<K: Resource + Serialize>(
     event: &Event<K>,
-) -> Result<Event<DynamicObject>, serde_json::Error>
-where
-    K::DynamicType: Default,
-{
+    dt: &K::DynamicType,
+) -> Result<Event<DynamicObject>, serde_json::Error> {
     Ok(match event {
         Event::Create { object, initial } => Event::Create {
-            object: dynamic_view(&**object)?,
+            object: dynamic_view(&**object, dt)?,
             initial: *initial,
         },
         Event::Update { old, new } => Event::Update {
-            old: dynamic_view(&**old)?,
-            new: dynamic_view(&**new)?,
+            old: dynamic_view(&**old, dt)?,
+            new: dynamic_view(&**new, dt)?,
         },
         Event::Delete {
             object,
             state_unknown,
         } => Event::Delete {
-            object: dynamic_view(&**object)?,
+            object: dynamic_view(&**object, dt)?,
             state_unknown: *state_unknown,
         },
         Event::Generic { object } => Event::Generic {
-            object: dynamic_view(&**object)?,
+            object: dynamic_view(&**object, dt)?,
         },
     })
 }
 
-/// Whether `event` passes every event filter (an event that cannot be shown to them passes).
+/// Whether `event` (objects of the run-time type `dt`) passes every event filter (an event
+/// that cannot be shown to them passes).
 pub(super) fn passes_filters<K: Resource + Serialize>(
     filters: &[EventFilter],
     event: &Event<K>,
-) -> bool
-where
-    K::DynamicType: Default,
-{
+    dt: &K::DynamicType,
+) -> bool {
     if filters.is_empty() {
         return true;
     }
-    match dynamic_event(event) {
+    match dynamic_event(event, dt) {
         Ok(view) => filters.iter().all(|f| f.evaluate(&view)),
         Err(error) => {
-            let dt = K::DynamicType::default();
             tracing::warn!(
-                kind = %K::kind(&dt),
+                kind = %K::kind(dt),
                 %error,
                 "cannot serialise the object for the event filters; letting the event through"
             );

@@ -5,6 +5,7 @@
 //!     .named("nodepool")                             // default: the `for` kind, lower-cased
 //!     .for_kind::<NodePool>(WatchOptions::new())     // primary kind → EnqueueRequestForObject
 //!     .owns::<Node>(WatchOptions::new())             // children → EnqueueRequestForOwner<NodePool>
+//!     .owns_dynamic(resource, WatchOptions::new())   // a child kind chosen at run time
 //!     .watches(source, handler, predicates)          // anything else
 //!     .with_event_filter(GenerationChanged)          // applied to every watch
 //!     .max_concurrent_reconciles(4)
@@ -94,7 +95,7 @@ use k8s_openapi::ClusterResourceScope;
 use kcr_handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler, Request};
 use kcr_predicate::Predicate;
 use kcr_queue::{RateLimiter, WorkQueue};
-use kcr_source::{Cache, CacheObject, Kind, Reader, ScopedApi, Source};
+use kcr_source::{Cache, CacheError, CacheObject, Kind, Reader, ScopedApi, Source, WatchScope};
 use kube::Resource;
 use kube::core::{ApiResource, DynamicObject};
 use serde::Serialize;
@@ -106,6 +107,7 @@ use crate::object_reconciler::{FromCache, ObjectReconciler};
 use crate::reconciler::Reconciler;
 use crate::watch::Watch;
 
+pub mod dynamic;
 mod filter;
 mod options;
 mod source_watch;
@@ -117,7 +119,7 @@ pub use options::WatchOptions;
 pub use source_watch::{Probe, Resync, SourceWatch, WatchedObject, probe_api};
 
 use options::describe_options;
-use source_watch::resync_all;
+use source_watch::{probe_dynamic, probe_scope, resync_all};
 
 /// What pending watches need when the controller is built.
 struct BuildContext<Q> {
@@ -189,6 +191,26 @@ impl Default for Builder<'_> {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A type's name without module paths (`PartialObjectMeta<Secret>`).
+fn short_type_name(full: &str) -> String {
+    let mut out = String::new();
+    let mut ident = String::new();
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            ident.clear();
+        } else if c.is_alphanumeric() || c == '_' {
+            ident.push(c);
+        } else {
+            out.push_str(&std::mem::take(&mut ident));
+            out.push(c);
+        }
+    }
+    out.push_str(&ident);
+    out
 }
 
 fn is_cluster_scoped<K>() -> bool
@@ -279,6 +301,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
     pub fn watches<K, S, H>(mut self, source: S, handler: H, options: WatchOptions<K>) -> Self
     where
         K: WatchedObject,
+        K::DynamicType: Default,
         S: Source<K>,
         H: EventHandler<K, Q>,
     {
@@ -408,18 +431,17 @@ impl<'m> Builder<'m> {
         self
     }
 
-    /// A cached watch of `K` through the shared cache, a reader of the same store, and its API
-    /// probe.
+    /// A cached watch and a reader of one store through the shared cache (made by `make`),
+    /// tracked by the manager's readiness, and the probe (made by `probe`) that explains a
+    /// watch that does not sync.
     #[allow(clippy::type_complexity)]
-    fn kind_source<K>(
+    fn cached_source<K: CacheObject>(
         &mut self,
-        options: &WatchOptions<K>,
-    ) -> Option<(Kind<K>, Reader<K>, Option<Probe>)>
-    where
-        K: CacheObject,
-        K::Scope: ScopedApi,
-    {
-        let kind_name = K::kind(&K::DynamicType::default()).into_owned();
+        kind_name: &str,
+        scope: &WatchScope,
+        make: impl FnOnce(&Cache) -> Result<(Kind<K>, Reader<K>), CacheError>,
+        probe: impl FnOnce(kube::Client) -> Probe,
+    ) -> Option<(Kind<K>, Reader<K>, Option<Probe>)> {
         let Some(cache) = self.cache.clone() else {
             self.fail(ManagerError::Builder {
                 reason: format!(
@@ -428,15 +450,11 @@ impl<'m> Builder<'m> {
             });
             return None;
         };
-        let kind_and_reader = cache.kind::<K>(options.scope.clone()).and_then(|kind| {
-            let reader = cache.reader::<K>(options.scope.clone())?;
-            Ok((kind, reader))
-        });
-        let (kind, reader) = match kind_and_reader {
+        let (kind, reader) = match make(&cache) {
             Ok(pair) => pair,
             Err(source) => {
                 self.fail(ManagerError::Cache {
-                    kind: kind_name,
+                    kind: kind_name.to_string(),
                     source,
                 });
                 return None;
@@ -444,59 +462,77 @@ impl<'m> Builder<'m> {
         };
         if let Some(manager) = self.manager {
             manager.track_cache_sync(
-                format!("{kind_name}{}", describe_options(&options.scope)),
+                format!("{kind_name}{}", describe_options(scope)),
                 reader.sync(),
             );
         }
-        let probe = self
-            .client
-            .clone()
-            .map(|client| probe_api::<K>(client, options.scope.namespace.clone()));
+        let probe = self.client.clone().map(probe);
         Some((kind, reader, probe))
     }
 
-    /// The controller's primary kind: a cached watch of `K` whose events enqueue the object itself
-    /// (`EnqueueRequestForObject`). Call once. Its objects are what the controller resyncs when
-    /// a source lags (see the
-    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)).
-    pub fn for_kind<K>(mut self, options: WatchOptions<K>) -> Self
+    /// A cached watch of the typed kind `K` through the shared cache, a reader of the same
+    /// store, and its API probe.
+    #[allow(clippy::type_complexity)]
+    fn kind_source<K>(
+        &mut self,
+        options: &WatchOptions<K>,
+    ) -> Option<(Kind<K>, Reader<K>, Option<Probe>)>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+        K::Scope: ScopedApi,
+    {
+        let kind_name = K::kind(&K::DynamicType::default()).into_owned();
+        let scope = &options.scope;
+        self.cached_source(
+            &kind_name,
+            scope,
+            |cache| {
+                let kind = cache.kind::<K>(scope.clone())?;
+                let reader = cache.reader::<K>(scope.clone())?;
+                Ok((kind, reader))
+            },
+            |client| probe_scope::<K>(client, scope),
+        )
+    }
+
+    /// Makes `K` (objects of the run-time type `dt`, named `kind_name`) the primary kind, its
+    /// watch and reader made by `source`.
+    #[allow(clippy::type_complexity)]
+    fn set_primary<K>(
+        mut self,
+        kind_name: String,
+        dt: K::DynamicType,
+        cluster_scoped: bool,
+        source: impl FnOnce(&mut Self) -> Option<(Kind<K>, Reader<K>, Option<Probe>)>,
+        predicates: Vec<Box<dyn kcr_predicate::Predicate<K>>>,
+    ) -> Self
     where
         K: CacheObject + Serialize,
-        K::Scope: ScopedApi + 'static,
     {
-        let dt = K::DynamicType::default();
         if let Some(previous) = &self.for_kind {
             let reason = format!(
-                "for_kind::<{}>() called after for_kind::<{previous}>(): a controller has one primary kind",
-                K::kind(&dt)
+                "for_kind::<{kind_name}>() called after for_kind::<{previous}>(): a controller has one primary kind"
             );
             self.fail(ManagerError::Builder { reason });
             return self;
         }
-        self.for_kind = Some(K::kind(&dt).into_owned());
+        self.for_kind = Some(kind_name);
         self.owner = Some(
             EnqueueRequestForOwner::<DynamicObject>::with_dynamic_type(&ApiResource::erase::<K>(
                 &dt,
             ))
-            .cluster_scoped(is_cluster_scoped::<K>()),
+            .cluster_scoped(cluster_scoped),
         );
-        let mut options = options;
-        let base = options.scope.clone();
-        if let Some(plan) = &self.shard {
-            options.scope = plan.scope(&base);
-        }
-        let Some((kind, reader, probe)) = self.kind_source::<K>(&options) else {
+        let Some((kind, reader, probe)) = source(&mut self) else {
             return self;
         };
-        if let Some(plan) = &mut self.shard {
-            plan.add_primary(&base, kind.clone(), reader.clone());
-        }
         self.primary_reader = Some(Box::new(reader.clone()));
         self.resync = Some(resync_all(reader));
-        let predicates = options.predicates;
         self.watches
             .push(Box::new(move |ctx: &BuildContext<Request>| {
-                let watch = SourceWatch::new(
+                let watch = SourceWatch::with_dynamic_type(
+                    dt,
                     kind,
                     EnqueueRequestForObject,
                     predicates,
@@ -507,16 +543,95 @@ impl<'m> Builder<'m> {
         self
     }
 
+    /// Adds the watch of a child kind `C` (objects of the run-time type `dt`, named `child`)
+    /// whose events enqueue their controller owner of the primary kind.
+    #[allow(clippy::type_complexity)]
+    fn add_owned<C>(
+        mut self,
+        child: String,
+        dt: C::DynamicType,
+        source: Option<(Kind<C>, Reader<C>, Option<Probe>)>,
+        predicates: Vec<Box<dyn kcr_predicate::Predicate<C>>>,
+    ) -> Self
+    where
+        C: CacheObject + Serialize,
+    {
+        let Some((kind, _reader, probe)) = source else {
+            return self;
+        };
+        self.watches
+            .push(Box::new(move |ctx: &BuildContext<Request>| {
+                let owner = ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
+                    reason: format!(
+                        "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
+                    ),
+                })?;
+                let watch = SourceWatch::with_dynamic_type(
+                    dt,
+                    kind,
+                    owner,
+                    predicates,
+                    ctx.filters.clone(),
+                );
+                Ok(finish_watch(watch, probe, ctx))
+            }));
+        self
+    }
+
+    /// The controller's primary kind: a cached watch of `K` whose events enqueue the object itself
+    /// (`EnqueueRequestForObject`). Call once. Its objects are what the controller resyncs when
+    /// a source lags (see the
+    /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)). For a
+    /// kind chosen at run time, see [`for_dynamic`](Self::for_dynamic).
+    pub fn for_kind<K>(self, options: WatchOptions<K>) -> Self
+    where
+        K: CacheObject + Serialize,
+        K::DynamicType: Default,
+        K::Scope: ScopedApi + 'static,
+    {
+        let kind_name = K::kind(&K::DynamicType::default()).into_owned();
+        let WatchOptions { predicates, scope } = options;
+        let base = scope.clone();
+        let scope = match &self.shard {
+            Some(plan) => plan.scope(&base),
+            None => scope,
+        };
+        let options = WatchOptions {
+            predicates: Vec::new(),
+            scope,
+        };
+        let mut primary = None;
+        let mut builder = self.set_primary(
+            kind_name,
+            K::DynamicType::default(),
+            is_cluster_scoped::<K>(),
+            |builder| {
+                let source = builder.kind_source::<K>(&options);
+                if let Some((kind, reader, _)) = &source {
+                    primary = Some((kind.clone(), reader.clone()));
+                }
+                source
+            },
+            predicates,
+        );
+        if let (Some(plan), Some((kind, reader))) = (&mut builder.shard, primary) {
+            plan.add_primary(&base, kind, reader);
+        }
+        builder
+    }
+
     /// A child kind: a cached watch of `C` whose events enqueue the object's controller owner of
     /// the [`for_kind`](Self::for_kind) type (`EnqueueRequestForOwner`).
     ///
     /// A controller that only needs to hear that a child changed (not read it) can watch it
     /// metadata-only, controller-runtime's `OnlyMetadata`: `owns::<PartialObjectMeta<Secret>>(..)`
     /// (`kube::core::PartialObjectMeta`). The server then sends and the cache keeps metadata
-    /// alone, which for Secrets or ConfigMaps is most of their size saved.
+    /// alone, which for Secrets or ConfigMaps is most of their size saved. For a kind chosen at
+    /// run time, see [`owns_dynamic`](Self::owns_dynamic).
     pub fn owns<C>(mut self, options: WatchOptions<C>) -> Self
     where
         C: CacheObject + Serialize,
+        C::DynamicType: Default,
         C::Scope: ScopedApi,
     {
         let child = C::kind(&C::DynamicType::default()).into_owned();
@@ -525,27 +640,16 @@ impl<'m> Builder<'m> {
         if let Some(plan) = &self.shard {
             options.scope = plan.scope(&base);
         }
-        let Some((kind, _reader, probe)) = self.kind_source::<C>(&options) else {
-            return self;
+        let source = self.kind_source::<C>(&options);
+        let added = match (&mut self.shard, &source) {
+            (Some(plan), Some((kind, _, _))) => plan.add_child(&base, kind.clone()),
+            _ => Ok(()),
         };
-        if let Some(plan) = &mut self.shard
-            && let Err(reason) = plan.add_child(&base, kind.clone())
-        {
+        if let Err(reason) = added {
             self.fail(ManagerError::Builder { reason });
             return self;
         }
-        let predicates = options.predicates;
-        self.watches
-            .push(Box::new(move |ctx: &BuildContext<Request>| {
-                let owner = ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
-                    reason: format!(
-                        "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
-                    ),
-                })?;
-                let watch = SourceWatch::new(kind, owner, predicates, ctx.filters.clone());
-                Ok(finish_watch(watch, probe, ctx))
-            }));
-        self
+        self.add_owned(child, C::DynamicType::default(), source, options.predicates)
     }
 
     /// Builds a controller whose reconciler is handed the cached object of the primary kind
@@ -573,7 +677,7 @@ impl<'m> Builder<'m> {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
-        let wanted = R::Object::kind(&Default::default()).into_owned();
+        let wanted = short_type_name(std::any::type_name::<R::Object>());
         let reader = self
             .primary_reader
             .take()

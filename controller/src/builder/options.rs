@@ -45,6 +45,19 @@ impl<K> WatchOptions<K> {
         self
     }
 
+    /// Watches only these namespaces (`for_kind`/`owns`): one watch per namespace into one
+    /// store, controller-runtime's `ByObject[..].Namespaces` (see
+    /// [`kcr_source::namespaces`]). The list is checked when the builder creates the watch: an
+    /// empty list, a duplicate or a cluster-scoped kind fails the build.
+    pub fn namespaces<I>(mut self, namespaces: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.scope = self.scope.namespaces(namespaces);
+        self
+    }
+
     /// Watches only objects matching the label selector (`for_kind`/`owns`).
     pub fn labels(mut self, selector: impl Into<String>) -> Self {
         self.scope = self.scope.labels(selector);
@@ -67,8 +80,10 @@ impl<K> WatchOptions<K> {
 
 pub(super) fn describe_options(options: &kcr_source::WatchScope) -> String {
     let mut parts = Vec::new();
-    if let Some(ns) = &options.namespace {
-        parts.push(format!("namespace={ns}"));
+    match options.namespaces.as_deref() {
+        Some([ns]) => parts.push(format!("namespace={ns}")),
+        Some(namespaces) => parts.push(format!("namespaces={}", namespaces.join("+"))),
+        None => {}
     }
     if let Some(l) = &options.label_selector {
         parts.push(format!("labels={l}"));

@@ -9,11 +9,15 @@ use futures::{FutureExt, StreamExt};
 use kcr_handler::{EventHandler, Request};
 use kcr_predicate::Predicate;
 use kcr_queue::{LOW_PRIORITY, WorkQueue};
-use kcr_source::{CacheObject, Event, Reader, ScopedApi, Source, SourceError};
+use kcr_source::{
+    CacheError, CacheObject, DynamicResource, Event, Reader, ScopedApi, Source, SourceError,
+};
 use kube::Resource;
-use kube::api::ListParams;
+use kube::api::{Api, ListParams};
+use kube::core::{ApiResource, DynamicObject};
 use parking_lot::Mutex;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{EventFilter, passes_filters};
@@ -41,16 +45,16 @@ pub(super) fn resync_all<K: CacheObject>(reader: Reader<K>) -> Resync {
     })
 }
 
-/// The bounds of an object type a [`SourceWatch`] carries: a kube `Resource` whose kind can be
-/// named without a run-time type (for descriptions and probes), serialisable for the event
+/// The bounds of an object type a [`SourceWatch`] carries: a kube `Resource` (typed, or a
+/// `DynamicObject` whose run-time type the watch is given), serialisable for the event
 /// filters. Implemented for every type that satisfies them.
 pub trait WatchedObject:
-    Resource<DynamicType: Default> + Serialize + Send + Sync + 'static
+    Resource<DynamicType: Clone + Send + Sync> + Serialize + Send + Sync + 'static
 {
 }
 
 impl<K> WatchedObject for K where
-    K: Resource<DynamicType: Default> + Serialize + Send + Sync + 'static
+    K: Resource<DynamicType: Clone + Send + Sync> + Serialize + Send + Sync + 'static
 {
 }
 
@@ -65,7 +69,9 @@ pub type Probe = Box<dyn FnOnce() -> BoxFuture<'static, Option<String>> + Send>;
 ///
 /// `Q` is the key of the controller's queue ([`Request`] unless said otherwise); the handler
 /// must be an [`EventHandler<K, Q>`].
-pub struct SourceWatch<K, S, H, Q = Request> {
+pub struct SourceWatch<K: WatchedObject, S, H, Q = Request> {
+    /// The run-time type of the objects (`()` for typed kinds).
+    dt: K::DynamicType,
     source: S,
     handler: H,
     predicates: Vec<Box<dyn Predicate<K>>>,
@@ -77,6 +83,7 @@ pub struct SourceWatch<K, S, H, Q = Request> {
 impl<K, S, H, Q> SourceWatch<K, S, H, Q>
 where
     K: WatchedObject,
+    K::DynamicType: Default,
     S: Source<K>,
     H: EventHandler<K, Q>,
 {
@@ -87,7 +94,27 @@ where
         predicates: Vec<Box<dyn Predicate<K>>>,
         filters: Vec<EventFilter>,
     ) -> Self {
+        Self::with_dynamic_type(Default::default(), source, handler, predicates, filters)
+    }
+}
+
+impl<K, S, H, Q> SourceWatch<K, S, H, Q>
+where
+    K: WatchedObject,
+    S: Source<K>,
+    H: EventHandler<K, Q>,
+{
+    /// [`new`](Self::new) for objects of the run-time type `dt` (the `ApiResource` of
+    /// `DynamicObject`s: it names the kind in descriptions and in what event filters see).
+    pub fn with_dynamic_type(
+        dt: K::DynamicType,
+        source: S,
+        handler: H,
+        predicates: Vec<Box<dyn Predicate<K>>>,
+        filters: Vec<EventFilter>,
+    ) -> Self {
         SourceWatch {
+            dt,
             source,
             handler,
             predicates,
@@ -119,11 +146,10 @@ where
     Q: Key,
 {
     fn describe(&self) -> String {
-        let dt = K::DynamicType::default();
         format!(
             "watch of {} ({}) from source {}",
-            K::kind(&dt),
-            K::api_version(&dt),
+            K::kind(&self.dt),
+            K::api_version(&self.dt),
             self.source.name()
         )
     }
@@ -137,6 +163,7 @@ where
         Box::pin(async move {
             let started = started?;
             let SourceWatch {
+                dt,
                 handler,
                 predicates,
                 filters,
@@ -155,7 +182,7 @@ where
                     None => Ok(false),
                     Some(Ok(event)) => {
                         if predicates.iter().all(|p| p.evaluate(&event))
-                            && passes_filters(&filters, &event)
+                            && passes_filters(&filters, &event, &dt)
                         {
                             handler.handle(&event, &queue);
                         }
@@ -240,42 +267,107 @@ where
     }
 }
 
+/// Builds the `Api` a probe lists with, for a namespace or all of them.
+type MakeApi<K> = Box<dyn Fn(Option<&str>) -> Result<Api<K>, CacheError> + Send + Sync>;
+
+/// `plurals.group (apiVersion)`, as a probe names a resource.
+fn resource_name(resource: &ApiResource) -> String {
+    if resource.group.is_empty() {
+        format!("{} ({})", resource.plural, resource.api_version)
+    } else {
+        format!(
+            "{}.{} ({})",
+            resource.plural, resource.group, resource.api_version
+        )
+    }
+}
+
+/// Lists one object through `api` and says what the answer means.
+async fn probe_once<K>(api: Result<Api<K>, CacheError>, what: &str) -> String
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let api = match api {
+        Ok(api) => api,
+        Err(e) => return e.to_string(),
+    };
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => format!(
+            "listing {what} succeeds now; the watch may have been failing earlier (see the logs)"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 404 => format!(
+            "the API server does not serve {what} (404 Not Found): is its \
+             CustomResourceDefinition installed?"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 403 => format!(
+            "RBAC forbids listing {what} (403 Forbidden: {}): grant list and watch on it to \
+             the service account",
+            status.message
+        ),
+        Err(e) => format!("listing {what} failed: {e}"),
+    }
+}
+
+/// A probe of every namespace of `namespaces` (each answer prefixed with its namespace when
+/// there are several), or of all namespaces.
+fn probe_namespaces<K>(make_api: MakeApi<K>, what: String, namespaces: Option<Vec<String>>) -> Probe
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    Box::new(move || {
+        Box::pin(async move {
+            match namespaces.as_deref() {
+                None => Some(probe_once(make_api(None), &what).await),
+                Some([namespace]) => Some(probe_once(make_api(Some(namespace)), &what).await),
+                Some(namespaces) => {
+                    let mut reasons = Vec::new();
+                    for namespace in namespaces {
+                        let reason = probe_once(make_api(Some(namespace)), &what).await;
+                        reasons.push(format!("namespace {namespace}: {reason}"));
+                    }
+                    Some(reasons.join("; "))
+                }
+            }
+        })
+    })
+}
+
+/// [`probe_api`] for every namespace of `scope` (one watch each), or for all namespaces.
+pub(super) fn probe_scope<K>(client: kube::Client, scope: &kcr_source::WatchScope) -> Probe
+where
+    K: CacheObject,
+    K::DynamicType: Default,
+    K::Scope: ScopedApi,
+{
+    let what = resource_name(&ApiResource::erase::<K>(&Default::default()));
+    let make_api: MakeApi<K> =
+        Box::new(move |namespace| <K::Scope as ScopedApi>::api::<K>(client.clone(), namespace));
+    probe_namespaces(make_api, what, scope.namespaces.clone())
+}
+
+/// The probe of the run-time kind `resource` in `scope`.
+pub(super) fn probe_dynamic(
+    client: kube::Client,
+    resource: DynamicResource,
+    scope: &kcr_source::WatchScope,
+) -> Probe {
+    let what = resource_name(&resource.resource);
+    let make_api: MakeApi<DynamicObject> =
+        Box::new(move |namespace| resource.api(client.clone(), namespace));
+    probe_namespaces(make_api, what, scope.namespaces.clone())
+}
+
 /// Lists one object of `K` to explain why its watch does not sync: `404` means the API server does
 /// not serve the resource (a CRD that is not installed), `403` that RBAC forbids it.
 pub fn probe_api<K>(client: kube::Client, namespace: Option<String>) -> Probe
 where
     K: CacheObject,
+    K::DynamicType: Default,
     K::Scope: ScopedApi,
 {
-    Box::new(move || {
-        Box::pin(async move {
-            let dt = K::DynamicType::default();
-            let group = K::group(&dt);
-            let what = if group.is_empty() {
-                format!("{} ({})", K::plural(&dt), K::api_version(&dt))
-            } else {
-                format!("{}.{} ({})", K::plural(&dt), group, K::api_version(&dt))
-            };
-            let api = match <K::Scope as ScopedApi>::api::<K>(client, namespace.as_deref()) {
-                Ok(api) => api,
-                Err(e) => return Some(e.to_string()),
-            };
-            let reason = match api.list_metadata(&ListParams::default().limit(1)).await {
-                Ok(_) => format!(
-                    "listing {what} succeeds now; the watch may have been failing earlier (see the logs)"
-                ),
-                Err(kube::Error::Api(status)) if status.code == 404 => format!(
-                    "the API server does not serve {what} (404 Not Found): is its \
-                     CustomResourceDefinition installed?"
-                ),
-                Err(kube::Error::Api(status)) if status.code == 403 => format!(
-                    "RBAC forbids listing {what} (403 Forbidden: {}): grant list and watch on it to \
-                     the service account",
-                    status.message
-                ),
-                Err(e) => format!("listing {what} failed: {e}"),
-            };
-            Some(reason)
-        })
-    })
+    let scope = kcr_source::WatchScope {
+        namespaces: namespace.map(|ns| vec![ns]),
+        ..Default::default()
+    };
+    probe_scope::<K>(client, &scope)
 }

@@ -31,22 +31,28 @@ fn event_filters_see_the_whole_object() {
     let mut new = old.clone();
     new.metadata.resource_version = Some("2".into());
     new.data = Some([("k".to_string(), "2".to_string())].into());
-    assert!(passes_filters(&filters, &Event::update(old.clone(), new)));
+    assert!(passes_filters(
+        &filters,
+        &Event::update(old.clone(), new),
+        &()
+    ));
     let mut same = old.clone();
     same.metadata.resource_version = Some("3".into());
-    assert!(!passes_filters(&filters, &Event::update(old, same)));
+    assert!(!passes_filters(&filters, &Event::update(old, same), &()));
     // A pod: status-only updates are dropped, spec changes pass.
     let running = pod("n1", "Running");
     assert!(!passes_filters(
         &filters,
-        &Event::update(pod("n1", "Pending"), running.clone())
+        &Event::update(pod("n1", "Pending"), running.clone()),
+        &()
     ));
     assert!(passes_filters(
         &filters,
-        &Event::update(pod("n2", "Running"), running)
+        &Event::update(pod("n2", "Running"), running),
+        &()
     ));
     // The view carries the type and the body.
-    let view = dynamic_view(&pod("n1", "Pending")).expect("serialises");
+    let view = dynamic_view(&pod("n1", "Pending"), &()).expect("serialises");
     let types = view.types.clone().expect("types");
     assert_eq!(
         (types.api_version.as_str(), types.kind.as_str()),
@@ -58,4 +64,23 @@ fn event_filters_see_the_whole_object() {
         view.data.get("metadata").is_none(),
         "metadata is kept apart"
     );
+}
+
+/// A `DynamicObject` is shown to the filters with the kind of its watch's `ApiResource`, even
+/// when the object itself does not name it (list items of built-in kinds).
+#[test]
+fn dynamic_objects_are_viewed_with_their_watchs_resource() {
+    use kube::core::{ApiResource, DynamicObject};
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    let mut object =
+        DynamicObject::new("cm", &resource).data(serde_json::json!({"data": {"k": "v"}}));
+    object.types = None;
+    let view = dynamic_view(&object, &resource).expect("serialises");
+    let types = view.types.clone().expect("types");
+    assert_eq!(
+        (types.api_version.as_str(), types.kind.as_str()),
+        ("v1", "ConfigMap")
+    );
+    assert_eq!(view.data["data"]["k"], "v");
+    assert_eq!(view.metadata.name.as_deref(), Some("cm"));
 }

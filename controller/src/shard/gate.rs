@@ -239,6 +239,7 @@ async fn acknowledge<K>(
 ) -> Result<Option<(String, ShardMeta)>, kube::Error>
 where
     K: CacheObject,
+    K::DynamicType: Default,
     K::Scope: ScopedApi,
 {
     let Ok(api) = <K::Scope as ScopedApi>::api::<K>(client.clone(), request.namespace.as_deref())
@@ -298,6 +299,7 @@ struct Acker {
 async fn ack_when_idle<K>(acker: Acker, request: Request, mut rv: String)
 where
     K: CacheObject,
+    K::DynamicType: Default,
     K::Scope: ScopedApi,
 {
     let Acker {
@@ -359,6 +361,7 @@ pub(crate) fn drain_watcher<K>(
 ) -> DrainTask
 where
     K: CacheObject,
+    K::DynamicType: Default,
     K::Scope: ScopedApi,
 {
     Box::new(move |cancel: CancellationToken| {

@@ -439,13 +439,14 @@ impl ShardPlan<Request> {
     pub(crate) fn add_primary<K>(&mut self, base: &WatchScope, kind: Kind<K>, reader: Reader<K>)
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi + 'static,
     {
         let keys = self.runtime.config.keys();
         let dt = K::DynamicType::default();
         let (label, drain) = (keys.label.clone(), keys.drain.clone());
         self.lookup = Some(Arc::new(move |r: &Request| {
-            let object = reader.get(&r.name, r.namespace.as_deref())?;
+            let object = reader.get(&r.name, r.namespace.as_deref()).ok().flatten()?;
             Some(ShardMeta::of(object.meta(), &label, &drain))
         }));
         let api_version = K::api_version(&dt);
@@ -476,6 +477,7 @@ impl ShardPlan<Request> {
     pub(crate) fn add_child<C>(&mut self, base: &WatchScope, kind: Kind<C>) -> Result<(), String>
     where
         C: CacheObject,
+        C::DynamicType: Default,
         C::Scope: ScopedApi,
     {
         let Some(owner) = self.primary.clone() else {

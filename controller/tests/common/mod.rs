@@ -64,6 +64,7 @@ pub fn configmap(name: &str, value: &str) -> ConfigMap {
     cm
 }
 
+#[allow(unused_imports)]
 pub use kcr_envtest::eventually;
 
 /// A minimal HTTP/1.1 GET: `(status, body)`, or `None` if the connection fails.
@@ -180,7 +181,7 @@ impl CopyToSecret {
 
     async fn copy(&self, request: &Request) -> anyhow::Result<Action> {
         let ns = request.namespace.as_deref().unwrap_or("default");
-        let Some(cm) = self.reader.get(&request.name, Some(ns)) else {
+        let Some(cm) = self.reader.get(&request.name, Some(ns))? else {
             return Ok(Action::done());
         };
         let data = cm.data.clone().unwrap_or_default();

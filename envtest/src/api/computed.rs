@@ -1,6 +1,8 @@
 //! Answers computed on request rather than read from the store: `componentstatuses` (get and
 //! list, as kube-apiserver answers them where no scheduler or controller-manager serves its
-//! health port) and `serviceaccounts/{name}/token` (TokenRequest).
+//! health port), `serviceaccounts/{name}/token` (TokenRequest), and the reviews of
+//! [`super::reviews`] (TokenReview of those tokens, SubjectAccessReview against the stored RBAC
+//! objects).
 
 use std::sync::OnceLock;
 
@@ -61,8 +63,8 @@ const DEFAULT_EXPIRATION: i64 = 3600;
 /// The issuer a token names (kube-apiserver's default `--service-account-issuer`).
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
-/// The key tokens are signed with (HMAC-SHA256), one per process: only this process could
-/// check a signature, and nothing here does (no TokenReview is served).
+/// The key tokens are signed with (HMAC-SHA256), one per process: only this process can check
+/// a signature (its TokenReview does, [`verified_claims`]).
 fn signing_key() -> &'static ring::hmac::Key {
     static KEY: OnceLock<ring::hmac::Key> = OnceLock::new();
     KEY.get_or_init(|| {
@@ -86,6 +88,23 @@ fn token(claims: &Value) -> String {
     let signed = format!("{header}.{payload}");
     let signature = ring::hmac::sign(signing_key(), signed.as_bytes());
     format!("{signed}.{}", b64url(signature.as_ref()))
+}
+
+/// The claims of `token` if this process signed it (the signature alone: expiry and audiences
+/// are the reviewer's to check).
+pub(super) fn verified_claims(token: &str) -> Option<Value> {
+    let engine = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let (signed, signature) = token.rsplit_once('.')?;
+    let (_header, payload) = signed.split_once('.')?;
+    let signature = base64::Engine::decode(engine, signature).ok()?;
+    ring::hmac::verify(signing_key(), signed.as_bytes(), &signature).ok()?;
+    serde_json::from_slice(&base64::Engine::decode(engine, payload).ok()?).ok()
+}
+
+/// The audiences of a token whose request names none (kube-apiserver's default
+/// `--api-audiences`: the issuer).
+pub(super) fn default_audiences() -> Vec<String> {
+    vec![ISSUER.to_owned()]
 }
 
 /// `POST .../serviceaccounts/{name}/token`: a TokenRequest for an existing ServiceAccount,
@@ -166,12 +185,16 @@ pub(crate) fn token_request(call: &Call<'_>) -> Result<Response<Body>, ApiError>
 
 /// Whether `route` is answered here rather than from the store.
 pub(crate) fn is_computed(route: &Route) -> bool {
-    route.t.key() == "componentstatuses"
+    super::reviews::is_review(route)
+        || route.t.key() == "componentstatuses"
         || (route.t.key() == "serviceaccounts" && route.subresource.as_deref() == Some("token"))
 }
 
 /// Answers a computed route (see [`is_computed`]) for `verb`.
 pub(crate) fn answer(call: &Call<'_>, verb: &str) -> Result<Response<Body>, ApiError> {
+    if super::reviews::is_review(call.route) {
+        return super::reviews::answer(call, verb);
+    }
     match (call.route.subresource.as_deref(), verb) {
         (Some("token"), "create") => token_request(call),
         (None, "get" | "list") => component_status(call.route),

@@ -33,6 +33,7 @@ mod pods;
 mod query;
 mod read;
 mod response;
+mod reviews;
 mod route;
 mod scale;
 mod selectors;

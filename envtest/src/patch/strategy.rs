@@ -18,7 +18,7 @@
 //! | every built-in kind                                  | `metadata.ownerReferences`              | map, key `uid`                 |
 //! | pod spec                                             | `containers`, `initContainers`, `ephemeralContainers` | map, key `name`  |
 //! | pod spec                                             | `<containers>.env`                      | map, key `name`                |
-//! | pod spec                                             | `<containers>.ports`                    | map, key `containerPort`       |
+//! | pod spec                                             | `<containers>.ports`                    | map, key `containerPort` (fields: and `protocol`) |
 //! | pod spec                                             | `<containers>.volumeMounts`             | map, key `mountPath`           |
 //! | pod spec                                             | `<containers>.volumeDevices`            | map, key `devicePath`          |
 //! | pod spec                                             | `<containers>.resizePolicy`             | map, key `resourceName`        |
@@ -30,8 +30,11 @@
 //! Node `spec.taints` is atomic, as upstream declares it (`+listType=atomic`, no patch
 //! strategy): a strategic merge patch or an apply of `taints` replaces the whole list (the real
 //! backend showed it; an earlier version merged by `key`+`effect`). Everything else follows the
-//! upstream `patchStrategy`/`patchMergeKey` tags, with a single key where upstream lists
-//! several `listMapKeys` for apply (`ports`: `containerPort` only; service ports: `port` only).
+//! upstream `patchStrategy`/`patchMergeKey` tags. Where upstream's `listMapKeys` (field sets
+//! and server-side apply) differ from the `patchMergeKey`, the row says both
+//! ([`MergeStrategy::field_list_type`]): container ports merge by `containerPort` and are
+//! identified by `containerPort` and `protocol`, Service ports by `port` and by `port` and
+//! `protocol`; a port without `protocol` is identified as `TCP`, its default.
 //!
 //! Kinds not in the table (custom resources) get `None`: strategic merge answers 415 as on the
 //! real server; for server-side apply the server builds a strategy from the CRD schema with
@@ -67,6 +70,12 @@ pub struct MergeStrategy {
     /// `omitempty`): never added or removed by a write (see
     /// [`FieldDiff`](crate::patch::fields::FieldDiff)).
     zero: BTreeSet<String>,
+    /// Map lists whose items field sets and server-side apply identify by other keys than
+    /// strategic merge patch does (upstream's `listMapKeys` vs `patchMergeKey`), by path.
+    field_lists: BTreeMap<String, ListType>,
+    /// Defaults of key fields an item may omit (`+default`), by list path: such an item is
+    /// identified as if the default were set.
+    key_defaults: BTreeMap<String, Vec<(String, Value)>>,
 }
 
 const POD_SPEC_CONTAINERS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
@@ -78,6 +87,16 @@ pub(crate) enum Row {
     Set,
     /// A list of objects identified by these keys.
     Map(&'static [&'static str]),
+    /// A list of objects that strategic merge patch merges by the `patch` keys
+    /// (`patchMergeKey`) while field sets and server-side apply identify its items by the
+    /// `fields` keys (`listMapKeys`), a key field with a default (`+default`) taking it when an
+    /// item omits it.
+    MapKeys {
+        /// The strategic merge patch keys.
+        patch: &'static [&'static str],
+        /// The field-set and apply keys, each with its default if it has one.
+        fields: &'static [(&'static str, Option<&'static str>)],
+    },
 }
 
 /// A built-in kind's list rules, as its descriptor declares them: the pod spec rows under
@@ -138,7 +157,13 @@ const POD_SPEC: &[(&str, Row)] = &[
 
 const CONTAINER: &[(&str, Row)] = &[
     ("env", Row::Map(&["name"])),
-    ("ports", Row::Map(&["containerPort"])),
+    (
+        "ports",
+        Row::MapKeys {
+            patch: &["containerPort"],
+            fields: &[("containerPort", None), ("protocol", Some("TCP"))],
+        },
+    ),
     ("volumeMounts", Row::Map(&["mountPath"])),
     ("volumeDevices", Row::Map(&["devicePath"])),
     ("resizePolicy", Row::Map(&["resourceName"])),
@@ -297,6 +322,38 @@ impl MergeStrategy {
         self.lists.get(path).unwrap_or(&ATOMIC)
     }
 
+    /// How field sets and server-side apply see the list at `path`: as [`Self::list_type`],
+    /// except for map lists whose `listMapKeys` differ from their `patchMergeKey` (a Service's
+    /// `spec.ports` by `port` and `protocol`; strategic merge patch by `port` alone).
+    pub fn field_list_type(&self, path: &str) -> &ListType {
+        self.field_lists
+            .get(path)
+            .unwrap_or_else(|| self.list_type(path))
+    }
+
+    /// The `k:` element of a map-list `item` at `path` under [`Self::field_list_type`]'s
+    /// `keys`, a key field the item omits taking its default (`protocol: TCP` of a port).
+    /// `None` when the item lacks a key field that has no default.
+    pub fn field_element(&self, path: &str, item: &Value, keys: &[String]) -> Option<String> {
+        let defaults = self.key_defaults.get(path);
+        let missing = |obj: &serde_json::Map<String, Value>| {
+            defaults
+                .into_iter()
+                .flatten()
+                .any(|(k, _)| !obj.contains_key(k))
+        };
+        match item.as_object() {
+            Some(obj) if missing(obj) => {
+                let mut filled = obj.clone();
+                for (k, v) in defaults.into_iter().flatten() {
+                    filled.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+                crate::patch::fields::key_element(&Value::Object(filled), keys)
+            }
+            _ => crate::patch::fields::key_element(item, keys),
+        }
+    }
+
     /// `ownerReferences` items are atomic structs (owned as a whole, by their `uid`).
     fn add_common_atomic(&mut self) {
         self.atomic_maps
@@ -308,6 +365,19 @@ impl MergeStrategy {
             let list = match row {
                 Row::Set => ListType::Set,
                 Row::Map(keys) => ListType::Map(keys.iter().map(|k| k.to_string()).collect()),
+                Row::MapKeys { patch, fields } => {
+                    let path = format!("{prefix}{path}");
+                    let keys = fields.iter().map(|(k, _)| k.to_string()).collect();
+                    self.field_lists.insert(path.clone(), ListType::Map(keys));
+                    let defaults: Vec<(String, Value)> = fields
+                        .iter()
+                        .filter_map(|(k, d)| Some((k.to_string(), Value::String((*d)?.into()))))
+                        .collect();
+                    if !defaults.is_empty() {
+                        self.key_defaults.insert(path, defaults);
+                    }
+                    ListType::Map(patch.iter().map(|k| k.to_string()).collect())
+                }
             };
             self.lists.insert(format!("{prefix}{path}"), list);
         }

@@ -7,9 +7,11 @@
 //! 2. generates a CA, a serving certificate, an admin client certificate (group
 //!    `system:masters`) and the service-account signing key;
 //! 3. starts etcd on free loopback ports with a temporary data directory;
-//! 4. starts kube-apiserver with that PKI, RBAC authorization, and the ServiceAccount
-//!    admission plugin off (as controller-runtime's envtest: no pod needs a token), and waits
-//!    for `/readyz`;
+//! 4. starts kube-apiserver with that PKI, RBAC authorization, service-account tokens
+//!    (TokenRequest, TokenReview), the ServiceAccount admission plugin off (as
+//!    controller-runtime's envtest: no pod needs a token) and
+//!    `OwnerReferencesPermissionEnforcement` on ([`ENABLED_ADMISSION_PLUGINS`]), and waits for
+//!    `/readyz`;
 //! 5. starts kube-controller-manager with only the controllers API objects rely on without a
 //!    kubelet: the garbage collector, the namespace controller, and the service-account and
 //!    token controllers (skipped when the binary directory has none, as setup-envtest's);
@@ -25,8 +27,9 @@ pub(crate) mod pki;
 mod process;
 pub(crate) mod proxy;
 pub(crate) mod request_info;
+pub mod service_account;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,6 +127,53 @@ fn tls_config(pki: &Pki) -> Result<rustls::ClientConfig, EnvtestError> {
         .map_err(|e| prepare("the proxy's client certificate", e))
 }
 
+/// The admission plugins kube-apiserver runs on top of its defaults.
+///
+/// `OwnerReferencesPermissionEnforcement` (off upstream by default, on in OpenShift and other
+/// hardened clusters) refuses an owner reference with `blockOwnerDeletion: true` from a user
+/// who may not `update` the owner's `finalizers` subresource, and a change of an object's owner
+/// references from a user who may not delete it: with it on, an operator's RBAC tested here
+/// also holds on those clusters.
+pub(crate) const ENABLED_ADMISSION_PLUGINS: &str = "OwnerReferencesPermissionEnforcement";
+
+/// kube-apiserver's command line: etcd at `etcd_url`, TLS on 127.0.0.1:`secure` with the
+/// generated PKI, RBAC authorization (the admin is in `system:masters`), service-account tokens
+/// (issuer, verification and signing keys: the TokenRequest and TokenReview APIs work), the
+/// ServiceAccount admission plugin off and [`ENABLED_ADMISSION_PLUGINS`] on.
+fn apiserver_args(
+    etcd_url: &str,
+    secure: u16,
+    files: &pki::PkiFiles,
+    cert_dir: &Path,
+) -> Vec<String> {
+    let p = |f: &PathBuf| f.display().to_string();
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={secure}"),
+        format!("--tls-cert-file={}", p(&files.serving_cert)),
+        format!("--tls-private-key-file={}", p(&files.serving_key)),
+        format!("--client-ca-file={}", p(&files.ca_cert)),
+        format!(
+            "--service-account-key-file={}",
+            p(&files.service_account_public_key)
+        ),
+        format!(
+            "--service-account-signing-key-file={}",
+            p(&files.service_account_key)
+        ),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--authorization-mode=RBAC".into(),
+        "--allow-privileged=true".into(),
+        "--disable-admission-plugins=ServiceAccount".into(),
+        format!("--enable-admission-plugins={ENABLED_ADMISSION_PLUGINS}"),
+        format!("--cert-dir={}", cert_dir.display()),
+        "--v=1".into(),
+    ]
+}
+
 impl ControlPlane {
     /// Start a control plane and a proxy on `127.0.0.1:proxy_port` (0 for any) that applies
     /// `faults`. A free port found for etcd or kube-apiserver can be taken by another process
@@ -187,30 +237,7 @@ impl ControlPlane {
         let apiserver = Process::spawn(
             "kube-apiserver",
             &binaries.kube_apiserver,
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={secure}"),
-                format!("--tls-cert-file={}", p(&files.serving_cert)),
-                format!("--tls-private-key-file={}", p(&files.serving_key)),
-                format!("--client-ca-file={}", p(&files.ca_cert)),
-                format!(
-                    "--service-account-key-file={}",
-                    p(&files.service_account_public_key)
-                ),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    p(&files.service_account_key)
-                ),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                "--authorization-mode=RBAC".into(),
-                "--allow-privileged=true".into(),
-                "--disable-admission-plugins=ServiceAccount".into(),
-                format!("--cert-dir={}", path("pki").display()),
-                "--v=1".into(),
-            ],
+            &apiserver_args(&etcd_url, secure, &files, &path("pki")),
             path("logs/kube-apiserver.log"),
         )?;
         let mut processes = Processes {
@@ -369,6 +396,42 @@ mod tests {
             log: "etcd.log".into(),
             log_tail: log_tail.into(),
         }
+    }
+
+    #[test]
+    fn the_api_server_authorizes_with_rbac_and_issues_service_account_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = Pki::generate().unwrap().write(dir.path()).unwrap();
+        let args = apiserver_args("http://127.0.0.1:2379", 6443, &files, dir.path());
+        let flag = |name: &str| -> Vec<&str> {
+            args.iter()
+                .filter_map(|a| a.strip_prefix(&format!("--{name}=")))
+                .collect()
+        };
+        assert_eq!(flag("authorization-mode"), ["RBAC"]);
+        // TokenRequest needs the issuer and the signing key; TokenReview the verification key.
+        assert_eq!(
+            flag("service-account-issuer"),
+            ["https://kubernetes.default.svc.cluster.local"]
+        );
+        assert_eq!(
+            flag("service-account-signing-key-file"),
+            [files.service_account_key.display().to_string()]
+        );
+        assert_eq!(
+            flag("service-account-key-file"),
+            [files.service_account_public_key.display().to_string()]
+        );
+        // Client certificates (the admin's) are verified against the generated CA.
+        assert_eq!(
+            flag("client-ca-file"),
+            [files.ca_cert.display().to_string()]
+        );
+        assert_eq!(
+            flag("enable-admission-plugins"),
+            ["OwnerReferencesPermissionEnforcement"]
+        );
+        assert_eq!(flag("disable-admission-plugins"), ["ServiceAccount"]);
     }
 
     #[test]

@@ -318,7 +318,13 @@ pub(crate) const KINDS: &[Kind] = &[
         categories: ALL,
         status: true,
         lists: Lists::rows(&[
-            ("spec.ports", Row::Map(&["port"])),
+            (
+                "spec.ports",
+                Row::MapKeys {
+                    patch: &["port"],
+                    fields: &[("port", None), ("protocol", Some("TCP"))],
+                },
+            ),
             ("status.conditions", Row::Map(&["type"])),
         ]),
         printer: Printer::Columns(columns::service),
@@ -464,6 +470,22 @@ pub(crate) const KINDS: &[Kind] = &[
         short_names: &["cs"],
         verbs: &["get", "list"],
         lists: Lists::rows(CONDITIONS),
+        ..BASE
+    },
+    Kind {
+        group: "authentication.k8s.io",
+        plural: "tokenreviews",
+        kind: "TokenReview",
+        namespaced: false,
+        verbs: &["create"],
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        plural: "subjectaccessreviews",
+        kind: "SubjectAccessReview",
+        namespaced: false,
+        verbs: &["create"],
         ..BASE
     },
     Kind {

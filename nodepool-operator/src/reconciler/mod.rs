@@ -351,7 +351,8 @@ impl Reconciler<Request> for NodePoolReconciler {
         request: &Request,
         _ctx: &Context,
     ) -> Result<Action, ReconcileFailure> {
-        let Some(pool) = self.pools.get(&request.name, None) else {
+        // A cluster-scoped read names no namespace, so it never fails.
+        let Some(pool) = self.pools.get(&request.name, None).unwrap_or_default() else {
             // Gone: nothing to do (its RuntimeClass goes with the owner reference).
             return Ok(Action::done());
         };

@@ -71,7 +71,7 @@ impl NodePoolReconciler {
         };
         // The steady state costs no request: the cached copy needs nothing. (A cache that lags
         // behind a change is followed by that change's watch event, and another reconcile.)
-        if let Some(cached) = self.runtime_classes.get(&name, None) {
+        if let Ok(Some(cached)) = self.runtime_classes.get(&name, None) {
             let mut repaired = (*cached).clone();
             if reconcile_runtime_class(&mut repaired, pool).is_ok() && repaired == *cached {
                 return Ok(None);

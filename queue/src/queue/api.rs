@@ -145,7 +145,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         }
     }
 
-    /// The queue's name (the `name` label of its metrics).
+    /// The queue's name (the `controller` and `name` labels of its metrics).
     pub fn name(&self) -> &str {
         &self.inner.name
     }

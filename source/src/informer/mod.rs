@@ -45,23 +45,31 @@ use tokio_util::sync::CancellationToken;
 use crate::index::{IndexError, IndexFn, Indexes};
 use crate::{Event, SourceError, SyncHandle, SyncSignal};
 
+mod partition;
+#[cfg(test)]
+mod partition_tests;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+use partition::Partition;
+
 pub use stream::KindStream;
 
-/// The bounds a [`CacheObject`]'s `DynamicType` needs (it is a key of the cache's informers).
+/// The bounds a [`CacheObject`]'s `DynamicType` needs (it is part of every cached object's
+/// key): `()` for typed kinds, [`ApiResource`](kube::core::ApiResource) for
+/// [`DynamicObject`](kube::core::DynamicObject)s (see [`crate::dynamic`]).
 ///
 /// Implemented for every type that satisfies them.
-pub trait CacheDynamicType: Default + Eq + Hash + Clone + Send + Sync {}
+pub trait CacheDynamicType: Eq + Hash + Clone + Send + Sync {}
 
-impl<T: Default + Eq + Hash + Clone + Send + Sync> CacheDynamicType for T {}
+impl<T: Eq + Hash + Clone + Send + Sync> CacheDynamicType for T {}
 
 /// The bounds an object type needs to be watched and cached.
 ///
 /// Implemented for every type that satisfies them (all `k8s-openapi` types, `kube::CustomResource`
-/// types, `PartialObjectMeta<K>`).
+/// types, `PartialObjectMeta<K>`, and `DynamicObject`, whose run-time type the informer
+/// carries).
 pub trait CacheObject:
     Resource<DynamicType: CacheDynamicType> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
 {
@@ -93,6 +101,9 @@ struct State<K: CacheObject> {
     stopped: bool,
     /// An index was registered: the event path must keep the indexes up to date.
     indexed: bool,
+    /// One per namespace when the informer is fed by one watch per namespace; empty when it is
+    /// fed by a single watch (see [`partition`]).
+    partitions: Vec<Partition<K>>,
 }
 
 /// Counters of one informer (for tests, benchmarks and metrics).
@@ -121,6 +132,7 @@ impl<K: CacheObject> Informer<K> {
     /// `token` is cancelled or the stream ends.
     pub(crate) fn spawn<S>(
         stream: S,
+        dt: K::DynamicType,
         capacity: usize,
         token: CancellationToken,
         name: String,
@@ -128,36 +140,75 @@ impl<K: CacheObject> Informer<K> {
     where
         S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     {
-        let runtime =
-            tokio::runtime::Handle::try_current().map_err(|_| SourceError::NoRuntime {
-                source_name: name.clone(),
-            })?;
-        let (informer, signal) = Self::new(capacity);
-        let task_informer = Arc::clone(&informer);
-        runtime.spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            loop {
-                tokio::select! {
-                    _ = token.cancelled() => break,
-                    next = stream.next() => match next {
-                        Some(Ok(event)) => task_informer.process(event, &signal),
-                        Some(Err(error)) => {
-                            tracing::warn!(informer = %name, %error, "watch error (retrying with backoff)");
-                            *task_informer.last_error.lock() = Some(error.to_string());
-                        }
-                        None => break,
-                    },
-                }
-            }
-            task_informer.stop();
-        });
+        let runtime = Self::runtime(&name)?;
+        let (informer, signal) = Self::with_partitions(capacity, dt, Vec::new());
+        let tagged = stream.map(|event| (0, event));
+        runtime.spawn(Self::run(
+            Arc::clone(&informer),
+            tagged,
+            signal,
+            token,
+            name,
+        ));
         Ok(informer)
     }
 
-    /// A new informer that is fed by hand with [`Informer::process`] (used by `spawn`, tests and
-    /// benchmarks).
-    pub(crate) fn new(capacity: usize) -> (Arc<Self>, SyncSignal) {
-        let dt = K::DynamicType::default();
+    /// The current tokio runtime, or the error of a source started outside one.
+    fn runtime(name: &str) -> Result<tokio::runtime::Handle, SourceError> {
+        tokio::runtime::Handle::try_current().map_err(|_| SourceError::NoRuntime {
+            source_name: name.to_string(),
+        })
+    }
+
+    /// The informer's task: applies the events of its watch (or watches: `(partition, event)`)
+    /// until `token` is cancelled or every stream ends.
+    async fn run<S>(
+        self: Arc<Self>,
+        stream: S,
+        signal: SyncSignal,
+        token: CancellationToken,
+        name: String,
+    ) where
+        S: Stream<Item = (usize, Result<watcher::Event<K>, watcher::Error>)> + Send + 'static,
+    {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                next = stream.next() => match next {
+                    Some((partition, Ok(event))) => self.process_from(partition, event, &signal),
+                    Some((partition, Err(error))) => {
+                        let error = match self.partition_namespace(partition) {
+                            Some(namespace) => format!("namespace {namespace}: {error}"),
+                            None => error.to_string(),
+                        };
+                        tracing::warn!(informer = %name, %error, "watch error (retrying with backoff)");
+                        *self.last_error.lock() = Some(error);
+                    }
+                    None => break,
+                },
+            }
+        }
+        self.stop();
+    }
+
+    /// A new informer that is fed by hand with [`Informer::process`] (tests).
+    #[cfg(test)]
+    pub(crate) fn new(capacity: usize) -> (Arc<Self>, SyncSignal)
+    where
+        K::DynamicType: Default,
+    {
+        Self::with_partitions(capacity, K::DynamicType::default(), Vec::new())
+    }
+
+    /// A new informer of objects of the run-time type `dt`, fed by one watch per namespace of
+    /// `namespaces` (by a single watch when it is empty), by hand with
+    /// [`Informer::process_from`].
+    pub(crate) fn with_partitions(
+        capacity: usize,
+        dt: K::DynamicType,
+        namespaces: Vec<String>,
+    ) -> (Arc<Self>, SyncSignal) {
         let writer = Writer::new(dt.clone());
         let (signal, sync) = SyncHandle::pair();
         let informer = Arc::new(Self {
@@ -169,6 +220,7 @@ impl<K: CacheObject> Informer<K> {
                 synced: false,
                 stopped: false,
                 indexed: false,
+                partitions: namespaces.into_iter().map(Partition::new).collect(),
             }),
             indexes: RwLock::new(Indexes::default()),
             sync,
@@ -182,6 +234,11 @@ impl<K: CacheObject> Informer<K> {
 
     pub(crate) fn store(&self) -> &Store<K> {
         &self.store
+    }
+
+    /// The run-time type of the objects (`()` for typed kinds).
+    pub(crate) fn dynamic_type(&self) -> &K::DynamicType {
+        &self.dt
     }
 
     pub(crate) fn sync_handle(&self) -> SyncHandle {
@@ -215,11 +272,25 @@ impl<K: CacheObject> Informer<K> {
         ObjectRef::from_obj_with(object, self.dt.clone())
     }
 
-    /// Applies one watcher event to the store and fans the resulting events out.
+    /// Applies one watcher event of a single-watch informer to the store and fans the resulting
+    /// events out.
+    #[cfg(test)]
     pub(crate) fn process(&self, event: watcher::Event<K>, signal: &SyncSignal) {
+        self.process_from(0, event, signal);
+    }
+
+    /// Applies one watcher event from the watch of partition `partition` (ignored when the
+    /// informer has a single watch) to the store and fans the resulting events out.
+    pub(crate) fn process_from(
+        &self,
+        partition: usize,
+        event: watcher::Event<K>,
+        signal: &SyncSignal,
+    ) {
         self.counters.watch_events.fetch_add(1, Ordering::Relaxed);
         let mut st = self.state.lock();
         let mut from_list = false;
+        let partitioned = !st.partitions.is_empty();
         let (events, first_sync) = match event {
             watcher::Event::Apply(object) => {
                 let key = self.key(&object);
@@ -264,6 +335,18 @@ impl<K: CacheObject> Informer<K> {
                     false,
                 )
             }
+            // One namespace's (re)list: it replaces that namespace's objects only.
+            event @ (watcher::Event::Init | watcher::Event::InitApply(_)) if partitioned => {
+                partition::listed(&mut st, partition, event);
+                return;
+            }
+            watcher::Event::InitDone if partitioned => {
+                let Some(done) = self.partition_list_done(&mut st, partition) else {
+                    return;
+                };
+                from_list = true;
+                done
+            }
             event @ (watcher::Event::Init | watcher::Event::InitApply(_)) => {
                 st.writer.apply_watcher_event(&event);
                 return;
@@ -288,6 +371,19 @@ impl<K: CacheObject> Informer<K> {
                 (events, first)
             }
         };
+        self.fan_out(st, events, from_list, first_sync, signal);
+    }
+
+    /// Hands `events` (the store has changed already) to the indexes and every subscriber,
+    /// then releases the state lock; `first_sync` marks the informer synced.
+    fn fan_out(
+        &self,
+        mut st: parking_lot::MutexGuard<'_, State<K>>,
+        events: Vec<Event<K>>,
+        from_list: bool,
+        first_sync: bool,
+        signal: &SyncSignal,
+    ) {
         // The indexes follow the store before any subscriber hears of the change (no index
         // lock on this path until an index exists).
         if st.indexed {
@@ -349,12 +445,14 @@ impl<K: CacheObject> Informer<K> {
         let mut st = self.state.lock();
         let id = st.next_id;
         st.next_id += 1;
-        let synced = st.synced;
+        // A subscriber that arrives after a list (the first list, or the first list of one of
+        // the namespaces) starts from a snapshot of the store.
+        let listed = st.synced || st.partitions.iter().any(|p| p.synced);
         st.subscribers.insert(
             id,
             Subscriber {
                 buffer: VecDeque::new(),
-                lagged: synced,
+                lagged: listed,
                 initial: true,
                 missed_list: false,
                 waker: None,

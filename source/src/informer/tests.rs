@@ -324,7 +324,7 @@ fn stop_ends_streams_after_their_buffers_and_drop_unsubscribes() {
 #[tokio::test]
 async fn spawned_informer_follows_a_watcher_stream() {
     let (tx, rx) = futures::channel::mpsc::unbounded();
-    let informer = Informer::<ConfigMap>::spawn(rx, 8, CancellationToken::new(), "test".into())
+    let informer = Informer::<ConfigMap>::spawn(rx, (), 8, CancellationToken::new(), "test".into())
         .expect("inside a runtime");
     let mut s = informer.subscribe(());
     for e in [
@@ -348,6 +348,7 @@ async fn spawned_informer_follows_a_watcher_stream() {
 fn spawn_outside_a_runtime_is_an_error() {
     let result = Informer::<ConfigMap>::spawn(
         futures::stream::empty(),
+        (),
         8,
         CancellationToken::new(),
         "outside".into(),

@@ -26,7 +26,12 @@ struct Full {
 impl Reconciler<Request> for Full {
     type Error = kube::Error;
     async fn reconcile(&self, request: &Request, _ctx: &Context) -> Result<Action, kube::Error> {
-        let Some(bench) = self.reader.get(&request.name, request.namespace.as_deref()) else {
+        // Requests come from the watch of the reader's namespace: never an unknown one.
+        let Some(bench) = self
+            .reader
+            .get(&request.name, request.namespace.as_deref())
+            .unwrap_or_default()
+        else {
             return Ok(Action::done());
         };
         let observed = bench.status.as_ref().and_then(|s| s.observed_generation);
@@ -50,7 +55,7 @@ struct Meta {
 impl Reconciler<Request> for Meta {
     type Error = kube::Error;
     async fn reconcile(&self, request: &Request, _ctx: &Context) -> Result<Action, kube::Error> {
-        if let Some(meta) = self.reader.get(&request.name, request.namespace.as_deref()) {
+        if let Ok(Some(meta)) = self.reader.get(&request.name, request.namespace.as_deref()) {
             self.tracker
                 .reconciled(&request.name, created_at(&meta.metadata), false);
         }

@@ -31,7 +31,7 @@ mod tests;
 
 use serde_json::{Map, Value, json};
 
-use super::fields::{FieldSet, SERVER_METADATA, display_path, key_element, remove_at, value_at};
+use super::fields::{FieldSet, SERVER_METADATA, display_path, remove_at, value_at};
 use super::join_path;
 use super::strategy::{ListType, MergeStrategy};
 
@@ -314,7 +314,7 @@ fn merge_applied(
                 Value::Array(l) => l,
                 _ => Vec::new(),
             };
-            match strategy.list_type(path) {
+            match strategy.field_list_type(path) {
                 ListType::Atomic => list = items.clone(),
                 ListType::Set => {
                     for item in items {
@@ -325,15 +325,15 @@ fn merge_applied(
                 }
                 ListType::Map(keys) => {
                     for item in items {
-                        let Some(elem) = key_element(item, keys) else {
+                        let Some(elem) = strategy.field_element(path, item, keys) else {
                             return Err(ApplyError::Invalid(format!(
                                 "{path}: list item {item} is missing its key field {:?}",
                                 keys.first().map(String::as_str).unwrap_or_default()
                             )));
                         };
-                        let pos = list
-                            .iter()
-                            .position(|t| key_element(t, keys).as_deref() == Some(elem.as_str()));
+                        let pos = list.iter().position(|t| {
+                            strategy.field_element(path, t, keys).as_deref() == Some(elem.as_str())
+                        });
                         match pos {
                             Some(i) if strategy.is_atomic_map(path) => list[i] = item.clone(),
                             Some(i) => merge_applied(&mut list[i], item, path, strategy)?,

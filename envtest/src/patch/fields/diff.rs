@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{FieldPath, FieldSet, key_element, tracked_metadata};
+use super::{FieldPath, FieldSet, tracked_metadata};
 use crate::patch::strategy::{ListType, MergeStrategy};
 
 /// What a write changed, in field-set terms (structured-merge-diff's comparison):
@@ -42,11 +42,14 @@ fn shape(value: &Value, path: &str, strategy: &MergeStrategy) -> Shape {
     match value {
         Value::Object(_) if strategy.is_atomic_map(path) => Shape::Leaf,
         Value::Object(_) => Shape::Map,
-        Value::Array(items) => match strategy.list_type(path) {
+        Value::Array(items) => match strategy.field_list_type(path) {
             ListType::Atomic => Shape::Leaf,
             ListType::Set => Shape::List,
             ListType::Map(keys) => {
-                if items.iter().all(|i| key_element(i, keys).is_some()) {
+                if items
+                    .iter()
+                    .all(|i| strategy.field_element(path, i, keys).is_some())
+                {
                     Shape::List
                 } else {
                     // An item without its keys cannot be addressed: the list is one leaf.
@@ -200,12 +203,12 @@ impl FieldDiff {
         path: &str,
         strategy: &MergeStrategy,
     ) {
-        let keys = match strategy.list_type(path) {
+        let keys = match strategy.field_list_type(path) {
             ListType::Map(keys) => Some(keys),
             _ => None,
         };
         let elem = |item: &Value| match keys {
-            Some(keys) => key_element(item, keys),
+            Some(keys) => strategy.field_element(path, item, keys),
             None => Some(format!("v:{item}")),
         };
         let old_elems: Vec<Option<String>> = ol.iter().map(elem).collect();
@@ -303,13 +306,13 @@ fn below(
             }
         }
         (Shape::List, Value::Array(items)) => {
-            let keys = match s.list_type(path) {
+            let keys = match s.field_list_type(path) {
                 ListType::Map(keys) => Some(keys),
                 _ => None,
             };
             for item in items {
                 let e = match keys {
-                    Some(keys) => key_element(item, keys),
+                    Some(keys) => s.field_element(path, item, keys),
                     None => Some(format!("v:{item}")),
                 };
                 if let Some(e) = e {

@@ -224,7 +224,7 @@ fn walk(
                 prefix.pop();
             }
         }
-        Value::Array(items) if !items.is_empty() => match strategy.list_type(path) {
+        Value::Array(items) if !items.is_empty() => match strategy.field_list_type(path) {
             ListType::Atomic => set.insert(prefix.clone()),
             ListType::Set => {
                 for item in items {
@@ -235,7 +235,7 @@ fn walk(
             }
             ListType::Map(keys) => {
                 for item in items {
-                    let Some(elem) = key_element(item, keys) else {
+                    let Some(elem) = strategy.field_element(path, item, keys) else {
                         // An item without its keys cannot be addressed: own the whole list.
                         set.insert(prefix.clone());
                         continue;

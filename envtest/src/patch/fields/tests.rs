@@ -81,7 +81,7 @@ fn all_nodes(
                 prefix.pop();
             }
         }
-        Value::Array(items) => match s.list_type(path) {
+        Value::Array(items) => match s.field_list_type(path) {
             ListType::Set => {
                 for i in items {
                     prefix.push(format!("v:{i}"));
@@ -91,7 +91,7 @@ fn all_nodes(
             }
             ListType::Map(keys) => {
                 for i in items {
-                    let Some(e) = key_element(i, keys) else {
+                    let Some(e) = s.field_element(path, i, keys) else {
                         continue;
                     };
                     prefix.push(e);

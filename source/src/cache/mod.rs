@@ -1,5 +1,6 @@
 //! [`Cache`]: controller-runtime's informer map. Every [`Kind`] source and every [`Reader`] for
-//! the same (type, namespace, label selector, field selector) shares one watch and one store.
+//! the same (type, namespaces, label selector, field selector) shares one watch and one store
+//! (one watch per namespace when a [`WatchScope`] names several: see [`namespaces`]).
 //!
 //! Informers start when first asked for and run until the cache is stopped or the last handle
 //! (the `Cache` itself, a `Kind`, a `Reader` or a started stream) is dropped. The way slow
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
-use kube::core::{PartialObjectMeta, Selector, SelectorExt};
+use kube::core::{ApiResource, PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -24,6 +25,13 @@ use tokio_util::sync::CancellationToken;
 use crate::informer::{CacheObject, Informer};
 use crate::transform::{Transform, Transforms};
 use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle};
+
+pub mod dynamic;
+pub mod namespaces;
+
+pub use dynamic::DynamicResource;
+pub use namespaces::ReadError;
+use namespaces::Readable;
 
 /// Default size of each subscriber's buffer.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
@@ -42,6 +50,25 @@ pub enum CacheError {
         /// The namespace that was asked for.
         namespace: String,
     },
+    /// A scope names an empty list of namespaces (`None` watches all namespaces).
+    #[error(
+        "the list of namespaces to watch is empty: name at least one, or none at all (WatchScope::all) to watch every namespace"
+    )]
+    NoNamespaces,
+    /// A scope names a namespace twice.
+    #[error("namespace {namespace:?} is listed twice in the namespaces to watch")]
+    DuplicateNamespace {
+        /// The repeated namespace.
+        namespace: String,
+    },
+    /// A scope names something that cannot be a namespace.
+    #[error("{namespace:?} is not a valid namespace name: {reason}")]
+    InvalidNamespace {
+        /// The name given.
+        namespace: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The watch could not start.
     #[error(transparent)]
     Source(#[from] SourceError),
@@ -59,11 +86,25 @@ pub enum CacheError {
     },
 }
 
-/// Which objects of a type to watch. Two watches with equal options share one informer.
+/// Which objects of a type to watch (controller-runtime's `cache.Options.ByObject[..]`). Two
+/// watches with equal options share one informer.
+///
+/// ```
+/// use kcr_source::WatchScope;
+///
+/// // Every namespace (the default).
+/// let all = WatchScope::all();
+/// // Two namespaces: one watch each, one store, reads see both (see `cache::namespaces`).
+/// let teams = WatchScope::all().namespaces(["team-a", "team-b"]).labels("app=web");
+/// assert_eq!(teams.namespaces, Some(vec!["team-a".to_string(), "team-b".to_string()]));
+/// # let _ = all;
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct WatchScope {
-    /// Only this namespace (namespaced types only); `None` watches all namespaces.
-    pub namespace: Option<String>,
+    /// Only these namespaces (namespaced types only): one watch per namespace, feeding one
+    /// store; `None` watches all namespaces. Checked when the watch is created: not empty, no
+    /// duplicates, valid names (see [`namespaces`]).
+    pub namespaces: Option<Vec<String>>,
     /// A label selector such as `app=web,tier in (a,b)`; validated when the watch is created.
     pub label_selector: Option<String>,
     /// A field selector such as `spec.nodeName=n1`; validated by the API server.
@@ -83,9 +124,19 @@ impl WatchScope {
     pub fn all() -> Self {
         Self::default()
     }
-    /// Restricts to one namespace.
+    /// Restricts to one namespace (replaces any namespaces set before).
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
+        self.namespaces = Some(vec![namespace.into()]);
+        self
+    }
+    /// Restricts to several namespaces, watched one watch each into one store (replaces any
+    /// namespaces set before; see [`namespaces`]).
+    pub fn namespaces<I>(mut self, namespaces: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.namespaces = Some(namespaces.into_iter().map(Into::into).collect());
         self
     }
     /// Restricts with a label selector.
@@ -102,6 +153,14 @@ impl WatchScope {
     pub fn streaming_list(mut self) -> Self {
         self.streaming_list = true;
         self
+    }
+
+    /// This scope checked, with its namespaces sorted (the form informers are keyed by).
+    fn normalized(&self) -> Result<WatchScope, CacheError> {
+        Ok(WatchScope {
+            namespaces: namespaces::normalize(&self.namespaces)?,
+            ..self.clone()
+        })
     }
 
     fn watcher_config(&self) -> Result<watcher::Config, CacheError> {
@@ -160,9 +219,13 @@ impl ScopedApi for ClusterResourceScope {
     }
 }
 
+/// An informer's identity: the Rust type, the resource (for typed kinds `ApiResource::erase`
+/// of the type; for `DynamicObject` the run-time resource, so dynamic kinds never share an
+/// informer) and the normalized scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct InformerKey {
     type_id: TypeId,
+    resource: ApiResource,
     options: WatchScope,
 }
 
@@ -257,26 +320,46 @@ impl Cache {
     /// })?;
     /// # Ok(()) }
     /// ```
-    pub fn set_transform<K: CacheObject>(
+    pub fn set_transform<K>(
         &self,
         transform: impl Fn(&mut K) + Send + Sync + 'static,
+    ) -> Result<(), CacheError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+    {
+        let resource = ApiResource::erase::<K>(&Default::default());
+        self.register_transform::<K>(resource, Arc::new(transform))
+    }
+
+    /// Registers the transform of `K` objects of `resource`, unless a watch of them started.
+    fn register_transform<K: CacheObject>(
+        &self,
+        resource: ApiResource,
+        transform: Transform<K>,
     ) -> Result<(), CacheError> {
         let type_id = TypeId::of::<K>();
         // Hold the informer map while registering, so no watch of K starts in between.
         let informers = self.inner.informers.lock();
-        if informers.keys().any(|key| key.type_id == type_id) {
+        if informers
+            .keys()
+            .any(|key| key.type_id == type_id && key.resource == resource)
+        {
             return Err(CacheError::TransformAfterStart {
-                kind: K::kind(&Default::default()).into_owned(),
+                kind: resource.kind,
             });
         }
-        let transform: Transform<K> = Arc::new(transform);
-        self.inner.transforms.lock().set(transform);
+        self.inner.transforms.lock().set(resource, transform);
         drop(informers);
         Ok(())
     }
 
     /// Caches objects of type `K` whole, `managedFields` included (no transform).
-    pub fn keep_whole<K: CacheObject>(&self) -> Result<(), CacheError> {
+    pub fn keep_whole<K>(&self) -> Result<(), CacheError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+    {
         self.set_transform::<K>(|_| {})
     }
 
@@ -307,15 +390,20 @@ impl Cache {
         self.inner.token.cancel();
     }
 
+    /// The informer of `K` objects of the run-time type `dt` for `options` (already
+    /// [normalized](WatchScope::normalized)), started with `make_stream(config, namespace)`:
+    /// once with `None` for a scope of every namespace, once per namespace otherwise.
     fn informer<K, F>(
         &self,
         options: &WatchScope,
+        dt: K::DynamicType,
         make_stream: F,
     ) -> Result<Arc<Informer<K>>, CacheError>
     where
         K: CacheObject,
-        F: FnOnce(
+        F: Fn(
             watcher::Config,
+            Option<&str>,
         ) -> Result<
             futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
             CacheError,
@@ -324,12 +412,15 @@ impl Cache {
         if self.inner.token.is_cancelled() {
             return Err(CacheError::Stopped);
         }
+        let resource = ApiResource::erase::<K>(&dt);
         let key = InformerKey {
             type_id: TypeId::of::<K>(),
+            resource: resource.clone(),
             options: options.clone(),
         };
         let mut informers = self.inner.informers.lock();
-        // The key holds K's TypeId, so the downcast cannot fail for an existing entry.
+        // The key holds K's TypeId, so the downcast cannot fail for an existing entry (and its
+        // resource, so a dynamic entry is of the same run-time type).
         if let Some(Ok(informer)) = informers
             .get(&key)
             .map(|(existing, _)| Arc::clone(existing).downcast::<Informer<K>>())
@@ -337,16 +428,32 @@ impl Cache {
             return Ok(informer);
         }
         let config = options.watcher_config()?;
-        let transform = self.inner.transforms.lock().get::<K>();
-        let stream = make_stream(config)?
-            .map(move |event| event.map(|e| e.modify(|object| transform(object))))
-            .boxed();
-        let informer = Informer::spawn(
-            stream,
-            self.inner.subscriber_buffer,
-            self.inner.token.child_token(),
-            format!("{}{:?}", std::any::type_name::<K>(), options),
-        )?;
+        let transform = self.inner.transforms.lock().get::<K>(&resource);
+        let transformed = |namespace: Option<&str>| {
+            let transform = Arc::clone(&transform);
+            Ok::<_, CacheError>(
+                make_stream(config.clone(), namespace)?
+                    .map(move |event| event.map(|e| e.modify(|object| transform(object))))
+                    .boxed(),
+            )
+        };
+        let name = format!("{}{:?}", std::any::type_name::<K>(), options);
+        let token = self.inner.token.child_token();
+        let capacity = self.inner.subscriber_buffer;
+        let informer = match &options.namespaces {
+            Some(namespaces) if namespaces.len() > 1 => {
+                let streams = namespaces
+                    .iter()
+                    .map(|ns| Ok((ns.clone(), transformed(Some(ns))?)))
+                    .collect::<Result<Vec<_>, CacheError>>()?;
+                Informer::spawn_partitioned(streams, dt, capacity, token, name)?
+            }
+            Some(namespaces) => {
+                let namespace = namespaces.first().map(String::as_str);
+                Informer::spawn(transformed(namespace)?, dt, capacity, token, name)?
+            }
+            None => Informer::spawn(transformed(None)?, dt, capacity, token, name)?,
+        };
         informers.insert(
             key,
             (
@@ -360,11 +467,12 @@ impl Cache {
     fn full_informer<K>(&self, options: &WatchScope) -> Result<Arc<Informer<K>>, CacheError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
         let client = self.inner.client.clone();
-        self.informer(options, |config| {
-            let api = <K::Scope as ScopedApi>::api::<K>(client, options.namespace.as_deref())?;
+        self.informer(options, Default::default(), |config, namespace| {
+            let api = <K::Scope as ScopedApi>::api::<K>(client.clone(), namespace)?;
             Ok(watcher(api, config).default_backoff().boxed())
         })
     }
@@ -373,10 +481,16 @@ impl Cache {
     pub fn kind<K>(&self, options: WatchScope) -> Result<Kind<K>, CacheError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let informer = self.full_informer::<K>(&options)?;
-        Ok(Kind::from_parts(informer, Arc::clone(&self.inner.lifetime)))
+        let informer = self.full_informer::<K>(&options.normalized()?)?;
+        let name = format!("kind<{}>", std::any::type_name::<K>());
+        Ok(Kind::from_parts(
+            informer,
+            Arc::clone(&self.inner.lifetime),
+            name,
+        ))
     }
 
     /// A metadata-only [`Kind`] source (objects are `PartialObjectMeta<K>`: metadata without spec
@@ -387,6 +501,7 @@ impl Cache {
     ) -> Result<Kind<PartialObjectMeta<K>>, CacheError>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        <PartialObjectMeta<K> as Resource>::DynamicType: Default,
         PartialObjectMeta<K>: CacheObject,
         <PartialObjectMeta<K> as Resource>::Scope: ScopedApi,
     {
@@ -397,11 +512,15 @@ impl Cache {
     pub fn reader<K>(&self, options: WatchScope) -> Result<Reader<K>, CacheError>
     where
         K: CacheObject,
+        K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
+        let options = options.normalized()?;
         let informer = self.full_informer::<K>(&options)?;
+        let kind = K::kind(&Default::default()).into_owned();
         Ok(Reader {
             informer,
+            readable: Readable::new(kind, options.namespaces),
             _lifetime: Arc::clone(&self.inner.lifetime),
         })
     }
@@ -413,6 +532,7 @@ impl Cache {
     ) -> Result<Reader<PartialObjectMeta<K>>, CacheError>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        <PartialObjectMeta<K> as Resource>::DynamicType: Default,
         PartialObjectMeta<K>: CacheObject,
         <PartialObjectMeta<K> as Resource>::Scope: ScopedApi,
     {
@@ -424,6 +544,8 @@ impl Cache {
 #[derive(Clone)] // `K: Clone` holds for every `CacheObject`; only the `Arc`s are cloned
 pub struct Reader<K: CacheObject> {
     informer: Arc<Informer<K>>,
+    /// The namespaces it may read.
+    readable: Readable,
     _lifetime: Arc<Lifetime>,
 }
 
@@ -432,30 +554,42 @@ impl<K: CacheObject> std::fmt::Debug for Reader<K> {
         f.debug_struct("Reader")
             .field("type", &std::any::type_name::<K>())
             .field("objects", &self.informer.store().len())
+            .field("namespaces", &self.readable.namespaces())
             .finish()
     }
 }
 
 impl<K: CacheObject> Reader<K> {
-    /// The object `name` in `namespace` (`None` for cluster-scoped objects).
-    pub fn get(&self, name: &str, namespace: Option<&str>) -> Option<Arc<K>> {
-        let mut key = ObjectRef::<K>::new_with(name, K::DynamicType::default());
+    /// The object `name` in `namespace` (`None` for cluster-scoped objects): `Ok(None)` when
+    /// the cache does not hold it, [`ReadError::UnknownNamespace`] when the reader's scope names
+    /// namespaces and `namespace` is not one of them (the cache cannot know that object).
+    pub fn get(&self, name: &str, namespace: Option<&str>) -> Result<Option<Arc<K>>, ReadError> {
+        let mut key = ObjectRef::<K>::new_with(name, self.informer.dynamic_type().clone());
         if let Some(ns) = namespace {
+            self.readable.check(ns, Some(name))?;
             key = key.within(ns);
         }
-        self.informer.store().get(&key)
+        Ok(self.informer.store().get(&key))
     }
 
-    /// Every cached object.
+    /// Every cached object (of every namespace the reader's scope names).
     pub fn list(&self) -> Vec<Arc<K>> {
         self.informer.store().state()
     }
 
-    /// The cached objects of one namespace.
-    pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
-        self.informer
+    /// The cached objects of one namespace; [`ReadError::UnknownNamespace`] when the reader's
+    /// scope names namespaces and `namespace` is not one of them.
+    pub fn list_in(&self, namespace: &str) -> Result<Vec<Arc<K>>, ReadError> {
+        self.readable.check(namespace, None)?;
+        Ok(self
+            .informer
             .store()
-            .state_filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+            .state_filter(|o| o.meta().namespace.as_deref() == Some(namespace)))
+    }
+
+    /// The namespaces this reader's scope names (sorted), or `None` for every namespace.
+    pub fn namespaces(&self) -> Option<&[String]> {
+        self.readable.namespaces()
     }
 
     /// The cached objects whose labels match `selector`.

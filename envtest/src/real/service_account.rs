@@ -1,0 +1,93 @@
+//! Acting as a ServiceAccount on the real backend, for tests of an operator's RBAC.
+//!
+//! [`TestApiServer::client_for_service_account`] gives a client whose requests kube-apiserver
+//! authorizes as the ServiceAccount `namespace/name`: the user
+//! `system:serviceaccount:<namespace>:<name>` in the groups `system:serviceaccounts` and
+//! `system:serviceaccounts:<namespace>` ([`service_account_user`],
+//! [`service_account_groups`]), which is what the authenticator makes of the account's token
+//! in a pod (`system:authenticated` is added by the server either way). RBAC bindings whose
+//! subject is that ServiceAccount (or one of those groups) apply to it, and nothing else does.
+//!
+//! It impersonates that identity through the admin credential rather than presenting a token
+//! from the TokenRequest API: the client then talks to the fault proxy like every other
+//! client of the server, so a test can count the operator's requests and fail some of them
+//! (a token would not pass the proxy, whose own client certificate authenticates first), and
+//! the ServiceAccount need not exist for a request to be authorized. Authorization sees the
+//! same user and groups as with a token.
+
+use crate::error::EnvtestError;
+use crate::server::TestApiServer;
+
+/// The user name the API server gives the ServiceAccount `namespace/name`.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// The groups the API server puts a ServiceAccount of `namespace` in (besides
+/// `system:authenticated`).
+pub fn service_account_groups(namespace: &str) -> [String; 2] {
+    [
+        "system:serviceaccounts".to_string(),
+        format!("system:serviceaccounts:{namespace}"),
+    ]
+}
+
+impl TestApiServer {
+    /// A client (through the fault proxy, default namespace `default`) whose requests are
+    /// authorized as the ServiceAccount `namespace/name`: as the user
+    /// [`service_account_user`] in the groups [`service_account_groups`], which is what the
+    /// API server makes of the account's token. It impersonates that identity through the
+    /// admin credential (a token would not pass the fault proxy, whose client certificate
+    /// authenticates first), so the test can still count and fail the client's requests.
+    ///
+    /// Real backend only: the in-process server authorizes nothing, so a test of RBAC there
+    /// would pass without proving anything ([`EnvtestError::Unsupported`]).
+    ///
+    /// ```no_run
+    /// # async fn f(server: &kcr_envtest::TestApiServer) -> Result<(), Box<dyn std::error::Error>> {
+    /// use k8s_openapi::api::core::v1::Node;
+    /// let operator = server.client_for_service_account("nodepool-system", "nodepool-operator")?;
+    /// // 403 unless a (Cluster)RoleBinding grants the ServiceAccount `list` on nodes.
+    /// let nodes = kube::Api::<Node>::all(operator).list(&Default::default()).await;
+    /// # let _ = nodes;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn client_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube::Client, EnvtestError> {
+        let groups = service_account_groups(namespace);
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        self.client_as(&service_account_user(namespace, name), &groups)
+            .map_err(|e| match e {
+                EnvtestError::Unsupported { backend, why, .. } => EnvtestError::Unsupported {
+                    helper: "TestApiServer::client_for_service_account",
+                    backend,
+                    why,
+                },
+                other => other,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_identity_is_the_one_a_token_of_the_account_authenticates_as() {
+        assert_eq!(
+            service_account_user("nodepool-system", "nodepool-operator"),
+            "system:serviceaccount:nodepool-system:nodepool-operator"
+        );
+        assert_eq!(
+            service_account_groups("nodepool-system"),
+            [
+                "system:serviceaccounts".to_string(),
+                "system:serviceaccounts:nodepool-system".to_string()
+            ]
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! Partitions: one informer fed by one watch per namespace (a [`WatchScope`] naming several
+//! namespaces, controller-runtime's `ByObject[..].Namespaces`).
+//!
+//! Every watch feeds the one store. Watch events (`Apply`, `Delete`) are applied as they come,
+//! whichever namespace they belong to. A list is per namespace: kube-runtime's reflector writer
+//! would replace the *whole* store at `InitDone`, dropping the other namespaces' objects, so a
+//! partition buffers its list itself and, at `InitDone`, replaces the objects of its own
+//! namespace only: listed objects whose `resourceVersion` changed (or that are new) are written,
+//! cached objects of the namespace that the list lacks are removed, and the difference comes
+//! out as events with the usual list rules (creates `initial: true`, updates, deletes with
+//! `state_unknown: true`). The other namespaces' objects and subscribers' views of them are not
+//! touched. The informer is synced once every partition has completed its first list.
+//!
+//! [`WatchScope`]: crate::WatchScope
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::{Stream, StreamExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use tokio_util::sync::CancellationToken;
+
+use super::{CacheObject, Informer, State, diff};
+use crate::{Event, SourceError};
+
+/// The list state of one namespace's watch.
+pub(super) struct Partition<K> {
+    namespace: String,
+    /// The objects of the list in progress (between `Init` and `InitDone`).
+    listing: Option<Vec<K>>,
+    /// Has completed its first list.
+    pub(super) synced: bool,
+}
+
+impl<K> Partition<K> {
+    pub(super) fn new(namespace: String) -> Self {
+        Partition {
+            namespace,
+            listing: None,
+            synced: false,
+        }
+    }
+}
+
+/// Buffers an `Init` (a list starts) or an `InitApply` (one listed object) of partition `index`.
+pub(super) fn listed<K: CacheObject>(st: &mut State<K>, index: usize, event: watcher::Event<K>) {
+    let Some(partition) = st.partitions.get_mut(index) else {
+        return;
+    };
+    match event {
+        watcher::Event::Init => partition.listing = Some(Vec::new()),
+        watcher::Event::InitApply(object) => {
+            partition.listing.get_or_insert_with(Vec::new).push(object);
+        }
+        _ => {}
+    }
+}
+
+impl<K: CacheObject> Informer<K> {
+    /// Spawns an informer fed by one watch per namespace: `streams` holds each namespace and
+    /// its watcher stream. The task ends when `token` is cancelled or every stream ends.
+    pub(crate) fn spawn_partitioned<S>(
+        streams: Vec<(String, S)>,
+        dt: K::DynamicType,
+        capacity: usize,
+        token: CancellationToken,
+        name: String,
+    ) -> Result<Arc<Self>, SourceError>
+    where
+        S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    {
+        let runtime = Self::runtime(&name)?;
+        let namespaces = streams.iter().map(|(ns, _)| ns.clone()).collect();
+        let (informer, signal) = Self::with_partitions(capacity, dt, namespaces);
+        let tagged = futures::stream::select_all(
+            streams
+                .into_iter()
+                .enumerate()
+                .map(|(index, (_, stream))| stream.map(move |event| (index, event)).boxed()),
+        );
+        runtime.spawn(Self::run(
+            Arc::clone(&informer),
+            tagged,
+            signal,
+            token,
+            name,
+        ));
+        Ok(informer)
+    }
+
+    /// The namespace of partition `index`, if the informer is partitioned.
+    pub(super) fn partition_namespace(&self, index: usize) -> Option<String> {
+        self.state
+            .lock()
+            .partitions
+            .get(index)
+            .map(|p| p.namespace.clone())
+    }
+
+    /// Ends the list of partition `index`: replaces the cached objects of its namespace with
+    /// the listed ones and returns the difference as events, and whether this completed the
+    /// informer's first sync. `None` for an unknown partition.
+    pub(super) fn partition_list_done(
+        &self,
+        st: &mut State<K>,
+        index: usize,
+    ) -> Option<(Vec<Event<K>>, bool)> {
+        let partition = st.partitions.get_mut(index)?;
+        let listed = partition.listing.take().unwrap_or_default();
+        partition.synced = true;
+        let namespace = partition.namespace.clone();
+        self.counters.relists.fetch_add(1, Ordering::Relaxed);
+        let before: HashMap<ObjectRef<K>, Arc<K>> = self
+            .store
+            .state()
+            .into_iter()
+            .filter(|o| o.meta().namespace.as_deref() == Some(namespace.as_str()))
+            .map(|o| (self.key(&o), o))
+            .collect();
+        let mut after = Vec::with_capacity(listed.len());
+        let mut seen = HashSet::with_capacity(listed.len());
+        for object in listed {
+            let key = self.key(&object);
+            let unchanged = before.get(&key).filter(|old| {
+                old.meta().resource_version.is_some()
+                    && old.meta().resource_version == object.meta().resource_version
+            });
+            match unchanged {
+                // Keep the cached `Arc`: subscribers' views and indexes hold it already.
+                Some(old) => after.push(Arc::clone(old)),
+                None => {
+                    let event = watcher::Event::Apply(object);
+                    st.writer.apply_watcher_event(&event);
+                    match (self.store.get(&key), event) {
+                        (Some(new), _) => after.push(new),
+                        // Unreachable (we are the only writer and hold the lock); never panic.
+                        (None, watcher::Event::Apply(object)) => after.push(Arc::new(object)),
+                        (None, _) => {}
+                    }
+                }
+            }
+            seen.insert(key);
+        }
+        for (key, old) in &before {
+            if !seen.contains(key) {
+                st.writer
+                    .apply_watcher_event(&watcher::Event::Delete((**old).clone()));
+            }
+        }
+        let events = diff(&before, after, true, |o| self.key(o));
+        let first_sync = !st.synced && st.partitions.iter().all(|p| p.synced);
+        if first_sync {
+            st.synced = true;
+        }
+        Some((events, first_sync))
+    }
+}

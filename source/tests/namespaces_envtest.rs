@@ -1,0 +1,391 @@
+//! Several namespaces per type (one watch per namespace, one store) against kcr-envtest, on
+//! either backend (`KCR_ENVTEST_BACKEND=real` runs them against kube-apiserver).
+//!
+//! Real clock: every wait is bounded by a deadline that only expires when the behaviour is
+//! wrong.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use kcr_envtest::TestApiServer;
+use kcr_source::{Cache, CacheError, Event, EventStream, ReadError, Source, WatchScope};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+const NAMESPACES: [&str; 3] = ["team-a", "team-b", "team-c"];
+
+async fn next(events: &mut EventStream<ConfigMap>) -> Event<ConfigMap> {
+    tokio::time::timeout(WAIT, events.next())
+        .await
+        .expect("an event within the timeout")
+        .expect("stream still open")
+        .expect("kind streams yield no errors")
+}
+
+/// Asserts nothing more arrives for a short while (used after exact expectations).
+async fn quiet(events: &mut EventStream<ConfigMap>) {
+    if let Ok(Some(extra)) = tokio::time::timeout(Duration::from_millis(500), events.next()).await {
+        panic!("unexpected extra event {extra:?}");
+    }
+}
+
+fn key(o: &ConfigMap) -> String {
+    format!(
+        "{}/{}",
+        o.metadata.namespace.as_deref().unwrap_or_default(),
+        o.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// (kind, namespace/name, flag: `initial` of a create, `state_unknown` of a delete)
+fn desc(event: &Event<ConfigMap>) -> (&'static str, String, bool) {
+    match event {
+        Event::Create { object, initial } => ("create", key(object), *initial),
+        Event::Update { new, .. } => ("update", key(new), false),
+        Event::Delete {
+            object,
+            state_unknown,
+        } => ("delete", key(object), *state_unknown),
+        Event::Generic { object } => ("generic", key(object), false),
+    }
+}
+
+/// The next `n` events, described and sorted.
+async fn next_n(
+    events: &mut EventStream<ConfigMap>,
+    n: usize,
+) -> Vec<(&'static str, String, bool)> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(desc(&next(events).await));
+    }
+    out.sort_by(|a, b| (&a.1, a.0).cmp(&(&b.1, b.0)));
+    out
+}
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"test": "namespaces"}},
+        "data": {"v": value}
+    }))
+    .expect("valid ConfigMap")
+}
+
+fn scope(namespaces: &[&str]) -> WatchScope {
+    WatchScope::all()
+        .namespaces(namespaces.iter().copied())
+        .labels("test=namespaces")
+}
+
+/// Creates the three namespaces and returns a ConfigMap API per namespace.
+async fn setup(server: &TestApiServer) -> Vec<Api<ConfigMap>> {
+    let namespaces: Api<Namespace> = Api::all(server.client());
+    let mut apis = Vec::new();
+    for ns in NAMESPACES {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).expect("valid Namespace");
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("create namespace");
+        apis.push(Api::namespaced(server.client(), ns));
+    }
+    apis
+}
+
+async fn create(api: &Api<ConfigMap>, name: &str) {
+    api.create(&PostParams::default(), &cm(name, "1"))
+        .await
+        .expect("create");
+}
+
+async fn set_value(api: &Api<ConfigMap>, name: &str, value: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": value}})),
+    )
+    .await
+    .expect("patch");
+}
+
+fn cached_keys(reader: &kcr_source::Reader<ConfigMap>) -> BTreeSet<String> {
+    reader.list().iter().map(|o| key(o)).collect()
+}
+
+fn keys(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|k| k.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_three_namespaces_are_cached_read_and_watched() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let apis = setup(&server).await;
+    for api in &apis {
+        create(api, "x").await;
+    }
+    create(&apis[0], "y").await;
+
+    let cache = Cache::new(server.client());
+    // The order of the list does not matter: both are one informer.
+    let kind = cache
+        .kind::<ConfigMap>(scope(&["team-b", "team-a"]))
+        .expect("kind");
+    let reader = cache
+        .reader::<ConfigMap>(scope(&["team-a", "team-b"]))
+        .expect("reader");
+    assert_eq!(cache.informer_count(), 1);
+    let mut started = kind.start().expect("start");
+    reader
+        .wait_for_sync(WAIT)
+        .await
+        .expect("every namespace synced");
+    assert_eq!(
+        next_n(&mut started.events, 3).await,
+        [
+            ("create", "team-a/x".into(), true),
+            ("create", "team-a/y".into(), true),
+            ("create", "team-b/x".into(), true),
+        ]
+    );
+    quiet(&mut started.events).await;
+
+    // Reads see both namespaces; a read of the third is an error, not "not found".
+    assert_eq!(
+        cached_keys(&reader),
+        keys(&["team-a/x", "team-a/y", "team-b/x"])
+    );
+    assert_eq!(
+        reader.namespaces(),
+        Some(&["team-a".to_string(), "team-b".to_string()][..])
+    );
+    assert!(reader.get("x", Some("team-b")).expect("watched").is_some());
+    assert!(reader.get("y", Some("team-b")).expect("watched").is_none());
+    assert_eq!(reader.list_in("team-a").expect("watched").len(), 2);
+    let error = reader
+        .get("x", Some("team-c"))
+        .expect_err("team-c is not watched");
+    assert_eq!(
+        error,
+        ReadError::UnknownNamespace {
+            kind: "ConfigMap".into(),
+            namespace: "team-c".into(),
+            name: Some("x".into()),
+            watched: vec!["team-a".into(), "team-b".into()],
+        }
+    );
+    assert!(
+        error.to_string().contains("unable to get team-c/x"),
+        "{error}"
+    );
+    assert!(matches!(
+        reader.list_in("team-c"),
+        Err(ReadError::UnknownNamespace { name: None, .. })
+    ));
+
+    // Live changes: each watched namespace's event arrives once; team-c's never.
+    for api in &apis {
+        create(api, "z").await;
+    }
+    set_value(&apis[1], "x", "2").await;
+    apis[0]
+        .delete("y", &DeleteParams::default())
+        .await
+        .expect("delete");
+    set_value(&apis[2], "x", "2").await;
+    assert_eq!(
+        next_n(&mut started.events, 4).await,
+        [
+            ("delete", "team-a/y".into(), false),
+            ("create", "team-a/z".into(), false),
+            ("update", "team-b/x".into(), false),
+            ("create", "team-b/z".into(), false),
+        ]
+    );
+    quiet(&mut started.events).await;
+    assert_eq!(
+        cached_keys(&reader),
+        keys(&["team-a/x", "team-a/z", "team-b/x", "team-b/z"])
+    );
+    // A second subscriber starts from the store: the same four objects, once each.
+    let mut late = kind.start().expect("start");
+    assert_eq!(
+        next_n(&mut late.events, 4).await,
+        [
+            ("create", "team-a/x".into(), true),
+            ("create", "team-a/z".into(), true),
+            ("create", "team-b/x".into(), true),
+            ("create", "team-b/z".into(), true),
+        ]
+    );
+    quiet(&mut late.events).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_lists_are_checked_before_any_watch_starts() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let cache = Cache::new(server.client());
+    let none: [&str; 0] = [];
+    assert_eq!(
+        cache
+            .kind::<ConfigMap>(WatchScope::all().namespaces(none))
+            .map(|_| ())
+            .expect_err("empty"),
+        CacheError::NoNamespaces
+    );
+    assert_eq!(
+        cache
+            .reader::<ConfigMap>(WatchScope::all().namespaces(["a", "b", "a"]))
+            .map(|_| ())
+            .expect_err("duplicate"),
+        CacheError::DuplicateNamespace {
+            namespace: "a".into()
+        }
+    );
+    assert!(matches!(
+        cache.kind::<ConfigMap>(WatchScope::all().namespaces(["a", "Not_A_Namespace"])),
+        Err(CacheError::InvalidNamespace { namespace, .. }) if namespace == "Not_A_Namespace"
+    ));
+    let error = cache
+        .kind::<Node>(WatchScope::all().namespaces(["a", "b"]))
+        .map(|_| ())
+        .expect_err("cluster-scoped");
+    assert!(
+        matches!(&error, CacheError::NamespaceOnClusterScoped { kind, .. } if kind == "Node"),
+        "{error}"
+    );
+    assert_eq!(cache.informer_count(), 0, "no watch started");
+    assert!(
+        CacheError::NoNamespaces
+            .to_string()
+            .contains("WatchScope::all"),
+        "the error says how to watch every namespace"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_of_one_namespace_keeps_the_other_namespaces_objects() {
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let apis = setup(&server).await;
+    for api in &apis[..2] {
+        for name in ["keep", "change", "drop"] {
+            create(api, name).await;
+        }
+    }
+    let cache = Cache::new(server.client());
+    let scope = scope(&["team-a", "team-b"]);
+    let kind = cache.kind::<ConfigMap>(scope.clone()).expect("kind");
+    let reader = cache.reader::<ConfigMap>(scope).expect("reader");
+    let mut started = kind.start().expect("start");
+    assert!(
+        next_n(&mut started.events, 6)
+            .await
+            .iter()
+            .all(|(what, _, initial)| *what == "create" && *initial)
+    );
+
+    // Cut both watches. The first to come back is refused once (its watcher backs off for
+    // 800 ms or more); the other is open again at once. Then every watch is refused, so the
+    // refused one stays down while both namespaces change.
+    let faults = server.faults();
+    // Both namespaces' watches must be open (asked for) before they are cut: a watch asked for
+    // after the cut would stay open, and the count below would wait for the wrong requests.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while faults.request_count("watch", "configmaps") < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watches never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let watches = faults.request_count("watch", "configmaps");
+    faults.fail_next("watch", "configmaps", 1, 503);
+    faults.close_watches();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while faults.request_count("watch", "configmaps") < watches + 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watches never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    faults.fail_next("watch", "configmaps", 1_000_000, 503);
+    assert_eq!(
+        faults.request_count("watch", "configmaps"),
+        watches + 2,
+        "the refused watch retried before every watch was refused (its backoff is 800 ms or more)"
+    );
+    for api in &apis[..2] {
+        set_value(api, "change", "2").await;
+        create(api, "new").await;
+        api.delete("drop", &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    // The namespace outside the scope changes too, unseen.
+    create(&apis[2], "new").await;
+    // The open watch delivers its namespace's changes live; the refused one nothing.
+    let live_events = next_n(&mut started.events, 3).await;
+    let live = live_events[0]
+        .1
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        live_events,
+        [
+            ("update", format!("{live}/change"), false),
+            ("delete", format!("{live}/drop"), false),
+            ("create", format!("{live}/new"), false),
+        ]
+    );
+    quiet(&mut started.events).await;
+    let relisted = if live == "team-a" { "team-b" } else { "team-a" };
+
+    // The refused watch resumes from a compacted resourceVersion: 410, a relist of its
+    // namespace alone (the open watch has read everything, so it goes on).
+    let lists = faults.request_count("list", "configmaps");
+    faults.compact_history();
+    faults.clear();
+    assert_eq!(
+        next_n(&mut started.events, 3).await,
+        [
+            // found by the relist: a list create, an unknown-state delete
+            ("update", format!("{relisted}/change"), false),
+            ("delete", format!("{relisted}/drop"), true),
+            ("create", format!("{relisted}/new"), true),
+        ]
+    );
+    quiet(&mut started.events).await;
+    assert_eq!(
+        faults.request_count("list", "configmaps"),
+        lists + 1,
+        "one namespace listed again, not both"
+    );
+    // Nothing of the other namespace was dropped, and nothing of team-c came in.
+    assert_eq!(
+        cached_keys(&reader),
+        keys(&[
+            "team-a/change",
+            "team-a/keep",
+            "team-a/new",
+            "team-b/change",
+            "team-b/keep",
+            "team-b/new"
+        ])
+    );
+    // Both watches are live again.
+    set_value(&apis[0], "keep", "2").await;
+    set_value(&apis[1], "keep", "2").await;
+    assert_eq!(
+        next_n(&mut started.events, 2).await,
+        [
+            ("update", "team-a/keep".into(), false),
+            ("update", "team-b/keep".into(), false),
+        ]
+    );
+}
