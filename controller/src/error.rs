@@ -156,16 +156,16 @@ pub enum ManagerError {
     /// `run` was called twice.
     #[error("the manager was already started")]
     AlreadyStarted,
-    /// Sharding is misconfigured ([`crate::shard`]). Boxed: it is large and rare.
-    #[error(transparent)]
-    Shard(Box<crate::shard::ShardError>),
     /// The secured metrics endpoint could not be set up.
     #[error(transparent)]
     SecureMetrics(#[from] crate::secure_metrics::SecureMetricsError),
+    /// Sharding is misconfigured or failed ([`crate::shard`]); boxed, as it is large.
+    #[error(transparent)]
+    Shard(Box<crate::shard::ShardError>),
 }
 
 impl From<crate::shard::ShardError> for ManagerError {
-    fn from(error: crate::shard::ShardError) -> Self {
-        ManagerError::Shard(Box::new(error))
+    fn from(e: crate::shard::ShardError) -> Self {
+        ManagerError::Shard(Box::new(e))
     }
 }

@@ -59,9 +59,6 @@ pub struct ManagerOptions {
     /// The `reportingController` of recorded Kubernetes events (default `kcr-controller`); each
     /// controller's recorder uses `<this>/<controller name>`.
     pub event_reporter: String,
-    /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
-    /// shards nothing.
-    pub shard: Option<crate::shard::ShardConfig>,
     /// Whether [`Manager::new`] wraps its client to record the `rest_client_*` metrics
     /// ([`crate::rest_client::instrument`]); default `true`.
     pub rest_client_metrics: bool,
@@ -72,6 +69,9 @@ pub struct ManagerOptions {
     /// Serve `/metrics` over HTTPS to authenticated and authorized callers only
     /// ([`crate::secure_metrics`]); `None` (the default) serves plain HTTP to anyone.
     pub secure_metrics: Option<SecureMetrics>,
+    /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
+    /// shards nothing.
+    pub shard: Option<crate::shard::ShardConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -82,10 +82,10 @@ impl Default for ManagerOptions {
             leader_election: None,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             event_reporter: "kcr-controller".to_string(),
-            shard: None,
             rest_client_metrics: true,
             api_server_host: None,
             secure_metrics: None,
+            shard: None,
         }
     }
 }
@@ -215,6 +215,13 @@ impl Manager {
         if let Some(le) = &options.leader_election {
             le.validate()?;
         }
+        let shard = match &options.shard {
+            Some(config) => Some(Arc::new(crate::shard::ShardRuntime::new(
+                client.clone(),
+                config.clone(),
+            )?)),
+            None => None,
+        };
         let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
         let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
         if metrics_listener.is_some() {
@@ -230,14 +237,6 @@ impl Manager {
             )
         } else {
             client
-        };
-        // The shard machinery's requests are counted in the rest_client metrics too.
-        let shard = match &options.shard {
-            Some(config) => Some(Arc::new(crate::shard::ShardRuntime::new(
-                client.clone(),
-                config.clone(),
-            )?)),
-            None => None,
         };
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let probes_addr = probes_listener.as_ref().and_then(|l| l.local_addr().ok());

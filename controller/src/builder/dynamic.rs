@@ -80,7 +80,7 @@ impl<'m> Builder<'m> {
         options: WatchOptions<DynamicObject>,
     ) -> Self {
         if self.shard.is_some() {
-            self.fail(sharded_dynamic());
+            self.fail(sharded_dynamic(&resource));
             return self;
         }
         let WatchOptions { predicates, scope } = options;
@@ -102,7 +102,7 @@ impl<'m> Builder<'m> {
         options: WatchOptions<DynamicObject>,
     ) -> Self {
         if self.shard.is_some() {
-            self.fail(sharded_dynamic());
+            self.fail(sharded_dynamic(&resource));
             return self;
         }
         let source = self.dynamic_source(&resource, &options.scope);
@@ -146,9 +146,14 @@ impl<'m, Q: Key> Builder<'m, Q> {
     }
 }
 
-/// Sharding needs the kinds' types (the sharder and the drain watchers are typed).
-fn sharded_dynamic() -> ManagerError {
+/// A sharded controller's kinds are typed: the shard's ownership gate and its sharder read
+/// the kind's Rust type, which a run-time [`DynamicResource`] does not have.
+fn sharded_dynamic(resource: &DynamicResource) -> ManagerError {
     ManagerError::Builder {
-        reason: "a sharded controller watches typed kinds (for_kind, owns), not for_dynamic or owns_dynamic".into(),
+        reason: format!(
+            "a sharded controller takes typed kinds (for_kind, owns), not the run-time kind {}: \
+             sharding does not support DynamicObject yet",
+            resource.resource.kind
+        ),
     }
 }

@@ -583,7 +583,7 @@ impl<'m> Builder<'m> {
     /// a source lags (see the
     /// [module docs](self#lagged-sources-every-object-of-the-primary-kind-is-resynced)). For a
     /// kind chosen at run time, see [`for_dynamic`](Self::for_dynamic).
-    pub fn for_kind<K>(self, options: WatchOptions<K>) -> Self
+    pub fn for_kind<K>(mut self, options: WatchOptions<K>) -> Self
     where
         K: CacheObject + Serialize,
         K::DynamicType: Default,
@@ -591,33 +591,35 @@ impl<'m> Builder<'m> {
     {
         let kind_name = K::kind(&K::DynamicType::default()).into_owned();
         let WatchOptions { predicates, scope } = options;
+        // A sharded controller's cache holds only this replica's shard of the kind.
         let base = scope.clone();
         let scope = match &self.shard {
             Some(plan) => plan.scope(&base),
             None => scope,
         };
+        if self.shard.is_some()
+            && let Err(reason) = crate::shard::ShardPlan::<Request>::check_scope(&kind_name, &base)
+        {
+            self.fail(ManagerError::Builder { reason });
+            return self;
+        }
         let options = WatchOptions {
             predicates: Vec::new(),
             scope,
         };
-        let mut primary = None;
-        let mut builder = self.set_primary(
+        self.set_primary(
             kind_name,
             K::DynamicType::default(),
             is_cluster_scoped::<K>(),
             |builder| {
-                let source = builder.kind_source::<K>(&options);
-                if let Some((kind, reader, _)) = &source {
-                    primary = Some((kind.clone(), reader.clone()));
+                let source = builder.kind_source::<K>(&options)?;
+                if let Some(plan) = &mut builder.shard {
+                    plan.add_primary(&base, source.0.clone(), source.1.clone());
                 }
-                source
+                Some(source)
             },
             predicates,
-        );
-        if let (Some(plan), Some((kind, reader))) = (&mut builder.shard, primary) {
-            plan.add_primary(&base, kind, reader);
-        }
-        builder
+        )
     }
 
     /// A child kind: a cached watch of `C` whose events enqueue the object's controller owner of
@@ -638,14 +640,16 @@ impl<'m> Builder<'m> {
         let mut options = options;
         let base = options.scope.clone();
         if let Some(plan) = &self.shard {
+            if let Err(reason) = crate::shard::ShardPlan::<Request>::check_scope(&child, &base) {
+                self.fail(ManagerError::Builder { reason });
+                return self;
+            }
             options.scope = plan.scope(&base);
         }
         let source = self.kind_source::<C>(&options);
-        let added = match (&mut self.shard, &source) {
-            (Some(plan), Some((kind, _, _))) => plan.add_child(&base, kind.clone()),
-            _ => Ok(()),
-        };
-        if let Err(reason) = added {
+        if let (Some(plan), Some((kind, _, _))) = (&mut self.shard, &source)
+            && let Err(reason) = plan.add_child(&base, kind.clone())
+        {
             self.fail(ManagerError::Builder { reason });
             return self;
         }

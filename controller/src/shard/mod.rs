@@ -405,6 +405,18 @@ impl<Q: Key> ShardPlan<Q> {
     }
 
     /// `base` restricted to this replica's shard.
+    /// Refuses a scope the sharder cannot follow: it labels the objects of one namespace or of
+    /// all, not of a list of namespaces.
+    pub(crate) fn check_scope(kind: &str, base: &WatchScope) -> Result<(), String> {
+        match base.namespaces.as_deref() {
+            Some([_, _, ..]) => Err(format!(
+                "a sharded controller watches {kind} in one namespace or in all, not in several ({})",
+                base.namespaces.as_deref().unwrap_or_default().join(", ")
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn scope(&self, base: &WatchScope) -> WatchScope {
         let mine = self.runtime.config.selector();
         let labels = match &base.label_selector {
@@ -446,7 +458,7 @@ impl ShardPlan<Request> {
         let dt = K::DynamicType::default();
         let (label, drain) = (keys.label.clone(), keys.drain.clone());
         self.lookup = Some(Arc::new(move |r: &Request| {
-            let object = reader.get(&r.name, r.namespace.as_deref()).ok().flatten()?;
+            let object = reader.get(&r.name, r.namespace.as_deref()).ok()??;
             Some(ShardMeta::of(object.meta(), &label, &drain))
         }));
         let api_version = K::api_version(&dt);
@@ -675,6 +687,15 @@ struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// The one namespace of `scope` (`None`: every namespace); [`ShardPlan::check_scope`] refuses a
+/// sharded scope with several.
+pub(crate) fn single_namespace(scope: &WatchScope) -> Option<&str> {
+    match scope.namespaces.as_deref() {
+        Some([one]) => Some(one.as_str()),
+        _ => None,
     }
 }
 

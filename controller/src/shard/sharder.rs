@@ -28,6 +28,8 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kcr_source::{CacheObject, ScopedApi, WatchScope};
+
+use super::single_namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
@@ -174,6 +176,14 @@ where
     ) -> Result<(), ShardError> {
         let kind = K::kind(&Default::default()).into_owned();
         let keys = ctx.config.keys();
+        let api = <K::Scope as ScopedApi>::api::<PartialObjectMeta<K>>(
+            ctx.client.clone(),
+            single_namespace(&self.scope),
+        )
+        .map_err(|e| ShardError::Watch {
+            kind: kind.clone(),
+            reason: e.to_string(),
+        })?;
         let mut config = watcher::Config::default();
         if let Some(l) = &self.scope.label_selector {
             config = config.labels(l);
@@ -181,33 +191,10 @@ where
         if let Some(f) = &self.scope.field_selector {
             config = config.fields(f);
         }
-        // One watch per namespace of the controller's scope (or one of all namespaces), each
-        // with its own store, so that one watch's relist replaces only its own objects.
-        let namespaces: Vec<Option<String>> = match &self.scope.namespaces {
-            Some(list) => list.iter().cloned().map(Some).collect(),
-            None => vec![None],
-        };
-        let mut streams = Vec::with_capacity(namespaces.len());
-        for (index, ns) in namespaces.iter().enumerate() {
-            let api = <K::Scope as ScopedApi>::api::<PartialObjectMeta<K>>(
-                ctx.client.clone(),
-                ns.as_deref(),
-            )
-            .map_err(|e| ShardError::Watch {
-                kind: kind.clone(),
-                reason: e.to_string(),
-            })?;
-            streams.push(
-                watcher(api, config.clone())
-                    .default_backoff()
-                    .map(move |e| (index, e))
-                    .boxed(),
-            );
-        }
-        let mut stream = futures::stream::select_all(streams);
-        let mut stores: Vec<HashMap<ObjKey, Entry>> = vec![HashMap::new(); namespaces.len()];
-        let mut inits: Vec<Option<HashMap<ObjKey, Entry>>> = vec![None; namespaces.len()];
-        let mut synced_each = vec![false; namespaces.len()];
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        let mut store: HashMap<ObjKey, Entry> = HashMap::new();
+        let mut init: Option<HashMap<ObjKey, Entry>> = None;
+        let mut synced = false;
         let mut members_rx = ctx.members.clone();
         let mut ring: Option<HashRing> = None;
         // Writes made whose effect the watch has not shown yet: key → resourceVersion written on.
@@ -227,10 +214,10 @@ where
                             None => {
                                 return Err(ShardError::Watch { kind, reason: "the watch ended".into() });
                             }
-                            Some((i, Ok(event))) => {
-                                self.apply(event, &keys, &mut stores[i], &mut inits[i], &mut synced_each[i]);
+                            Some(Ok(event)) => {
+                                self.apply(event, &keys, &mut store, &mut init, &mut synced);
                             }
-                            Some((_, Err(e))) => {
+                            Some(Err(e)) => {
                                 tracing::warn!(kind = %kind, error = %e, "sharder watch error");
                             }
                         }
@@ -249,7 +236,7 @@ where
                 }
                 _ = tick.tick() => dirty = true,
             }
-            if !dirty || !synced_each.iter().all(|s| *s) {
+            if !dirty || !synced {
                 continue;
             }
             let Some(members) = members_rx.borrow().clone() else {
@@ -269,7 +256,7 @@ where
             }
             let Some(ring) = ring.as_ref() else { continue };
             let mut writes = Vec::new();
-            for (key, entry) in stores.iter().flatten() {
+            for (key, entry) in &store {
                 if let Some(rv) = pending.get(key) {
                     if *rv == entry.rv {
                         continue;
