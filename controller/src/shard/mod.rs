@@ -109,8 +109,10 @@
 //!
 //! `cargo run --release -p kcr-controller --example sharding` runs 1 and then 3 replicas of a
 //! controller with 5 workers whose reconcile waits 10 ms, over 3,000 ConfigMaps. On the
-//! development machine (2 shared cores): in process 390 reconciles/s with 1 replica and 1,176
-//! with 3 (3.01×); on the real kube-apiserver 444 and 1,335 (3.01×).
+//! development machine (2 shared cores, two runs each): in process 390–443 reconciles/s with
+//! 1 replica and 1,176–1,335 with 3 (3.01× both times); on the real kube-apiserver 444–446 and
+//! 1,319–1,335 (2.96–3.01×). The ideal is 500 and 1,500 (5 workers / 10 ms per replica); the
+//! gap is the timer's granularity on the 10 ms wait, not the sharding.
 
 use std::sync::Arc;
 use std::time::Duration;
