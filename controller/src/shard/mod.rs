@@ -112,7 +112,8 @@
 //! development machine (2 shared cores, two runs each): in process 390–443 reconciles/s with
 //! 1 replica and 1,176–1,335 with 3 (3.01× both times); on the real kube-apiserver 444–446 and
 //! 1,319–1,335 (2.96–3.01×). The ideal is 500 and 1,500 (5 workers / 10 ms per replica); the
-//! gap is the timer's granularity on the 10 ms wait, not the sharding.
+//! shortfall is the same fraction with 1 and 3 replicas (likely the 10 ms timer rounding up and
+//! per-reconcile overhead; not measured separately).
 
 use std::sync::Arc;
 use std::time::Duration;
