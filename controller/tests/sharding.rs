@@ -876,3 +876,149 @@ async fn the_api_server_semantics_sharding_relies_on() {
         "the object itself is still there"
     );
 }
+
+/// Creates a Secret `<name>-child` controlled by each ConfigMap.
+struct MakeChild {
+    client: kube::Client,
+}
+
+impl Reconciler<Request> for MakeChild {
+    type Error = anyhow::Error;
+    async fn reconcile(&self, request: &Request, _ctx: &Context) -> anyhow::Result<Action> {
+        use k8s_openapi::api::core::v1::Secret;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let ns = request.namespace.as_deref().unwrap_or_default();
+        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let Some(cm) = cms.get_opt(&request.name).await? else {
+            return Ok(Action::done());
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+        let name = format!("{}-child", request.name);
+        if secrets.get_opt(&name).await?.is_none() {
+            let mut s = Secret::default();
+            s.metadata.name = Some(name);
+            s.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: cm.name_any(),
+                uid: cm.uid().unwrap_or_default(),
+                controller: Some(true),
+                ..Default::default()
+            }]);
+            secrets.create(&PostParams::default(), &s).await?;
+        }
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn owned_objects_follow_their_owner_s_shard() {
+    use k8s_openapi::api::core::v1::Secret;
+    let server = TestApiServer::start().await.unwrap();
+    let ns = "shard-owned";
+    namespace(&server, ns).await;
+    let start = |identity: &'static str| {
+        let server = &server;
+        async move {
+            let config = ShardConfig::new(ns)
+                .namespace(ns)
+                .identity(identity)
+                .timings(LEASE, RENEW, RETRY);
+            let options = ManagerOptions::default()
+                .metrics_bind_address("0")
+                .unwrap()
+                .health_probe_bind_address("0")
+                .unwrap()
+                .shard_by_lease(config);
+            let mgr = Manager::new(server.client(), options).await.unwrap();
+            mgr.controller()
+                .named(ns)
+                .sharded()
+                .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns))
+                .owns::<Secret>(WatchOptions::new().namespace(ns))
+                .max_concurrent_reconciles(4)
+                .complete(MakeChild {
+                    client: mgr.client(),
+                })
+                .unwrap();
+            let (mgr, stop, run) = common::spawn_manager(mgr);
+            Replica {
+                identity: identity.to_string(),
+                mgr,
+                stop,
+                run,
+                ns: ns.to_string(),
+            }
+        }
+    };
+    let mut replicas = vec![start("o-0").await, start("o-1").await];
+    wait_for_members(&replicas, Duration::from_secs(30)).await;
+    const N: usize = 40;
+    create_configmaps(&server, ns, (0..N).map(|i| format!("cm-{i}"))).await;
+    let secrets: Api<Secret> = Api::namespaced(server.client(), ns);
+    let label = format!("shard.kcr.io/{ns}");
+    // Every child carries its owner's shard label, and each replica caches only its children.
+    let children_follow = || {
+        let (server, secrets, label) = (&server, &secrets, &label);
+        async move {
+            let owners = assignments(server, ns).await;
+            let Ok(list) = secrets.list(&ListParams::default()).await else {
+                return false;
+            };
+            list.items.len() == N
+                && list.items.iter().all(|s| {
+                    let owner = s.name_any().trim_end_matches("-child").to_string();
+                    let owner_label = &owners[&format!("{ns}/{owner}")].0;
+                    owner_label.is_some()
+                        && s.labels().get(label) == owner_label.as_ref()
+                        && s.annotations().get(&format!("drain.{label}")).is_none()
+                })
+        }
+    };
+    assert!(
+        until(Duration::from_secs(60), children_follow).await,
+        "the children did not follow their owners onto 2 replicas"
+    );
+    let cached_children = |r: &Replica| {
+        r.mgr
+            .cache()
+            .reader::<Secret>(
+                WatchScope::all()
+                    .namespace(ns)
+                    .labels(format!("shard.kcr.io/{ns}={}", r.identity)),
+            )
+            .unwrap()
+            .len()
+    };
+    let ok = until(Duration::from_secs(30), || {
+        let total: usize = replicas.iter().map(cached_children).sum();
+        let mine: Vec<usize> = replicas.iter().map(Replica::cached).collect();
+        let children: Vec<usize> = replicas.iter().map(cached_children).collect();
+        async move { total == N && mine == children }
+    })
+    .await;
+    assert!(
+        ok,
+        "each replica caches the children of its own owners only"
+    );
+    // A third replica: the children move with their owners.
+    replicas.push(start("o-2").await);
+    wait_for_members(&replicas, Duration::from_secs(30)).await;
+    let members: BTreeSet<String> = replicas.iter().map(|r| r.identity.clone()).collect();
+    assert!(
+        until(Duration::from_secs(60), || {
+            let (server, members) = (&server, &members);
+            async move { settled_on(server, ns, members).await }
+        })
+        .await,
+        "the owners did not settle on 3 replicas"
+    );
+    assert!(
+        until(Duration::from_secs(60), children_follow).await,
+        "the children did not follow their owners onto 3 replicas"
+    );
+    assert!(replicas.iter().all(|r| cached_children(r) > 0));
+    for r in replicas {
+        r.stop().await;
+    }
+}
