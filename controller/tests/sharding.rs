@@ -706,10 +706,14 @@ async fn leases_and_misuse_are_reported() {
         .health_probe_bind_address("0")
         .unwrap()
         .shard_by_lease(
-            ShardConfig::new(ns)
-                .namespace(ns)
-                .identity("m-0")
-                .timings(LEASE, RENEW, RETRY),
+            // Long timings: this test is about release on a graceful stop, and a replica
+            // that misses a short renew deadline on a loaded machine stops without releasing
+            // (by design: it no longer knows it holds the Lease).
+            ShardConfig::new(ns).namespace(ns).identity("m-0").timings(
+                Duration::from_secs(30),
+                Duration::from_secs(20),
+                Duration::from_secs(2),
+            ),
         );
     let mgr = Manager::new(server.client(), options).await.unwrap();
     let err = mgr
