@@ -192,18 +192,19 @@ pub enum LeaderElectionError {
     },
 }
 
-/// The parts of a lease record whose change proves the holder is alive.
+/// The parts of a lease record whose change proves the holder is alive (also the shard
+/// membership's liveness record, `shard::membership`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Record {
-    holder: Option<String>,
+pub(crate) struct Record {
+    pub(crate) holder: Option<String>,
     renew_time: Option<Timestamp>,
     acquire_time: Option<Timestamp>,
-    lease_duration_seconds: Option<i32>,
+    pub(crate) lease_duration_seconds: Option<i32>,
     transitions: Option<i32>,
 }
 
 impl Record {
-    fn of(spec: Option<&LeaseSpec>) -> Record {
+    pub(crate) fn of(spec: Option<&LeaseSpec>) -> Record {
         let spec = spec.cloned().unwrap_or_default();
         Record {
             holder: spec.holder_identity.filter(|h| !h.is_empty()),

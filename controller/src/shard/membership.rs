@@ -18,8 +18,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
+
+use crate::leader::Record;
 
 /// Prefix of member Lease names: `kcr-shard.<group>.<identity>`.
 pub const MEMBER_LEASE_PREFIX: &str = "kcr-shard.";
@@ -61,28 +62,6 @@ impl Members {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Record {
-    holder: Option<String>,
-    renew_time: Option<Timestamp>,
-    acquire_time: Option<Timestamp>,
-    lease_duration_seconds: Option<i32>,
-    transitions: Option<i32>,
-}
-
-impl Record {
-    fn of(lease: &Lease) -> Record {
-        let spec = lease.spec.clone().unwrap_or_default();
-        Record {
-            holder: spec.holder_identity.filter(|h| !h.is_empty()),
-            renew_time: spec.renew_time.map(|t| t.0),
-            acquire_time: spec.acquire_time.map(|t| t.0),
-            lease_duration_seconds: spec.lease_duration_seconds,
-            transitions: spec.lease_transitions,
-        }
-    }
-}
-
 /// Turns successive listings of Leases into [`Members`], judging expiry on the local monotonic
 /// clock (see the [module docs](self)).
 #[derive(Debug)]
@@ -115,7 +94,7 @@ impl MemberObserver {
             let Some(identity) = member_of_lease(&self.group, name) else {
                 continue;
             };
-            let record = Record::of(lease);
+            let record = Record::of(lease.spec.as_ref());
             let observed_at = match self.observed.remove(name) {
                 Some((r, at)) if r == record => at,
                 _ => now,
@@ -144,6 +123,7 @@ impl MemberObserver {
 mod tests {
     use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use k8s_openapi::jiff::Timestamp;
 
     use super::*;
 
