@@ -3,7 +3,8 @@
 
     report.py queue <log>             ratio table of queue-bench lines
     report.py controller <log>        ratio table of controller-bench lines
-    report.py e2e <dir> <n[,n...]>    e2e-bench lines, a table, and latency-<n>.svg (CDF) in <dir>
+    report.py e2e <dir> <n[,n...]> [rounds]
+                                      e2e-bench lines, tables, and latency-<n>.svg (CDF) in <dir>
 """
 
 import math
@@ -131,68 +132,114 @@ def svg_cdf(path, n, series):
         f.write("\n".join(parts) + "\n")
 
 
-def e2e(directory, counts):
+def e2e_row(directory, impl, n, suffix):
+    """One implementation's run (live, restart, metadata restart) from its log, or None."""
+    log = os.path.join(directory, f"e2e-{impl}-{n}{suffix}.txt")
+    if not os.path.exists(log):
+        return None
+    live = restart = meta = create = None
+    for line in open(log):
+        kv = parse(line, "e2e-run ")
+        if line.startswith("e2e-create"):
+            create = parse(line, "e2e-create ")
+        elif kv and line.startswith("restart:"):
+            restart = kv
+        elif kv and line.startswith("meta:"):
+            meta = kv
+        elif kv:
+            live = kv
+    lat_path = os.path.join(directory, f"latency-{impl}-{n}{suffix}.txt")
+    lat = [float(v) for v in open(lat_path)] if os.path.exists(lat_path) else []
+    return {
+        "impl": impl, "objects": n, "latencies": lat,
+        "all_reconciled_s": live["all_reconciled_s"] if live else "nan",
+        "p50_ms": f"{percentile(lat, 50):.1f}", "p99_ms": f"{percentile(lat, 99):.1f}",
+        "peak_rss_mib": restart["rss_hwm_mib"] if restart else "nan",
+        "meta_rss_mib": meta["rss_hwm_mib"] if meta else "nan",
+        "sync_s": restart["synced_s"] if restart else "nan",
+        "live_rss_mib": live["rss_hwm_mib"] if live else "nan",
+        "live_cpu_s": live.get("cpu_s", "nan") if live else "nan",
+        "writes": live["writes"] if live else "nan",
+        "create_s": create["secs"] if create else "nan",
+        "incomplete": any(r and r.get("incomplete") for r in (live, restart, meta)),
+    }
+
+
+RATIO_KEYS = ["all_reconciled_s", "p99_ms", "peak_rss_mib", "meta_rss_mib", "sync_s", "live_cpu_s"]
+KUBE_RATIO_KEYS = ["all_reconciled_s", "p99_ms", "peak_rss_mib", "sync_s", "live_cpu_s"]
+
+
+def quotient(a, b, key):
+    try:
+        value = float(a[key]) / float(b[key])
+    except (TypeError, ValueError, ZeroDivisionError, KeyError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None and not math.isnan(v))
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def show(value):
+    return "-" if value is None else f"{value:.2f}"
+
+
+def e2e(directory, counts, rounds=1):
+    """With several rounds, each (objects, round) is one row set; ratios are taken within a
+    round (same minutes, same server) and their median is the headline."""
+    suffixes = [""] if rounds == 1 else [f"-r{r}" for r in range(1, rounds + 1)]
     rows = []
     for n in counts.split(","):
         series = {}
-        for impl in IMPLS:
-            log = os.path.join(directory, f"e2e-{impl}-{n}.txt")
-            if not os.path.exists(log):
-                continue
-            live = restart = meta = create = None
-            for line in open(log):
-                kv = parse(line, "e2e-run ")
-                if line.startswith("e2e-create"):
-                    create = parse(line, "e2e-create ")
-                elif kv and line.startswith("restart:"):
-                    restart = kv
-                elif kv and line.startswith("meta:"):
-                    meta = kv
-                elif kv:
-                    live = kv
-            lat_path = os.path.join(directory, f"latency-{impl}-{n}.txt")
-            lat = [float(v) for v in open(lat_path)] if os.path.exists(lat_path) else []
-            series[impl] = lat
-            row = {
-                "impl": impl, "objects": n,
-                "all_reconciled_s": live["all_reconciled_s"] if live else "nan",
-                "p50_ms": f"{percentile(lat, 50):.1f}", "p99_ms": f"{percentile(lat, 99):.1f}",
-                "peak_rss_mib": restart["rss_hwm_mib"] if restart else "nan",
-                "meta_rss_mib": meta["rss_hwm_mib"] if meta else "nan",
-                "sync_s": restart["synced_s"] if restart else "nan",
-                "live_rss_mib": live["rss_hwm_mib"] if live else "nan",
-                "writes": live["writes"] if live else "nan",
-                "create_s": create["secs"] if create else "nan",
-                "incomplete": any(r and r.get("incomplete") for r in (live, restart, meta)),
-            }
-            rows.append(row)
-            print(f"e2e-bench impl={impl} objects={n} all_reconciled_s={row['all_reconciled_s']} "
-                  f"p50_ms={row['p50_ms']} p99_ms={row['p99_ms']} peak_rss_mib={row['peak_rss_mib']} "
-                  f"meta_rss_mib={row['meta_rss_mib']} sync_s={row['sync_s']}"
-                  + (" incomplete=1" if row["incomplete"] else ""))
+        for round_no, suffix in enumerate(suffixes, 1):
+            for impl in IMPLS:
+                row = e2e_row(directory, impl, n, suffix)
+                if row is None:
+                    continue
+                row["round"] = round_no
+                rows.append(row)
+                series.setdefault(impl, []).extend(row["latencies"])
+                print(f"e2e-bench impl={impl} objects={n} all_reconciled_s={row['all_reconciled_s']} "
+                      f"p50_ms={row['p50_ms']} p99_ms={row['p99_ms']} peak_rss_mib={row['peak_rss_mib']} "
+                      f"meta_rss_mib={row['meta_rss_mib']} sync_s={row['sync_s']}"
+                      + (f" round={round_no}" if rounds > 1 else "")
+                      + (" incomplete=1" if row["incomplete"] else ""))
+        # With several rounds the plot pools every round's latencies per implementation.
         svg_cdf(os.path.join(directory, f"latency-{n}.svg"), n, series)
     print()
-    print("| objects | impl | all reconciled (s) | p50 (ms) | p99 (ms) | peak RSS, full watch (MiB) | peak RSS, metadata watch (MiB) | cache sync (s) | creation of N (s) | status writes | peak RSS, live run (MiB) |")
-    print("|---" * 11 + "|")
+    round_col = "round | " if rounds > 1 else ""
+    print(f"| objects | {round_col}impl | all reconciled (s) | p50 (ms) | p99 (ms) | peak RSS, full watch (MiB) | peak RSS, metadata watch (MiB) | cache sync (s) | creation of N (s) | status writes | peak RSS, live run (MiB) | CPU, live run (s) |")
+    print("|---" * (13 if rounds > 1 else 12) + "|")
     for r in rows:
-        print(f"| {r['objects']} | {r['impl']} | {r['all_reconciled_s']} | {r['p50_ms']} | {r['p99_ms']} | "
-              f"{r['peak_rss_mib']} | {r['meta_rss_mib']} | {r['sync_s']} | {r['create_s']} | {r['writes']} | {r['live_rss_mib']} |")
+        round_cell = f"{r['round']} | " if rounds > 1 else ""
+        print(f"| {r['objects']} | {round_cell}{r['impl']} | {r['all_reconciled_s']} | {r['p50_ms']} | {r['p99_ms']} | "
+              f"{r['peak_rss_mib']} | {r['meta_rss_mib']} | {r['sync_s']} | {r['create_s']} | {r['writes']} | {r['live_rss_mib']} | {r['live_cpu_s']} |")
     print()
-    print("| objects | kcr / controller-runtime: all reconciled | p99 | peak RSS | meta RSS | sync | kcr / kube-runtime: all reconciled | p99 | peak RSS | sync |")
-    print("|---" * 10 + "|")
-    by = {(r["objects"], r["impl"]): r for r in rows}
+    print(f"| objects | {round_col}kcr / controller-runtime: all reconciled | p99 | peak RSS | meta RSS | sync | CPU | kcr / kube-runtime: all reconciled | p99 | peak RSS | sync | CPU |")
+    print("|---" * (13 if rounds > 1 else 12) + "|")
+    by = {(r["objects"], r["round"], r["impl"]): r for r in rows}
     for n in counts.split(","):
-        k, c, u = by.get((n, "kcr")), by.get((n, "controller-runtime")), by.get((n, "kube-runtime"))
-        def q(a, b, key):
-            try:
-                return f"{float(a[key]) / float(b[key]):.2f}"
-            except (TypeError, ValueError, ZeroDivisionError):
-                return "-"
-        print(f"| {n} | {q(k, c, 'all_reconciled_s')} | {q(k, c, 'p99_ms')} | {q(k, c, 'peak_rss_mib')} | "
-              f"{q(k, c, 'meta_rss_mib')} | {q(k, c, 'sync_s')} | {q(k, u, 'all_reconciled_s')} | "
-              f"{q(k, u, 'p99_ms')} | {q(k, u, 'peak_rss_mib')} | {q(k, u, 'sync_s')} |")
+        per_round = []
+        for round_no in range(1, rounds + 1):
+            k = by.get((n, round_no, "kcr"))
+            c = by.get((n, round_no, "controller-runtime"))
+            u = by.get((n, round_no, "kube-runtime"))
+            cells = [quotient(k, c, key) for key in RATIO_KEYS]
+            cells += [quotient(k, u, key) for key in KUBE_RATIO_KEYS]
+            per_round.append(cells)
+            round_cell = f"{round_no} | " if rounds > 1 else ""
+            print(f"| {n} | {round_cell}" + " | ".join(show(v) for v in cells) + " |")
+        if rounds > 1:
+            medians = [median(column) for column in zip(*per_round)]
+            print(f"| {n} | **median** | " + " | ".join(f"**{show(v)}**" for v in medians) + " |")
     print()
-    print("(ratios below 1 mean kcr is faster / smaller)")
+    print("(ratios below 1 mean kcr is faster / smaller"
+          + ("; each round's ratios compare runs of the same round" if rounds > 1 else "") + ")")
 
 
 def main():
@@ -205,7 +252,8 @@ def main():
     elif kind == "controller":
         controller(sys.argv[2])
     elif kind == "e2e":
-        e2e(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "1000")
+        e2e(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "1000",
+            int(sys.argv[4]) if len(sys.argv) > 4 else 1)
     else:
         print(__doc__)
         sys.exit(2)

@@ -4,7 +4,8 @@
 #
 #   bench/run.sh queue                          # work queues, workloads W1..W4
 #   bench/run.sh controller [events objects workers]   # no-op controller throughput (default 1000000 10000 1,4)
-#   bench/run.sh e2e --objects 1000[,10000]     # controllers on a real API server
+#   bench/run.sh e2e --objects 1000[,10000] [--rounds R]   # controllers on a real API server;
+#                                               # R rounds, each in a rotated order (default 1)
 #   bench/run.sh all                            # all three (e2e with 1000,10000)
 #
 # Every result line is printed as it comes, then a summary table (ratios). Raw output and the
@@ -57,14 +58,16 @@ stop_cluster() {
 }
 
 run_e2e() {
-  local counts=1000 workers=4
+  local counts=1000 workers=4 rounds=1
   while [[ $# -gt 0 ]]; do
     case $1 in
       --objects) counts=$2; shift 2 ;;
       --workers) workers=$2; shift 2 ;;
+      --rounds) rounds=$2; shift 2 ;;
       *) echo "e2e: unknown argument $1" >&2; exit 2 ;;
     esac
   done
+  [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "e2e: --rounds wants a positive whole number, got '$rounds'" >&2; exit 2; }
   echo "# building (cargo release bins, cargo debug cluster example, go)" >&2
   cargo_build --release -p kcr-bench --bins
   cargo_build -p kcr-bench --example cluster
@@ -86,30 +89,40 @@ run_e2e() {
     [kube-runtime]=$target/release/kcr-bench-kube
     [controller-runtime]=$gobin/e2e
   )
-  local n impl ns log pid
+  local impls=(kcr kube-runtime controller-runtime)
+  local n impl ns log pid round suffix order
   for n in ${counts//,/ }; do
-    for impl in kcr kube-runtime controller-runtime; do
-      ns=bench-$impl-$n
-      log=$out/e2e-$impl-$n.txt
-      : >"$log"
-      # (a), (b): the controller runs while the objects are created.
-      BENCH_T0_NS=$(date +%s%N) "${bins[$impl]}" --namespace "$ns" --objects "$n" --workers "$workers" \
-        --latency-file "$out/latency-$impl-$n.txt" >>"$log" &
-      pid=$!
-      sleep 2 # the controller starts and syncs (an empty namespace) before the first create
-      "$target/release/kcr-bench-create" --namespace "$ns" --objects "$n" | tee -a "$log"
-      wait "$pid"
-      sed -n '$s/^/live:    /p' "$log"
-      # (c), (d): restarted over the N reconciled objects, full and metadata-only watch.
-      BENCH_T0_NS=$(date +%s%N) "${bins[$impl]}" --namespace "$ns" --objects "$n" --workers "$workers" \
-        --mode full | sed 's/^/restart: /' | tee -a "$log"
-      BENCH_T0_NS=$(date +%s%N) "${bins[$impl]}" --namespace "$ns" --objects "$n" --workers "$workers" \
-        --mode meta | sed 's/^/meta:    /' | tee -a "$log"
+    for ((round = 1; round <= rounds; round++)); do
+      # Round r starts with the r-th implementation, so no one always runs first (on the
+      # freshest server) or last; one round keeps the file names of earlier versions.
+      order=()
+      for i in 0 1 2; do order+=("${impls[$(((round - 1 + i) % 3))]}"); done
+      suffix=""
+      ((rounds == 1)) || suffix="-r$round"
+      echo "# objects=$n round $round of $rounds: ${order[*]}" >&2
+      for impl in "${order[@]}"; do
+        ns=bench-$impl-$n$suffix
+        log=$out/e2e-$impl-$n$suffix.txt
+        : >"$log"
+        # (a), (b): the controller runs while the objects are created.
+        BENCH_T0_NS=$(date +%s%N) "${bins[$impl]}" --namespace "$ns" --objects "$n" --workers "$workers" \
+          --latency-file "$out/latency-$impl-$n$suffix.txt" >>"$log" &
+        pid=$!
+        sleep 2 # the controller starts and syncs (an empty namespace) before the first create
+        "$target/release/kcr-bench-create" --namespace "$ns" --objects "$n" | tee -a "$log"
+        wait "$pid"
+        sed -n '$s/^/live:    /p' "$log"
+        # (c), (d): restarted over the N reconciled objects, full and metadata-only watch.
+        BENCH_T0_NS=$(date +%s%N) "${bins[$impl]}" --namespace "$ns" --objects "$n" --workers "$workers" \
+          --mode full | sed 's/^/restart: /' | tee -a "$log"
+        BENCH_T0_NS=$(date +%s%N) "${bins[$impl]}" --namespace "$ns" --objects "$n" --workers "$workers" \
+          --mode meta | sed 's/^/meta:    /' | tee -a "$log"
+      done
     done
   done
   stop_cluster
   echo
-  report e2e "$out" "$counts" | tee "$out/e2e.md"
+  report e2e "$out" "$counts" "$rounds" | tee "$out/e2e.md"
 }
 
 cmd=${1:-}

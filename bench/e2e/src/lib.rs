@@ -12,7 +12,8 @@
 //!
 //! Each controller process is one run ([`Args`]) and ends with one [`Tracker::report`] line:
 //! `e2e-run impl=<..> mode=<full|meta> objects=<n> synced_s=<..> all_reconciled_s=<..>
-//! writes=<n> rss_hwm_mib=<..>`. Latencies (one per status write, milliseconds from the creator
+//! writes=<n> rss_hwm_mib=<..> cpu_s=<..>` (`cpu_s`: the process's CPU time from start to the
+//! report). Latencies (one per status write, milliseconds from the creator
 //! sending the create request, taken from the [`CREATED_AT`] annotation, to the status write
 //! returning) go to `--latency-file`, one per line.
 
@@ -133,6 +134,26 @@ pub fn rss_hwm_mib() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// CPU time this process has used so far (user + system, `/proc/self/stat`), in seconds, at
+/// the kernel's 10 ms tick. The Go controller reads it the same way.
+pub fn cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which may hold spaces) in parentheses: state is
+            // field 3, utime 14 and stime 15.
+            let rest = &s[s.rfind(')')? + 1..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks =
+                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / CLOCK_TICKS_PER_SEC)
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// `sysconf(_SC_CLK_TCK)` on Linux (fixed at 100 by the kernel's user ABI).
+const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+
 /// The `created-at` annotation of an object, if it has one.
 pub fn created_at(meta: &kube::api::ObjectMeta) -> Option<i64> {
     meta.annotations
@@ -246,12 +267,13 @@ impl Tracker {
         };
         let all = (state.last_done_us - from) as f64 / 1e6;
         println!(
-            "e2e-run impl={} mode={} objects={} synced_s={synced:.3} all_reconciled_s={all:.3} writes={} rss_hwm_mib={:.1}{}",
+            "e2e-run impl={} mode={} objects={} synced_s={synced:.3} all_reconciled_s={all:.3} writes={} rss_hwm_mib={:.1} cpu_s={:.2}{}",
             self.implementation,
             self.args.mode.as_str(),
             state.done.len(),
             state.writes,
             rss_hwm_mib(),
+            cpu_secs(),
             if complete { "" } else { " incomplete=1" },
         );
         if let Some(path) = &self.args.latency_file {

@@ -15,7 +15,7 @@
 // controller-runtime client is limited to 20 requests/s.
 //
 // It ends with the line kcr-bench prints: `e2e-run impl=controller-runtime mode=<..> objects=<n>
-// synced_s=<..> all_reconciled_s=<..> writes=<n> rss_hwm_mib=<..>`, measured the same way (see
+// synced_s=<..> all_reconciled_s=<..> writes=<n> rss_hwm_mib=<..> cpu_s=<..>`, measured the same way (see
 // bench/e2e/src/lib.rs): synced_s from BENCH_T0_NS (set by the launcher) to the informer's
 // HasSynced, latencies from the creator's created-at annotation to the status write returning.
 package main
@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -202,6 +203,26 @@ func (r *metaReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	return reconcile.Result{}, nil
 }
 
+// cpuSecs is this process's CPU time so far (user + system ticks of /proc/self/stat, 100 per
+// second), read as kcr-bench reads it.
+func cpuSecs() float64 {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return math.NaN()
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return math.NaN()
+	}
+	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
+	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return math.NaN()
+	}
+	return float64(utime+stime) / 100
+}
+
 func vmHWMMiB() float64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -310,8 +331,8 @@ func run(startUs int64, namespace string, objects int, mode string, workers int,
 	if t.firstCreatedUs > startUs {
 		from = t.firstCreatedUs
 	}
-	line := fmt.Sprintf("e2e-run impl=controller-runtime mode=%s objects=%d synced_s=%s all_reconciled_s=%.3f writes=%d rss_hwm_mib=%.1f",
-		mode, len(t.done), synced, float64(t.lastDoneUs-from)/1e6, t.writes, vmHWMMiB())
+	line := fmt.Sprintf("e2e-run impl=controller-runtime mode=%s objects=%d synced_s=%s all_reconciled_s=%.3f writes=%d rss_hwm_mib=%.1f cpu_s=%.2f",
+		mode, len(t.done), synced, float64(t.lastDoneUs-from)/1e6, t.writes, vmHWMMiB(), cpuSecs())
 	if !complete {
 		line += " incomplete=1"
 	}
