@@ -131,3 +131,79 @@ fn deployment_matches_the_code() {
     let certificate = cert.iter().find(|d| d["kind"] == "Certificate").unwrap();
     assert_eq!(certificate["spec"]["secretName"].as_str(), Some(secret));
 }
+
+/// The shipped Deployment serves `/metrics` securely, so the metrics-auth binding in the
+/// kustomization is used: its certificate directory is a mounted Secret that cert-manager
+/// issues, and the metrics Service points at the port the operator binds.
+#[test]
+fn deployment_serves_metrics_securely_with_an_issued_certificate() {
+    let d = docs(&config().join("manager/manager.yaml"));
+    let deploy = d.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let pod = &deploy["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(args.contains(&"--metrics-secure"), "{args:?}");
+    let flag = |name: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} missing from {args:?}"))
+    };
+    let port: u64 = flag("--metrics-bind-address=:").parse().unwrap();
+    let cert_dir = flag("--metrics-cert-dir=");
+
+    // The container port named `metrics` is the bound port; the Service targets that name.
+    let ports = c["ports"].as_array().unwrap();
+    let named = ports.iter().find(|p| p["name"] == "metrics").unwrap();
+    assert_eq!(named["containerPort"].as_u64(), Some(port));
+    let svc = &docs(&config().join("manager/metrics_service.yaml"))[0];
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+    assert_eq!(
+        svc["spec"]["selector"],
+        deploy["spec"]["selector"]["matchLabels"]
+    );
+
+    // The directory is a read-only mount of a Secret a cert-manager Certificate issues, for the
+    // Service's DNS name.
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"].as_str() == Some(cert_dir))
+        .unwrap_or_else(|| panic!("nothing mounted at {cert_dir}"));
+    assert_eq!(mount["readOnly"], true);
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    let secret = volume["secret"]["secretName"].as_str().unwrap();
+    let certs = docs(&config().join("certmanager/certificate.yaml"));
+    let certificate = certs
+        .iter()
+        .find(|d| d["kind"] == "Certificate" && d["spec"]["secretName"].as_str() == Some(secret))
+        .unwrap_or_else(|| panic!("no Certificate issues Secret {secret}"));
+    let dns = format!(
+        "{}.{}.svc",
+        svc["metadata"]["name"].as_str().unwrap(),
+        svc["metadata"]["namespace"].as_str().unwrap()
+    );
+    assert!(
+        certificate["spec"]["dnsNames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str() == Some(dns.as_str())),
+        "the metrics certificate does not name {dns}"
+    );
+
+    // The secured endpoint reviews tokens, so the operator's account is bound to the
+    // metrics-auth role.
+    let binding = &docs(&config().join("rbac/metrics_auth_role_binding.yaml"))[0];
+    assert_eq!(binding["subjects"][0]["name"], pod["serviceAccountName"]);
+}
