@@ -45,7 +45,7 @@ use kcr_handler::EventHandler;
 use kcr_source::{DynamicResource, Kind, Reader, Source, WatchScope};
 use kube::core::{ApiResource, DynamicObject};
 
-use super::{BuildContext, Builder, Probe, SourceWatch, WatchOptions, finish_watch, probe_dynamic};
+use super::{Builder, Probe, WatchOptions, probe_dynamic};
 use crate::controller::Key;
 use crate::error::ManagerError;
 
@@ -130,18 +130,13 @@ impl<'m, Q: Key> Builder<'m, Q> {
         S: Source<DynamicObject>,
         H: EventHandler<DynamicObject, Q>,
     {
-        let dt = resource.clone();
-        let predicates = options.predicates;
-        self.watches.push(Box::new(move |ctx: &BuildContext<Q>| {
-            let watch = SourceWatch::with_dynamic_type(
-                dt,
-                source,
-                handler,
-                predicates,
-                ctx.filters.clone(),
-            );
-            Ok(finish_watch(watch, None, ctx))
-        }));
+        self.push_watch(
+            resource.clone(),
+            source,
+            Box::new(move |_| Ok(handler)),
+            options.predicates,
+            None,
+        );
         self
     }
 }

@@ -151,6 +151,10 @@ where
     })
 }
 
+/// A handler made when the controller is built (an owned kind's handler needs the primary
+/// kind, which `BuildContext::owner` knows only then).
+type MakeHandler<H, Q> = Box<dyn FnOnce(&BuildContext<Q>) -> Result<H, ManagerError> + Send>;
+
 type PendingWatch<Q> =
     Box<dyn FnOnce(&BuildContext<Q>) -> Result<Box<dyn Watch<Q>>, ManagerError> + Send>;
 
@@ -305,12 +309,41 @@ impl<'m, Q: Key> Builder<'m, Q> {
         S: Source<K>,
         H: EventHandler<K, Q>,
     {
-        let predicates = options.predicates;
-        self.watches.push(Box::new(move |ctx: &BuildContext<Q>| {
-            let watch = SourceWatch::new(source, handler, predicates, ctx.filters.clone());
-            Ok(finish_watch(watch, None, ctx))
-        }));
+        self.push_watch(
+            K::DynamicType::default(),
+            source,
+            Box::new(move |_| Ok(handler)),
+            options.predicates,
+            None,
+        );
         self
+    }
+
+    /// Queues a watch to be built with the controller: `source` of objects of the run-time type
+    /// `dt`, its predicates and the controller's event filters, into the handler `handler`
+    /// makes, with the controller's resync and `probe` (how a sync timeout is explained).
+    fn push_watch<K, S, H>(
+        &mut self,
+        dt: K::DynamicType,
+        source: S,
+        handler: MakeHandler<H, Q>,
+        predicates: Vec<Box<dyn Predicate<K>>>,
+        probe: Option<Probe>,
+    ) where
+        K: WatchedObject,
+        S: Source<K>,
+        H: EventHandler<K, Q>,
+    {
+        self.watches.push(Box::new(move |ctx: &BuildContext<Q>| {
+            let watch = SourceWatch::with_dynamic_type(
+                dt,
+                source,
+                handler(ctx)?,
+                predicates,
+                ctx.filters.clone(),
+            );
+            Ok(finish_watch(watch, probe, ctx))
+        }));
     }
 
     /// Adds an event filter applied to every watch of this controller. It sees each object
@@ -529,17 +562,13 @@ impl<'m> Builder<'m> {
         };
         self.primary_reader = Some(Box::new(reader.clone()));
         self.resync = Some(resync_all(reader));
-        self.watches
-            .push(Box::new(move |ctx: &BuildContext<Request>| {
-                let watch = SourceWatch::with_dynamic_type(
-                    dt,
-                    kind,
-                    EnqueueRequestForObject,
-                    predicates,
-                    ctx.filters.clone(),
-                );
-                Ok(finish_watch(watch, probe, ctx))
-            }));
+        self.push_watch(
+            dt,
+            kind,
+            Box::new(|_| Ok(EnqueueRequestForObject)),
+            predicates,
+            probe,
+        );
         self
     }
 
@@ -559,22 +588,14 @@ impl<'m> Builder<'m> {
         let Some((kind, _reader, probe)) = source else {
             return self;
         };
-        self.watches
-            .push(Box::new(move |ctx: &BuildContext<Request>| {
-                let owner = ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
-                    reason: format!(
-                        "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
-                    ),
-                })?;
-                let watch = SourceWatch::with_dynamic_type(
-                    dt,
-                    kind,
-                    owner,
-                    predicates,
-                    ctx.filters.clone(),
-                );
-                Ok(finish_watch(watch, probe, ctx))
-            }));
+        let owner: MakeHandler<_, Request> = Box::new(move |ctx| {
+            ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
+                reason: format!(
+                    "owns::<{child}>() needs for_kind::<Owner>() to know the owner type"
+                ),
+            })
+        });
+        self.push_watch(dt, kind, owner, predicates, probe);
         self
     }
 
