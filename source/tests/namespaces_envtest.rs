@@ -268,6 +268,20 @@ async fn namespace_lists_are_checked_before_any_watch_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_of_one_namespace_keeps_the_other_namespaces_objects() {
+    // The set-up races a refused watch's backoff (800 ms or more) against the other watch's
+    // immediate return; a loaded machine can lose that race (a request counter shows it), and
+    // then the scenario starts over on a fresh server.
+    for attempt in 1..=3 {
+        if relist_keeps_the_other_namespaces_objects().await {
+            return;
+        }
+        eprintln!("attempt {attempt}: a third watch request came before every watch was refused");
+    }
+    panic!("the refused watch retried before every watch was refused, in 3 attempts");
+}
+
+/// The scenario of the test above; `false` when its set-up race was lost (nothing checked).
+async fn relist_keeps_the_other_namespaces_objects() -> bool {
     let server = TestApiServer::start().await.expect("envtest starts");
     let apis = setup(&server).await;
     for api in &apis[..2] {
@@ -313,11 +327,9 @@ async fn a_relist_of_one_namespace_keeps_the_other_namespaces_objects() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     faults.fail_next("watch", "configmaps", 1_000_000, 503);
-    assert_eq!(
-        faults.request_count("watch", "configmaps"),
-        watches + 2,
-        "the refused watch retried before every watch was refused (its backoff is 800 ms or more)"
-    );
+    if faults.request_count("watch", "configmaps") != watches + 2 {
+        return false;
+    }
     for api in &apis[..2] {
         set_value(api, "change", "2").await;
         create(api, "new").await;
@@ -388,4 +400,5 @@ async fn a_relist_of_one_namespace_keeps_the_other_namespaces_objects() {
             ("update", "team-b/keep".into(), false),
         ]
     );
+    true
 }

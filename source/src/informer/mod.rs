@@ -27,7 +27,7 @@
 //! blocks the others, and never loses a change silently: intermediate versions of an object are
 //! collapsed into one update, which is what a level-triggered controller needs.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -45,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 use crate::index::{IndexError, IndexFn, Indexes};
 use crate::{Event, SourceError, SyncHandle, SyncSignal};
 
+mod by_name;
 mod partition;
 #[cfg(test)]
 mod partition_tests;
@@ -52,6 +53,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
+use by_name::ByName;
 use partition::Partition;
 
 pub use stream::KindStream;
@@ -269,7 +271,13 @@ impl<K: CacheObject> Informer<K> {
     }
 
     fn key(&self, object: &K) -> ObjectRef<K> {
-        ObjectRef::from_obj_with(object, self.dt.clone())
+        // Name and namespace only: `ObjectRef` hashes and compares nothing else, and its
+        // resourceVersion and uid would be two more copies per event and per index entry.
+        let meta = object.meta();
+        let mut key =
+            ObjectRef::new_with(meta.name.as_deref().unwrap_or_default(), self.dt.clone());
+        key.namespace.clone_from(&meta.namespace);
+        key
     }
 
     /// Applies one watcher event of a single-watch informer to the store and fans the resulting
@@ -353,12 +361,8 @@ impl<K: CacheObject> Informer<K> {
             }
             watcher::Event::InitDone => {
                 self.counters.relists.fetch_add(1, Ordering::Relaxed);
-                let before: HashMap<ObjectRef<K>, Arc<K>> = self
-                    .store
-                    .state()
-                    .into_iter()
-                    .map(|o| (self.key(&o), o))
-                    .collect();
+                let before: HashSet<ByName<K>> =
+                    self.store.state().into_iter().map(ByName).collect();
                 st.writer
                     .apply_watcher_event(&watcher::Event::<K>::InitDone);
                 let first = !st.synced;
@@ -366,7 +370,7 @@ impl<K: CacheObject> Informer<K> {
                 // (after a 410 or a reconnect) can find many objects at once, and fresh changes
                 // must overtake them.
                 from_list = true;
-                let events = diff(&before, self.store.state(), true, |o| self.key(o));
+                let events = diff(&before, self.store.state(), true);
                 st.synced = true;
                 (events, first)
             }
@@ -461,7 +465,7 @@ impl<K: CacheObject> Informer<K> {
         KindStream {
             informer: Arc::clone(self),
             id,
-            view: HashMap::new(),
+            view: HashSet::new(),
             pending: VecDeque::new(),
             _keep_alive: Box::new(keep_alive),
         }
@@ -470,17 +474,16 @@ impl<K: CacheObject> Informer<K> {
 
 /// The difference between `before` and `after` as events (see the module docs).
 fn diff<K: CacheObject>(
-    before: &HashMap<ObjectRef<K>, Arc<K>>,
+    before: &HashSet<ByName<K>>,
     after: Vec<Arc<K>>,
     initial: bool,
-    key: impl Fn(&K) -> ObjectRef<K>,
 ) -> Vec<Event<K>> {
     let mut events = Vec::new();
-    let mut seen = std::collections::HashSet::with_capacity(after.len());
+    let mut seen = HashSet::with_capacity(after.len());
     for new in after {
-        let k = key(&new);
-        match before.get(&k) {
-            Some(old) => {
+        let key = ByName::of(&new);
+        match before.get(&key) {
+            Some(ByName(old)) => {
                 if old.meta().resource_version != new.meta().resource_version {
                     events.push(Event::Update {
                         old: Arc::clone(old),
@@ -493,12 +496,12 @@ fn diff<K: CacheObject>(
                 initial,
             }),
         }
-        seen.insert(k);
+        seen.insert(key);
     }
-    for (k, old) in before {
-        if !seen.contains(k) {
+    for old in before {
+        if !seen.contains(old) {
             events.push(Event::Delete {
-                object: Arc::clone(old),
+                object: Arc::clone(&old.0),
                 state_unknown: true,
             });
         }

@@ -13,16 +13,15 @@
 //!
 //! [`WatchScope`]: crate::WatchScope
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use futures::{Stream, StreamExt};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use super::{CacheObject, Informer, State, diff};
+use super::{ByName, CacheObject, Informer, State, diff};
 use crate::{Event, SourceError};
 
 /// The list state of one namespace's watch.
@@ -112,44 +111,52 @@ impl<K: CacheObject> Informer<K> {
         partition.synced = true;
         let namespace = partition.namespace.clone();
         self.counters.relists.fetch_add(1, Ordering::Relaxed);
-        let before: HashMap<ObjectRef<K>, Arc<K>> = self
+        let before: HashSet<ByName<K>> = self
             .store
             .state()
             .into_iter()
             .filter(|o| o.meta().namespace.as_deref() == Some(namespace.as_str()))
-            .map(|o| (self.key(&o), o))
+            .map(ByName)
             .collect();
         let mut after = Vec::with_capacity(listed.len());
         let mut seen = HashSet::with_capacity(listed.len());
         for object in listed {
-            let key = self.key(&object);
-            let unchanged = before.get(&key).filter(|old| {
-                old.meta().resource_version.is_some()
-                    && old.meta().resource_version == object.meta().resource_version
-            });
-            match unchanged {
+            // Wrapped to be looked up by its own name (no key copied).
+            let listed = ByName(Arc::new(object));
+            let unchanged = before
+                .get(&listed)
+                .filter(|ByName(old)| {
+                    old.meta().resource_version.is_some()
+                        && old.meta().resource_version == listed.0.meta().resource_version
+                })
+                .map(|ByName(old)| Arc::clone(old));
+            let kept = match unchanged {
                 // Keep the cached `Arc`: subscribers' views and indexes hold it already.
-                Some(old) => after.push(Arc::clone(old)),
+                Some(old) => old,
                 None => {
+                    // The only reference: unwrapping does not copy the object.
+                    let object = Arc::unwrap_or_clone(listed.0);
+                    let key = self.key(&object);
                     let event = watcher::Event::Apply(object);
                     st.writer.apply_watcher_event(&event);
                     match (self.store.get(&key), event) {
-                        (Some(new), _) => after.push(new),
+                        (Some(new), _) => new,
                         // Unreachable (we are the only writer and hold the lock); never panic.
-                        (None, watcher::Event::Apply(object)) => after.push(Arc::new(object)),
-                        (None, _) => {}
+                        (None, watcher::Event::Apply(object)) => Arc::new(object),
+                        (None, _) => continue,
                     }
                 }
-            }
-            seen.insert(key);
+            };
+            seen.insert(ByName::of(&kept));
+            after.push(kept);
         }
-        for (key, old) in &before {
-            if !seen.contains(key) {
+        for old in &before {
+            if !seen.contains(old) {
                 st.writer
-                    .apply_watcher_event(&watcher::Event::Delete((**old).clone()));
+                    .apply_watcher_event(&watcher::Event::Delete((*old.0).clone()));
             }
         }
-        let events = diff(&before, after, true, |o| self.key(o));
+        let events = diff(&before, after, true);
         let first_sync = !st.synced && st.partitions.iter().all(|p| p.synced);
         if first_sync {
             st.synced = true;

@@ -1,16 +1,14 @@
 //! [`KindStream`]: one subscriber's stream of a shared informer, and how a subscriber that fell
 //! behind resyncs from the store (see the [module docs](super)).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::Stream;
-use kube::runtime::reflector::ObjectRef;
-
-use super::{CacheObject, Informer, diff};
+use super::{ByName, CacheObject, Informer, diff};
 use crate::{Event, SourceError};
+use futures::Stream;
 
 /// One subscriber's events from a shared informer (the stream of a started
 /// [`Kind`](crate::Kind)). Dropping it unsubscribes.
@@ -27,13 +25,14 @@ use crate::{Event, SourceError};
 /// silently; intermediate versions of an object collapse into one update, which is what a
 /// level-triggered controller needs.
 ///
-/// Cost: the view is one map entry (object key and an `Arc` of the object) per object per
-/// subscriber; objects themselves are shared with the store, never copied.
+/// Cost: the view is one set entry (an `Arc` of the object, keyed by the object's own namespace
+/// and name) per object per subscriber; objects themselves are shared with the store, never
+/// copied.
 pub struct KindStream<K: CacheObject> {
     pub(super) informer: Arc<Informer<K>>,
     pub(super) id: u64,
     /// What this subscriber was told about last, per object.
-    pub(super) view: HashMap<ObjectRef<K>, Arc<K>>,
+    pub(super) view: HashSet<ByName<K>>,
     /// Events of a resync, delivered before anything newer.
     pub(super) pending: VecDeque<Event<K>>,
     /// Keeps the owning cache (and so the watch) alive while the stream is consumed.
@@ -54,14 +53,13 @@ impl<K: CacheObject> KindStream<K> {
     fn track(&mut self, event: &Event<K>) {
         match event {
             Event::Create { object, .. } => {
-                self.view
-                    .insert(self.informer.key(object), Arc::clone(object));
+                self.view.replace(ByName::of(object));
             }
             Event::Update { new, .. } => {
-                self.view.insert(self.informer.key(new), Arc::clone(new));
+                self.view.replace(ByName::of(new));
             }
             Event::Delete { object, .. } => {
-                self.view.remove(&self.informer.key(object));
+                self.view.remove(&ByName::of(object));
             }
             Event::Generic { .. } => {}
         }
@@ -102,7 +100,7 @@ impl<K: CacheObject> Stream for KindStream<K> {
                     std::mem::take(&mut sub.initial) | std::mem::take(&mut sub.missed_list);
                 let snapshot = informer.store.state();
                 drop(st);
-                let events = diff(&this.view, snapshot, initial, |o| informer.key(o));
+                let events = diff(&this.view, snapshot, initial);
                 this.pending = events.into();
                 continue;
             }
