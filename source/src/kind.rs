@@ -10,7 +10,8 @@ use crate::cache::Lifetime;
 use crate::informer::{CacheObject, Informer, KindStream};
 use crate::{DEFAULT_SUBSCRIBER_BUFFER, Source, SourceError, Started};
 
-/// A cached watch of objects of type `K`, built on kube-runtime's `watcher` and reflector store.
+/// A cached watch of objects of type `K`, built on kube-runtime's `watcher` and the informer's
+/// own store.
 ///
 /// Get one from a [`Cache`](crate::Cache) (so that every controller watching the same type with
 /// the same options shares one watch and one store), or wrap any kube-runtime watcher stream with

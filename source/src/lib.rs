@@ -39,7 +39,8 @@
 //!
 //! ## Sources in this crate
 //!
-//! * [`Kind`]: a cached watch of one resource type (kube-runtime `watcher` + reflector store).
+//! * [`Kind`]: a cached watch of one resource type (kube-runtime `watcher` + kcr's own store,
+//!   objects keyed by their own name).
 //!   Updates carry the previous object from the store; after a relist (410, reconnect) changed
 //!   objects come out as updates and vanished ones as deletes with `state_unknown: true`. Options
 //!   ([`WatchScope`]): one namespace or several ([`WatchScope::namespaces`]: one watch per

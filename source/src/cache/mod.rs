@@ -16,7 +16,6 @@ use futures::StreamExt;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::core::{ApiResource, PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use parking_lot::Mutex;
@@ -564,12 +563,10 @@ impl<K: CacheObject> Reader<K> {
     /// the cache does not hold it, [`ReadError::UnknownNamespace`] when the reader's scope names
     /// namespaces and `namespace` is not one of them (the cache cannot know that object).
     pub fn get(&self, name: &str, namespace: Option<&str>) -> Result<Option<Arc<K>>, ReadError> {
-        let mut key = ObjectRef::<K>::new_with(name, self.informer.dynamic_type().clone());
         if let Some(ns) = namespace {
             self.readable.check(ns, Some(name))?;
-            key = key.within(ns);
         }
-        Ok(self.informer.store().get(&key))
+        Ok(self.informer.store().get(namespace, name))
     }
 
     /// Every cached object (of every namespace the reader's scope names).

@@ -1,10 +1,12 @@
-//! The shared informer behind [`Kind`](crate::Kind): one watch, one reflector store, many
+//! The shared informer behind [`Kind`](crate::Kind): one watch, one store, many
 //! subscribers.
 //!
 //! # Events
 //!
-//! The watch (kube-runtime's `watcher`) feeds a reflector `Writer`. Before each change is applied
-//! the previous object is read from the store, so an update carries the cached `old` object.
+//! The watch (kube-runtime's `watcher`) feeds the informer's own store (`store.rs`: each object
+//! once, keyed by its own namespace and name, stored as it came off the watch, never cloned).
+//! Before each change is applied the previous object is read from the store, so an update
+//! carries the cached `old` object.
 //! A (re)list arrives as `Init`, `InitApply`..., `InitDone`; at `InitDone` the new list is diffed
 //! against the store: new objects become creates with `initial: true` (for the very first list
 //! and for every relist, e.g. after a `410 Gone`: a create found by a list goes into a
@@ -36,7 +38,7 @@ use std::task::Waker;
 
 use futures::{Stream, StreamExt};
 use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use parking_lot::{Mutex, RwLock};
 use serde::de::DeserializeOwned;
@@ -49,12 +51,14 @@ mod by_name;
 mod partition;
 #[cfg(test)]
 mod partition_tests;
+mod store;
 mod stream;
 #[cfg(test)]
 mod tests;
 
 use by_name::ByName;
 use partition::Partition;
+use store::ObjectStore;
 
 pub use stream::KindStream;
 
@@ -96,7 +100,9 @@ struct Subscriber<K> {
 }
 
 struct State<K: CacheObject> {
-    writer: Writer<K>,
+    /// The objects of the list in progress of a single-watch informer (between `Init` and
+    /// `InitDone`); a partitioned informer keeps one per partition.
+    listing: Option<Vec<Arc<K>>>,
     subscribers: HashMap<u64, Subscriber<K>>,
     next_id: u64,
     synced: bool,
@@ -117,7 +123,7 @@ pub(crate) struct Counters {
 }
 
 pub(crate) struct Informer<K: CacheObject> {
-    store: Store<K>,
+    store: ObjectStore<K>,
     state: Mutex<State<K>>,
     /// Secondary indexes, changed only with `state` locked (so in step with the store).
     indexes: RwLock<Indexes<K>>,
@@ -211,12 +217,11 @@ impl<K: CacheObject> Informer<K> {
         dt: K::DynamicType,
         namespaces: Vec<String>,
     ) -> (Arc<Self>, SyncSignal) {
-        let writer = Writer::new(dt.clone());
         let (signal, sync) = SyncHandle::pair();
         let informer = Arc::new(Self {
-            store: writer.as_reader(),
+            store: ObjectStore::default(),
             state: Mutex::new(State {
-                writer,
+                listing: None,
                 subscribers: HashMap::new(),
                 next_id: 0,
                 synced: false,
@@ -234,7 +239,7 @@ impl<K: CacheObject> Informer<K> {
         (informer, signal)
     }
 
-    pub(crate) fn store(&self) -> &Store<K> {
+    pub(crate) fn store(&self) -> &ObjectStore<K> {
         &self.store
     }
 
@@ -301,40 +306,34 @@ impl<K: CacheObject> Informer<K> {
         let partitioned = !st.partitions.is_empty();
         let (events, first_sync) = match event {
             watcher::Event::Apply(object) => {
-                let key = self.key(&object);
-                let old = self.store.get(&key);
-                let event = watcher::Event::Apply(object);
-                st.writer.apply_watcher_event(&event);
-                let new = match (self.store.get(&key), event) {
-                    (Some(new), _) => new,
-                    // Unreachable in practice (we are the only writer and hold the lock), but
-                    // never panic: fall back to the watched object itself.
-                    (None, watcher::Event::Apply(object)) => Arc::new(object),
-                    (None, _) => return,
-                };
+                let old = self.store.get_like(&object);
                 let event = match old {
                     // A replayed event for a version already cached (same resourceVersion) is
-                    // not a change.
+                    // not a change (and the cached `Arc`, which views share, stays).
                     Some(old)
                         if old.meta().resource_version.is_some()
-                            && old.meta().resource_version == new.meta().resource_version =>
+                            && old.meta().resource_version == object.meta().resource_version =>
                     {
                         return;
                     }
-                    Some(old) => Event::Update { old, new },
-                    None => Event::Create {
-                        object: new,
-                        initial: false,
-                    },
+                    Some(old) => {
+                        let new = Arc::new(object);
+                        self.store.insert(Arc::clone(&new));
+                        Event::Update { old, new }
+                    }
+                    None => {
+                        let new = Arc::new(object);
+                        self.store.insert(Arc::clone(&new));
+                        Event::Create {
+                            object: new,
+                            initial: false,
+                        }
+                    }
                 };
                 (vec![event], false)
             }
             watcher::Event::Delete(object) => {
-                let event = watcher::Event::Delete(object);
-                st.writer.apply_watcher_event(&event);
-                let watcher::Event::Delete(object) = event else {
-                    return;
-                };
+                self.store.remove_like(&object);
                 (
                     vec![Event::Delete {
                         object: Arc::new(object),
@@ -355,22 +354,29 @@ impl<K: CacheObject> Informer<K> {
                 from_list = true;
                 done
             }
-            event @ (watcher::Event::Init | watcher::Event::InitApply(_)) => {
-                st.writer.apply_watcher_event(&event);
+            watcher::Event::Init => {
+                st.listing = Some(Vec::new());
+                return;
+            }
+            watcher::Event::InitApply(object) => {
+                st.listing
+                    .get_or_insert_with(Vec::new)
+                    .push(Arc::new(object));
                 return;
             }
             watcher::Event::InitDone => {
                 self.counters.relists.fetch_add(1, Ordering::Relaxed);
                 let before: HashSet<ByName<K>> =
                     self.store.state().into_iter().map(ByName).collect();
-                st.writer
-                    .apply_watcher_event(&watcher::Event::<K>::InitDone);
+                let listed = st.listing.take().unwrap_or_default();
+                let after = keep_unchanged(&before, listed);
+                self.store.replace_all(after.iter().cloned());
                 let first = !st.synced;
                 // Every list's creates are list creates, not only the first list's: a relist
                 // (after a 410 or a reconnect) can find many objects at once, and fresh changes
                 // must overtake them.
                 from_list = true;
-                let events = diff(&before, self.store.state(), true);
+                let events = diff(&before, after, true);
                 st.synced = true;
                 (events, first)
             }
@@ -470,6 +476,27 @@ impl<K: CacheObject> Informer<K> {
             _keep_alive: Box::new(keep_alive),
         }
     }
+}
+
+/// `listed` with every object whose resourceVersion `before` already holds replaced by the
+/// cached `Arc` (subscribers' views and indexes share it, so an unchanged object is not held
+/// twice after a relist).
+fn keep_unchanged<K: CacheObject>(before: &HashSet<ByName<K>>, listed: Vec<Arc<K>>) -> Vec<Arc<K>> {
+    listed
+        .into_iter()
+        .map(|object| {
+            let listed = ByName(object);
+            match before.get(&listed) {
+                Some(ByName(old))
+                    if old.meta().resource_version.is_some()
+                        && old.meta().resource_version == listed.0.meta().resource_version =>
+                {
+                    Arc::clone(old)
+                }
+                _ => listed.0,
+            }
+        })
+        .collect()
 }
 
 /// The difference between `before` and `after` as events (see the module docs).

@@ -2,8 +2,8 @@
 //! namespaces, controller-runtime's `ByObject[..].Namespaces`).
 //!
 //! Every watch feeds the one store. Watch events (`Apply`, `Delete`) are applied as they come,
-//! whichever namespace they belong to. A list is per namespace: kube-runtime's reflector writer
-//! would replace the *whole* store at `InitDone`, dropping the other namespaces' objects, so a
+//! whichever namespace they belong to. A list is per namespace: a single watch's list replaces
+//! the *whole* store at `InitDone`, which would drop the other namespaces' objects, so a
 //! partition buffers its list itself and, at `InitDone`, replaces the objects of its own
 //! namespace only: listed objects whose `resourceVersion` changed (or that are new) are written,
 //! cached objects of the namespace that the list lacks are removed, and the difference comes
@@ -121,7 +121,6 @@ impl<K: CacheObject> Informer<K> {
         let mut after = Vec::with_capacity(listed.len());
         let mut seen = HashSet::with_capacity(listed.len());
         for object in listed {
-            // Wrapped to be looked up by its own name (no key copied).
             let listed = ByName(Arc::new(object));
             let unchanged = before
                 .get(&listed)
@@ -134,17 +133,8 @@ impl<K: CacheObject> Informer<K> {
                 // Keep the cached `Arc`: subscribers' views and indexes hold it already.
                 Some(old) => old,
                 None => {
-                    // The only reference: unwrapping does not copy the object.
-                    let object = Arc::unwrap_or_clone(listed.0);
-                    let key = self.key(&object);
-                    let event = watcher::Event::Apply(object);
-                    st.writer.apply_watcher_event(&event);
-                    match (self.store.get(&key), event) {
-                        (Some(new), _) => new,
-                        // Unreachable (we are the only writer and hold the lock); never panic.
-                        (None, watcher::Event::Apply(object)) => Arc::new(object),
-                        (None, _) => continue,
-                    }
+                    self.store.insert(Arc::clone(&listed.0));
+                    listed.0
                 }
             };
             seen.insert(ByName::of(&kept));
@@ -152,8 +142,7 @@ impl<K: CacheObject> Informer<K> {
         }
         for old in &before {
             if !seen.contains(old) {
-                st.writer
-                    .apply_watcher_event(&watcher::Event::Delete((*old.0).clone()));
+                self.store.remove_like(&old.0);
             }
         }
         let events = diff(&before, after, true);

@@ -146,10 +146,7 @@ fn a_relist_of_one_namespace_leaves_the_others_alone() {
         5,
         "a late subscriber starts from the snapshot"
     );
-    let b_same = informer
-        .store()
-        .get(&ObjectRef::new("same").within("b"))
-        .expect("cached");
+    let b_same = informer.store().get(Some("b"), "same").expect("cached");
 
     // a's watch relists (after a 410): only a's objects are compared, written and removed.
     list_in(
@@ -180,7 +177,7 @@ fn a_relist_of_one_namespace_leaves_the_others_alone() {
     // The other namespaces' objects are the very same cached objects.
     let b_same_after = informer
         .store()
-        .get(&ObjectRef::new("same").within("b"))
+        .get(Some("b"), "same")
         .expect("still cached");
     assert!(Arc::ptr_eq(&b_same, &b_same_after));
     // An empty relist of b removes b's objects only.
