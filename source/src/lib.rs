@@ -56,7 +56,7 @@
 //!   the net difference since what it last saw) instead of blocking the others or losing a change
 //!   (details in [`KindStream`]). Objects are transformed before they are stored: by default
 //!   `metadata.managedFields` is dropped ([`strip_managed_fields`]; two thirds of a cache of
-//!   10,000 small ConfigMaps, 70.2 MiB whole vs 23.5 MiB, measured by
+//!   10,000 small ConfigMaps, 71.4 MiB whole vs 21.4 MiB, measured by
 //!   `cargo run --release -p kcr-source --example cache_memory`); set another transform per
 //!   type with [`Cache::set_transform`], or none with [`Cache::keep_whole`]. Kinds chosen at
 //!   run time are cached too: [`Cache::kind_dynamic`] and [`Cache::reader_dynamic`] watch the
