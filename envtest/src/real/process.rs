@@ -1,8 +1,13 @@
 //! One control-plane process: started with its output in a log file, killed (and waited for)
 //! when dropped, so a test that panics takes its processes with it.
+//!
+//! A test process killed by a signal (Ctrl-C on `cargo test`, a timeout) runs no destructor, so
+//! each process also has a *watchdog*: a `sh` that blocks reading a pipe whose only writer is
+//! this process, and kills the control-plane process when the pipe closes, which the kernel
+//! does however this process ends. A normal drop stops the watchdog first, then the process.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::error::EnvtestError;
 
@@ -11,6 +16,42 @@ pub(crate) struct Process {
     component: &'static str,
     child: Child,
     log: PathBuf,
+    /// Kills `child` if this process dies without dropping it (see the module docs); `None`
+    /// when no `sh` could be started (then only a drop stops the child).
+    watchdog: Option<Watchdog>,
+}
+
+/// The watchdog of one child: the `sh` and the write end of the pipe it reads.
+struct Watchdog {
+    shell: Child,
+    _pipe: ChildStdin,
+}
+
+impl Watchdog {
+    /// A watchdog for the process `pid`. The pipe is close-on-exec (as every pipe std makes),
+    /// so no other child holds its write end open.
+    fn start(pid: u32) -> Option<Watchdog> {
+        let mut shell = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "read -r line; kill -9 \"$0\" 2>/dev/null",
+                &pid.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let pipe = shell.stdin.take()?;
+        Some(Watchdog { shell, _pipe: pipe })
+    }
+
+    /// Stops the watchdog without letting it act (before the child is reaped and its pid could
+    /// be reused).
+    fn stop(mut self) {
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
 }
 
 impl Process {
@@ -39,10 +80,12 @@ impl Process {
             .stderr(err)
             .spawn()
             .map_err(|e| startup(format!("cannot run {}: {e}", binary.display())))?;
+        let watchdog = Watchdog::start(child.id());
         Ok(Process {
             component,
             child,
             log,
+            watchdog,
         })
     }
 
@@ -73,6 +116,9 @@ impl Process {
 
     /// Kill the process and wait for it (idempotent).
     pub fn kill(&mut self) {
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.stop();
+        }
         if matches!(self.child.try_wait(), Ok(None)) {
             let _ = self.child.kill();
         }
