@@ -208,6 +208,21 @@ async fn replica(
     replica_with(server, group, identity, rec, 5).await
 }
 
+/// Options of a replica sharding `group` (the namespace it watches) as `identity`: no metrics
+/// or probe servers, the tests' lease timings.
+fn shard_options(group: &str, identity: &str) -> ManagerOptions {
+    let config = ShardConfig::new(group)
+        .namespace(group)
+        .identity(identity)
+        .timings(LEASE, RENEW, RETRY);
+    ManagerOptions::default()
+        .metrics_bind_address("0")
+        .unwrap()
+        .health_probe_bind_address("0")
+        .unwrap()
+        .shard_by_lease(config)
+}
+
 /// [`replica`] with `workers` concurrent reconciles.
 async fn replica_with(
     server: &TestApiServer,
@@ -216,17 +231,7 @@ async fn replica_with(
     rec: &Arc<Recorder>,
     workers: usize,
 ) -> Replica {
-    let config = ShardConfig::new(group)
-        .namespace(group)
-        .identity(identity)
-        .timings(LEASE, RENEW, RETRY);
-    let options = ManagerOptions::default()
-        .metrics_bind_address("0")
-        .unwrap()
-        .health_probe_bind_address("0")
-        .unwrap()
-        .graceful_shutdown_timeout(Duration::from_secs(10))
-        .shard_by_lease(config);
+    let options = shard_options(group, identity).graceful_shutdown_timeout(Duration::from_secs(10));
     let mgr = Manager::new(server.client(), options).await.unwrap();
     mgr.controller()
         .named(group)
@@ -890,7 +895,6 @@ impl Reconciler<Request> for MakeChild {
     type Error = anyhow::Error;
     async fn reconcile(&self, request: &Request, _ctx: &Context) -> anyhow::Result<Action> {
         use k8s_openapi::api::core::v1::Secret;
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
         let ns = request.namespace.as_deref().unwrap_or_default();
         let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
         let Some(cm) = cms.get_opt(&request.name).await? else {
@@ -901,14 +905,7 @@ impl Reconciler<Request> for MakeChild {
         if secrets.get_opt(&name).await?.is_none() {
             let mut s = Secret::default();
             s.metadata.name = Some(name);
-            s.metadata.owner_references = Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "ConfigMap".into(),
-                name: cm.name_any(),
-                uid: cm.uid().unwrap_or_default(),
-                controller: Some(true),
-                ..Default::default()
-            }]);
+            s.metadata.owner_references = Some(vec![common::controlled_by(&cm)]);
             secrets.create(&PostParams::default(), &s).await?;
         }
         Ok(Action::done())
@@ -924,16 +921,7 @@ async fn owned_objects_follow_their_owner_s_shard() {
     let start = |identity: &'static str| {
         let server = &server;
         async move {
-            let config = ShardConfig::new(ns)
-                .namespace(ns)
-                .identity(identity)
-                .timings(LEASE, RENEW, RETRY);
-            let options = ManagerOptions::default()
-                .metrics_bind_address("0")
-                .unwrap()
-                .health_probe_bind_address("0")
-                .unwrap()
-                .shard_by_lease(config);
+            let options = shard_options(ns, identity);
             let mgr = Manager::new(server.client(), options).await.unwrap();
             mgr.controller()
                 .named(ns)

@@ -56,6 +56,18 @@ pub fn manager_options() -> ManagerOptions {
         .graceful_shutdown_timeout(Duration::from_secs(10))
 }
 
+/// An owner reference making `cm` the controller of the object that carries it.
+pub fn controlled_by(cm: &ConfigMap) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: cm.name_any(),
+        uid: cm.uid().unwrap_or_default(),
+        controller: Some(true),
+        ..Default::default()
+    }
+}
+
 /// A config map with `data.value = value`.
 pub fn configmap(name: &str, value: &str) -> ConfigMap {
     let mut cm = ConfigMap::default();
@@ -187,14 +199,7 @@ impl CopyToSecret {
         let data = cm.data.clone().unwrap_or_default();
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), ns);
         let name = format!("{}-copy", request.name);
-        let owner = OwnerReference {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: cm.name_any(),
-            uid: cm.uid().unwrap_or_default(),
-            controller: Some(true),
-            ..Default::default()
-        };
+        let owner = controlled_by(&cm);
         let desired_data: BTreeMap<String, k8s_openapi::ByteString> = data
             .iter()
             .map(|(k, v)| (k.clone(), k8s_openapi::ByteString(v.clone().into_bytes())))
