@@ -307,28 +307,22 @@ impl<K: CacheObject> Informer<K> {
         let (events, first_sync) = match event {
             watcher::Event::Apply(object) => {
                 let old = self.store.get_like(&object);
+                // A replayed event for a version already cached (same resourceVersion) is not a
+                // change (and the cached `Arc`, which views share, stays).
+                if let Some(old) = &old
+                    && old.meta().resource_version.is_some()
+                    && old.meta().resource_version == object.meta().resource_version
+                {
+                    return;
+                }
+                let new = Arc::new(object);
+                self.store.insert(Arc::clone(&new));
                 let event = match old {
-                    // A replayed event for a version already cached (same resourceVersion) is
-                    // not a change (and the cached `Arc`, which views share, stays).
-                    Some(old)
-                        if old.meta().resource_version.is_some()
-                            && old.meta().resource_version == object.meta().resource_version =>
-                    {
-                        return;
-                    }
-                    Some(old) => {
-                        let new = Arc::new(object);
-                        self.store.insert(Arc::clone(&new));
-                        Event::Update { old, new }
-                    }
-                    None => {
-                        let new = Arc::new(object);
-                        self.store.insert(Arc::clone(&new));
-                        Event::Create {
-                            object: new,
-                            initial: false,
-                        }
-                    }
+                    Some(old) => Event::Update { old, new },
+                    None => Event::Create {
+                        object: new,
+                        initial: false,
+                    },
                 };
                 (vec![event], false)
             }
