@@ -89,6 +89,13 @@ pub enum EnvtestError {
         /// Why it failed.
         reason: String,
     },
+    /// The test binary's shared server ([`TestNamespace`](crate::TestNamespace)) could not
+    /// be started, or a request to it did not finish.
+    #[error("the shared test API server is unavailable: {reason}")]
+    SharedServer {
+        /// What went wrong (the start's own error, for a failed start).
+        reason: String,
+    },
     /// A control-plane process could not be started, or did not become ready.
     #[error(
         "{component} did not start: {reason}\n--- last lines of its log ({log}) ---\n{log_tail}"

@@ -134,6 +134,7 @@ pub mod schema;
 pub mod selector;
 mod serve;
 mod server;
+mod shared;
 mod store;
 mod table;
 
@@ -144,3 +145,4 @@ pub use faults::Faults;
 pub use real::service_account::{service_account_groups, service_account_user};
 pub use real::{Binaries, kubectl_for_tests, kubectl_path};
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};
+pub use shared::TestNamespace;

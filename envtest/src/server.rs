@@ -452,9 +452,18 @@ impl TestApiServer {
     /// status and the resource has a status subresource, a replace of the status. The resource
     /// is found from `apiVersion` and `kind`. Returns the stored object.
     pub async fn upsert(&self, obj: Value) -> Result<Value, EnvtestError> {
+        self.upsert_defaulting(obj, "default").await
+    }
+
+    /// [`upsert`](Self::upsert), with `namespace` for a namespaced object that names none.
+    pub(crate) async fn upsert_defaulting(
+        &self,
+        obj: Value,
+        namespace: &str,
+    ) -> Result<Value, EnvtestError> {
         match &self.running {
-            Running::InProcess { shared, .. } => upsert_in_process(shared, obj),
-            Running::Real(plane) => upsert_real(&plane.direct_client(), obj).await,
+            Running::InProcess { shared, .. } => upsert_in_process(shared, obj, namespace),
+            Running::Real(plane) => upsert_real(&plane.direct_client(), obj, namespace).await,
         }
     }
 
@@ -491,7 +500,11 @@ impl TestApiServer {
     }
 }
 
-fn upsert_in_process(shared: &Shared, mut obj: Value) -> Result<Value, EnvtestError> {
+fn upsert_in_process(
+    shared: &Shared,
+    mut obj: Value,
+    namespace: &str,
+) -> Result<Value, EnvtestError> {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
     let kind = obj["kind"].as_str().unwrap_or_default().to_string();
     let t = shared
@@ -508,7 +521,7 @@ fn upsert_in_process(shared: &Shared, mut obj: Value) -> Result<Value, EnvtestEr
             .as_str()
             .is_none_or(str::is_empty)
     {
-        obj["metadata"]["namespace"] = json!("default");
+        obj["metadata"]["namespace"] = json!(namespace);
     }
     obj["apiVersion"] = json!(t.api_version(t.storage_version()));
     let stored = upsert_stored(shared, &t, obj)?;
@@ -587,7 +600,11 @@ async fn mark_registered(
 }
 
 /// [`TestApiServer::upsert`] on the real backend.
-async fn upsert_real(client: &kube::Client, mut obj: Value) -> Result<Value, EnvtestError> {
+async fn upsert_real(
+    client: &kube::Client,
+    mut obj: Value,
+    namespace: &str,
+) -> Result<Value, EnvtestError> {
     use kube::api::{Api, DynamicObject, PostParams};
     use kube::discovery::pinned_kind;
     let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
@@ -609,7 +626,7 @@ async fn upsert_real(client: &kube::Client, mut obj: Value) -> Result<Value, Env
         let ns = obj["metadata"]["namespace"]
             .as_str()
             .filter(|ns| !ns.is_empty())
-            .unwrap_or("default")
+            .unwrap_or(namespace)
             .to_string();
         obj["metadata"]["namespace"] = json!(ns);
         Api::namespaced_with(client.clone(), &ns, &resource)

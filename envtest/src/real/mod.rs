@@ -202,6 +202,7 @@ impl ControlPlane {
         expiry: Arc<Expiry>,
     ) -> Result<ControlPlane, EnvtestError> {
         let started = Instant::now();
+        let keep = std::env::var_os("KCR_ENVTEST_KEEP_LOGS").is_some_and(|v| v == "1");
         let binaries = Binaries::find()?;
         let dir = tempfile::Builder::new()
             .prefix("kcr-envtest-real-")
@@ -232,6 +233,8 @@ impl ControlPlane {
                 "--log-level=warn".into(),
             ],
             path("logs/etcd.log"),
+            // A process that dies without dropping the plane leaves no data behind.
+            (!keep).then(|| dir.path()),
         )?;
         let p = |f: &PathBuf| f.display().to_string();
         let apiserver = Process::spawn(
@@ -239,6 +242,7 @@ impl ControlPlane {
             &binaries.kube_apiserver,
             &apiserver_args(&etcd_url, secure, &files, &path("pki")),
             path("logs/kube-apiserver.log"),
+            None,
         )?;
         let mut processes = Processes {
             controller_manager: None,
@@ -281,6 +285,7 @@ impl ControlPlane {
                     "--v=1".into(),
                 ],
                 path("logs/kube-controller-manager.log"),
+                None,
             )?);
         }
 
@@ -299,7 +304,7 @@ impl ControlPlane {
             ms = started.elapsed().as_millis() as u64,
             "real control plane started"
         );
-        let dir = if std::env::var_os("KCR_ENVTEST_KEEP_LOGS").is_some_and(|v| v == "1") {
+        let dir = if keep {
             let kept = dir.keep();
             eprintln!("kcr-envtest: keeping {}", kept.display());
             None

@@ -30,12 +30,16 @@ struct Watchdog {
 impl Watchdog {
     /// A watchdog for the process `pid`. The pipe is close-on-exec (as every pipe std makes),
     /// so no other child holds its write end open.
-    fn start(pid: u32) -> Option<Watchdog> {
+    /// With `remove`, the watchdog also deletes that directory a second after the kill (the control
+    /// plane's temporary directory, which no destructor removes when the process dies first).
+    fn start(pid: u32, remove: Option<&Path>) -> Option<Watchdog> {
+        let remove = remove.map(|d| d.display().to_string()).unwrap_or_default();
         let mut shell = Command::new("/bin/sh")
             .args([
                 "-c",
-                "read -r line; kill -9 \"$0\" 2>/dev/null",
+                "read -r line; kill -9 \"$0\" 2>/dev/null; [ -n \"$1\" ] && sleep 1 && rm -rf -- \"$1\"",
                 &pid.to_string(),
+                &remove,
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -55,12 +59,15 @@ impl Watchdog {
 }
 
 impl Process {
-    /// Start `binary` with `args`; stdout and stderr go to `log`.
+    /// Start `binary` with `args`; stdout and stderr go to `log`. When this process dies
+    /// without dropping the handle, the watchdog kills the child and, with `orphan_cleanup`,
+    /// removes that directory.
     pub fn spawn(
         component: &'static str,
         binary: &Path,
         args: &[String],
         log: PathBuf,
+        orphan_cleanup: Option<&Path>,
     ) -> Result<Process, EnvtestError> {
         let startup = |reason: String| EnvtestError::Startup {
             component,
@@ -80,7 +87,7 @@ impl Process {
             .stderr(err)
             .spawn()
             .map_err(|e| startup(format!("cannot run {}: {e}", binary.display())))?;
-        let watchdog = Watchdog::start(child.id());
+        let watchdog = Watchdog::start(child.id(), orphan_cleanup);
         Ok(Process {
             component,
             child,
@@ -169,6 +176,7 @@ mod tests {
             Path::new("/bin/sh"),
             &["-c".into(), "echo started; exec sleep 600".into()],
             log.clone(),
+            None,
         )
         .unwrap();
         let pid = p.id();
@@ -200,6 +208,7 @@ mod tests {
             Path::new("/nonexistent/kube-apiserver"),
             &[],
             dir.path().join("x.log"),
+            None,
         ) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("spawned a missing binary"),
