@@ -11,21 +11,29 @@
 //! - an optional per-reconcile timeout turns a reconcile that runs too long into an error;
 //! - on shutdown the queue stops handing out work, in-flight reconciles finish (bounded by
 //!   [`ControllerOptions::graceful_shutdown_timeout`]), and no new reconcile starts.
+//!
+//! Reconcilers read the time through [`Context::now`], on [`ControllerOptions::clock`]. Under a
+//! [`ManualClock`](crate::ManualClock) an [`Action::requeue_after`] waits for that clock, not
+//! for real time (see [`crate::clock`]).
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
 use kcr_queue::{WorkItem, WorkQueue};
+use parking_lot::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::clock::Clock;
 use crate::error::ControllerError;
 use crate::metrics::ControllerMetrics;
 use crate::reconciler::{Action, Context, ContextShared, ReconcileError, Reconciler};
@@ -58,6 +66,12 @@ pub struct ControllerOptions {
     pub cache_sync_timeout: Duration,
     /// How long a shutdown waits for in-flight reconciles before abandoning them.
     pub graceful_shutdown_timeout: Duration,
+    /// The clock reconcilers read through [`Context::now`] and [`Context::clock`]. Default: the
+    /// system clock. Under a [`ManualClock`](crate::ManualClock)'s clock an
+    /// [`Action::requeue_after`] adds the request back once that clock has been advanced by the
+    /// delay (not on tokio time); everything else (rate-limited retries, the timeouts above)
+    /// stays on real (tokio) time. See [`crate::clock`].
+    pub clock: Clock,
 }
 
 impl Default for ControllerOptions {
@@ -68,6 +82,7 @@ impl Default for ControllerOptions {
             recover_panic: true,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
+            clock: Clock::system(),
         }
     }
 }
@@ -136,6 +151,11 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
     /// The controller's options.
     pub fn options(&self) -> &ControllerOptions {
         &self.options
+    }
+
+    /// Replaces the controller's clock (the manager gives its clock to the controllers it runs).
+    pub(crate) fn set_clock(&mut self, clock: Clock) {
+        self.options.clock = clock;
     }
 
     /// Runs the controller until `shutdown` is cancelled (or the queue is shut down elsewhere):
@@ -258,7 +278,10 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             ctx: Arc::new(ContextShared {
                 controller: name.clone(),
                 shutdown: ctx_shutdown.clone(),
+                clock: options.clock.clone(),
             }),
+            manual_requeues: Arc::default(),
+            next_requeue: AtomicU64::new(0),
         });
         let mut set = JoinSet::new();
         for _ in 0..workers {
@@ -345,6 +368,11 @@ struct Worker<K: Key, R> {
     reconcile_timeout: Option<Duration>,
     recover_panic: bool,
     ctx: Arc<ContextShared>,
+    /// Under a manual clock: the token of each request's pending requeue (see
+    /// [`Worker::requeue_on_manual_clock`]).
+    manual_requeues: Arc<Mutex<HashMap<K, u64>>>,
+    /// The next requeue token.
+    next_requeue: AtomicU64,
 }
 
 /// How one reconcile ended.
@@ -372,6 +400,10 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             reconcile_id = %reconcile_id,
         );
         let retries = self.queue.num_requeues(request);
+        if self.ctx.clock.is_manual() {
+            // This reconcile supersedes a requeue pending on the manual clock.
+            self.manual_requeues.lock().remove(request);
+        }
         let ctx = Context {
             shared: self.ctx.clone(),
             reconcile_id,
@@ -417,6 +449,34 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
         }
     }
 
+    /// Under a manual clock, arms a timer on it that adds `request` to the queue once the clock
+    /// has been advanced by `delay`, and returns `true`; returns `false` on the system clock
+    /// (the queue times the delay).
+    ///
+    /// As in the queue, where an immediate add cancels a pending delayed one, the request's next
+    /// reconcile (for whatever reason) cancels the requeue: [`process`](Self::process) forgets
+    /// it, and its timer then adds nothing.
+    fn requeue_on_manual_clock(&self, request: &K, delay: Duration) -> bool {
+        let clock = &self.ctx.clock;
+        if !clock.is_manual() {
+            return false;
+        }
+        let token = self.next_requeue.fetch_add(1, Ordering::Relaxed);
+        self.manual_requeues.lock().insert(request.clone(), token);
+        let queue = self.queue.clone();
+        let pending = self.manual_requeues.clone();
+        let request = request.clone();
+        // Not under `pending`'s lock: a due timer runs at once.
+        clock.schedule(delay, move || {
+            let mut requeues = pending.lock();
+            if requeues.get(&request) == Some(&token) {
+                requeues.remove(&request);
+                drop(requeues);
+                queue.add(request);
+            }
+        })
+    }
+
     /// Maps a reconcile's outcome onto the queue and the metrics.
     ///
     /// `retries` is the request's failure count when the reconcile started: when it was 0 there
@@ -436,7 +496,9 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
                     if retries > 0 {
                         self.queue.forget(request);
                     }
-                    self.queue.add_after(request.clone(), delay);
+                    if !self.requeue_on_manual_clock(request, delay) {
+                        self.queue.add_after(request.clone(), delay);
+                    }
                     m.result_requeue_after.increment(1);
                 }
             },

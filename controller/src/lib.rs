@@ -56,6 +56,8 @@
 //!
 //! - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].
 //! - [`controller`]: [`Controller`], the worker loop, start-up sync and graceful shutdown.
+//! - [`clock`]: [`Clock`], the time reconcilers read through [`Context::now`], and
+//!   [`ManualClock`], which a test advances by hand (requeues after a delay follow it).
 //! - [`builder`]: [`Builder`] (`for_kind`, `owns`, `watches`, event filters, concurrency, rate
 //!   limiter), controller-runtime's `NewControllerManagedBy`. Watches may be restricted to
 //!   several namespaces ([`WatchOptions::namespaces`]), and kinds chosen at run time
@@ -112,6 +114,7 @@
 #![forbid(unsafe_code)]
 
 pub mod builder;
+pub mod clock;
 pub mod controller;
 pub mod error;
 pub mod http;
@@ -129,6 +132,7 @@ pub mod signals;
 pub mod watch;
 
 pub use builder::{Builder, EventFilter, Resync, SourceWatch, WatchOptions, WatchedObject};
+pub use clock::{Clock, ClockError, ManualClock};
 pub use controller::{Controller, ControllerOptions, Key};
 pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;

@@ -12,6 +12,8 @@
 //!   with TokenReview and SubjectAccessReview, [`crate::secure_metrics`]); bind addresses are
 //!   configurable and `"0"` disables a server;
 //! - the `rest_client_*` metrics of its client ([`crate::rest_client`]);
+//! - one [`Clock`] for every controller it runs ([`ManagerOptions::clock`]; the system clock
+//!   unless a test gives it a [`ManualClock`](crate::ManualClock)'s, see [`crate::clock`]);
 //! - graceful shutdown on SIGTERM/SIGINT ([`Manager::run_until_signal`]) or a token
 //!   ([`Manager::run`]), bounded by [`ManagerOptions::graceful_shutdown_timeout`] (30 s).
 //!
@@ -33,6 +35,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::controller::{Controller, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, Key};
 use crate::error::ManagerError;
 use crate::http::{
@@ -72,6 +75,12 @@ pub struct ManagerOptions {
     /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
     /// shards nothing.
     pub shard: Option<crate::shard::ShardConfig>,
+    /// The clock of every controller the manager runs, unless its builder set one
+    /// ([`Builder::clock`](crate::Builder::clock)): what reconcilers read through
+    /// [`Context::now`](crate::Context::now) and what times their
+    /// [`Action::requeue_after`](crate::Action::requeue_after). Default: the system clock.
+    /// Leader election, health checks and the controllers' other timings stay on real time.
+    pub clock: Clock,
 }
 
 impl Default for ManagerOptions {
@@ -86,6 +95,7 @@ impl Default for ManagerOptions {
             api_server_host: None,
             secure_metrics: None,
             shard: None,
+            clock: Clock::system(),
         }
     }
 }
@@ -139,6 +149,14 @@ impl ManagerOptions {
     /// Turns the `rest_client_*` instrumentation of the manager's client on or off.
     pub fn rest_client_metrics(mut self, enabled: bool) -> Self {
         self.rest_client_metrics = enabled;
+        self
+    }
+
+    /// Sets the clock of the manager's controllers (a [`ManualClock`](crate::ManualClock)'s in
+    /// a test); see [`ManagerOptions::clock`].
+    #[must_use]
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
         self
     }
 }
@@ -382,6 +400,11 @@ impl Manager {
         &self.options
     }
 
+    /// The clock the manager gives its controllers ([`ManagerOptions::clock`]).
+    pub fn clock(&self) -> Clock {
+        self.options.clock.clone()
+    }
+
     /// The bound address of the metrics server, if enabled.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
@@ -471,7 +494,22 @@ impl Manager {
     }
 
     /// Registers a controller (it needs leadership). Controller names must be unique.
+    ///
+    /// A controller on the system clock gets the manager's [`clock`](Self::clock); one given a
+    /// manual clock keeps it. (To run one controller on the system clock under a manager with a
+    /// manual clock, register it with [`Builder::clock`](crate::Builder::clock) and `complete`.)
     pub fn add_controller<K: Key, R: Reconciler<K>>(
+        &self,
+        mut controller: Controller<K, R>,
+    ) -> Result<(), ManagerError> {
+        if !controller.options().clock.is_manual() {
+            controller.set_clock(self.clock());
+        }
+        self.register_controller(controller)
+    }
+
+    /// Registers a controller as it is (the builder has chosen its clock already).
+    pub(crate) fn register_controller<K: Key, R: Reconciler<K>>(
         &self,
         controller: Controller<K, R>,
     ) -> Result<(), ManagerError> {

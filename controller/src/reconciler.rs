@@ -6,7 +6,7 @@
 //! | outcome | queue operation | `controller_runtime_reconcile_total{result}` |
 //! |---|---|---|
 //! | `Ok(Action::done())` | `forget` | `success` |
-//! | `Ok(Action::requeue_after(d))` | `forget`, then `add_after(d)` | `requeue_after` |
+//! | `Ok(Action::requeue_after(d))` | `forget`, then `add_after(d)` (under a [`ManualClock`](crate::ManualClock): `add` once that clock is advanced by `d`) | `requeue_after` |
 //! | `Err(e)`, `e.is_terminal() == false` | `add_rate_limited` (delay grows per the rate limiter) | `error` |
 //! | `Err(e)`, `e.is_terminal() == true` | `forget` (never retried), counted as terminal | `error` |
 //! | panic (recovered) or timeout | `add_rate_limited` | `error` |
@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+use crate::clock::Clock;
 
 /// What the controller should do with the request after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -160,19 +162,41 @@ pub struct Context {
 pub(crate) struct ContextShared {
     pub(crate) controller: Arc<str>,
     pub(crate) shutdown: CancellationToken,
+    pub(crate) clock: Clock,
 }
 
 impl Context {
-    /// Builds a context by hand (for calling a reconciler directly, e.g. in a unit test).
+    /// Builds a context by hand (for calling a reconciler directly, e.g. in a unit test), on
+    /// the system clock (see [`with_clock`](Self::with_clock)).
     pub fn new(controller: impl Into<Arc<str>>) -> Self {
         Context {
             shared: Arc::new(ContextShared {
                 controller: controller.into(),
                 shutdown: CancellationToken::new(),
+                clock: Clock::system(),
             }),
             reconcile_id: Uuid::new_v4(),
             retries: 0,
         }
+    }
+
+    /// This context reading `clock` (a [`ManualClock`](crate::ManualClock)'s, typically), for
+    /// calling a reconciler by hand at a time the test chooses:
+    ///
+    /// ```
+    /// use kcr_controller::{Context, ManualClock};
+    /// let manual = ManualClock::new("2024-05-01T00:00:00Z".parse().unwrap());
+    /// let ctx = Context::new("cronjob").with_clock(manual.clock());
+    /// assert_eq!(ctx.now(), manual.now());
+    /// ```
+    #[must_use]
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.shared = Arc::new(ContextShared {
+            controller: self.shared.controller.clone(),
+            shutdown: self.shared.shutdown.clone(),
+            clock,
+        });
+        self
     }
 
     /// The controller's name.
@@ -195,6 +219,20 @@ impl Context {
     /// to finish early; the controller waits for them either way (up to its shutdown timeout).
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shared.shutdown
+    }
+
+    /// The controller's clock ([`ControllerOptions::clock`](crate::ControllerOptions::clock)):
+    /// the system clock unless a test gave the controller a
+    /// [`ManualClock`](crate::ManualClock)'s. Sleep on it with [`Clock::sleep`].
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+
+    /// The current time on the controller's [`clock`](Self::clock). Read the time through this
+    /// (not `Timestamp::now()` or `SystemTime::now()`) in a schedule-driven reconciler, so that
+    /// a test can move it.
+    pub fn now(&self) -> jiff::Timestamp {
+        self.shared.clock.now()
     }
 }
 
@@ -332,6 +370,28 @@ mod tests {
         let boxed: Box<dyn StdError + Send + Sync> = "just a string".into();
         assert!(!boxed.is_terminal());
         assert!(!String::from("s").is_terminal());
+    }
+
+    #[test]
+    fn with_clock_reads_the_manual_time_and_keeps_the_rest() {
+        let ctx = Context::new("c");
+        assert!(!ctx.clock().is_manual());
+        let before = jiff::Timestamp::now();
+        assert!(ctx.now() >= before);
+
+        let start: jiff::Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
+        let manual = crate::ManualClock::new(start);
+        let token = ctx.shutdown().clone();
+        let (id, retries) = (ctx.reconcile_id(), ctx.retries());
+        let ctx = ctx.with_clock(manual.clock());
+        assert!(ctx.clock().is_manual());
+        assert_eq!(ctx.now(), start);
+        manual.advance(Duration::from_secs(90));
+        assert_eq!(ctx.now(), start + Duration::from_secs(90));
+        assert_eq!(ctx.controller(), "c");
+        assert_eq!((ctx.reconcile_id(), ctx.retries()), (id, retries));
+        token.cancel();
+        assert!(ctx.shutdown().is_cancelled(), "the same shutdown token");
     }
 
     #[tokio::test]

@@ -100,6 +100,7 @@ use kube::Resource;
 use kube::core::{ApiResource, DynamicObject};
 use serde::Serialize;
 
+use crate::clock::Clock;
 use crate::controller::{Controller, ControllerOptions, Key};
 use crate::error::ManagerError;
 use crate::manager::Manager;
@@ -173,6 +174,8 @@ pub struct Builder<'m, Q = Request> {
     watches: Vec<PendingWatch<Q>>,
     filters: Vec<EventFilter>,
     options: ControllerOptions,
+    /// Set by [`Builder::clock`]: wins over the manager's clock.
+    clock: Option<Clock>,
     rate_limiter: Option<Box<dyn RateLimiter<Q>>>,
     error: Option<ManagerError>,
     /// Set by [`Builder::sharded`].
@@ -256,6 +259,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             watches: Vec::new(),
             filters: Vec::new(),
             options: ControllerOptions::default(),
+            clock: None,
             rate_limiter: None,
             error: None,
             shard: None,
@@ -366,7 +370,9 @@ impl<'m, Q: Key> Builder<'m, Q> {
         self
     }
 
-    /// Sets all controller options at once.
+    /// Sets all controller options at once. Their [`clock`](ControllerOptions::clock), if
+    /// manual, is kept; the system clock is replaced by the manager's (see
+    /// [`clock`](Self::clock)).
     pub fn options(mut self, options: ControllerOptions) -> Self {
         self.options = options;
         self
@@ -390,6 +396,16 @@ impl<'m, Q: Key> Builder<'m, Q> {
         self
     }
 
+    /// Sets the controller's clock ([`ControllerOptions::clock`]), whatever the manager's.
+    /// Without it, a builder made by a manager uses the manager's
+    /// [`clock`](Manager::clock), unless [`options`](Self::options) gave a manual one; other
+    /// builders use the clock of their options (the system clock by default).
+    #[must_use]
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// Builds the controller without registering it anywhere.
     pub fn build<R: Reconciler<Q>>(self, reconciler: R) -> Result<Controller<Q, R>, ManagerError> {
         if let Some(error) = self.error {
@@ -410,7 +426,15 @@ impl<'m, Q: Key> Builder<'m, Q> {
                 .build(),
             None => WorkQueue::new(name.clone()),
         };
-        let mut controller = Controller::with_queue(name, queue, reconciler, self.options);
+        let mut options = self.options;
+        if let Some(clock) = self.clock {
+            options.clock = clock;
+        } else if let Some(manager) = self.manager
+            && !options.clock.is_manual()
+        {
+            options.clock = manager.clock();
+        }
+        let mut controller = Controller::with_queue(name, queue, reconciler, options);
         let ctx = BuildContext {
             filters: self.filters,
             owner: self.owner,
@@ -435,7 +459,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             return crate::shard::register(manager, controller, plan);
         }
         let controller = self.build(reconciler)?;
-        manager.add_controller(controller)
+        manager.register_controller(controller)
     }
 }
 
@@ -737,6 +761,6 @@ impl<'m> Builder<'m> {
             return crate::shard::register(manager, controller, plan);
         }
         let controller = self.build_objects(reconciler)?;
-        manager.add_controller(controller)
+        manager.register_controller(controller)
     }
 }
