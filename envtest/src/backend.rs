@@ -1,9 +1,11 @@
 //! Which API server a [`TestApiServer`](crate::TestApiServer) runs: the in-process server of
-//! this crate (the default) or a real kube-apiserver with etcd ([`crate::real`]).
+//! this crate (the default), a real kube-apiserver with etcd ([`crate::real`]), or the cluster
+//! of the current kubeconfig (`existing`).
 //!
-//! The same test code runs on both: [`Backend::from_env`] reads `KCR_ENVTEST_BACKEND`
-//! (`in-process`, the default, or `real`), and [`TestApiServer::start`](crate::TestApiServer::start)
-//! uses it unless the builder names a backend explicitly.
+//! The same test code runs on all three: [`Backend::from_env`] reads `KCR_ENVTEST_BACKEND`
+//! (`in-process`, the default, `real` or `existing`), and
+//! [`TestApiServer::start`](crate::TestApiServer::start) uses it unless the builder names a
+//! backend explicitly.
 
 use std::fmt;
 use std::str::FromStr;
@@ -23,6 +25,16 @@ pub enum Backend {
     /// kube-apiserver, etcd and kube-controller-manager processes (built by
     /// `tools/control-plane/build.sh`), behind a fault-injecting proxy on loopback.
     Real,
+    /// The cluster of the current kubeconfig (`KUBECONFIG`, else `~/.kube/config`, else the
+    /// in-cluster configuration; or [`TestApiServerBuilder::kubeconfig_path`]), as Go envtest's
+    /// `UseExistingCluster`: each server gets a fresh namespace of its own
+    /// ([`TestApiServer::namespace`]), deleted when it is dropped (the drop waits, up to 10 s,
+    /// for the DELETE to be answered), and the same fault proxy as the real backend in front of
+    /// the cluster.
+    ///
+    /// [`TestApiServerBuilder::kubeconfig_path`]: crate::TestApiServerBuilder::kubeconfig_path
+    /// [`TestApiServer::namespace`]: crate::TestApiServer::namespace
+    Existing,
 }
 
 impl Backend {
@@ -39,11 +51,12 @@ impl Backend {
         }
     }
 
-    /// The name used by `KCR_ENVTEST_BACKEND`: `in-process` or `real`.
+    /// The name used by `KCR_ENVTEST_BACKEND`: `in-process`, `real` or `existing`.
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::InProcess => "in-process",
             Backend::Real => "real",
+            Backend::Existing => "existing",
         }
     }
 }
@@ -61,6 +74,7 @@ impl FromStr for Backend {
         match s.trim().to_ascii_lowercase().as_str() {
             "in-process" | "inprocess" | "in_process" => Ok(Backend::InProcess),
             "real" => Ok(Backend::Real),
+            "existing" => Ok(Backend::Existing),
             _ => Err(EnvtestError::UnknownBackend {
                 value: s.to_string(),
             }),
@@ -74,12 +88,16 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_bad_names_are_errors() {
-        for b in [Backend::InProcess, Backend::Real] {
+        for b in [Backend::InProcess, Backend::Real, Backend::Existing] {
             assert_eq!(b.as_str().parse::<Backend>().unwrap(), b);
+            assert_eq!(b.to_string(), b.as_str());
         }
         assert_eq!(" Real ".parse::<Backend>().unwrap(), Backend::Real);
+        assert_eq!("EXISTING".parse::<Backend>().unwrap(), Backend::Existing);
         let err = "kind".parse::<Backend>().unwrap_err();
         assert!(err.to_string().contains("\"kind\""), "{err}");
-        assert!(err.to_string().contains("in-process"), "{err}");
+        for name in ["in-process", "real", "existing"] {
+            assert!(err.to_string().contains(name), "{err}");
+        }
     }
 }

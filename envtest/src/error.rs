@@ -50,7 +50,9 @@ pub enum EnvtestError {
         source: Box<kube::Error>,
     },
     /// `KCR_ENVTEST_BACKEND` (or a backend name given elsewhere) names no backend.
-    #[error("unknown kcr-envtest backend {value:?}: expected \"in-process\" or \"real\"")]
+    #[error(
+        "unknown kcr-envtest backend {value:?}: expected \"in-process\", \"real\" or \"existing\""
+    )]
     UnknownBackend {
         /// The value that was given.
         value: String,
@@ -64,6 +66,29 @@ pub enum EnvtestError {
         backend: crate::Backend,
         /// Why, and what to use instead.
         why: &'static str,
+    },
+    /// The kubeconfig of the `existing` backend could not be loaded.
+    #[error(
+        "cannot load the kubeconfig of the existing cluster ({from}): {reason}. Set KUBECONFIG \
+         (or write ~/.kube/config), or name a file with TestApiServerBuilder::kubeconfig_path"
+    )]
+    Kubeconfig {
+        /// Where it was looked for: a path, or `KUBECONFIG / ~/.kube/config / in-cluster`.
+        from: String,
+        /// Why it could not be used.
+        reason: String,
+    },
+    /// A file given to `TestApiServer::install_crds_from` (or the path itself) cannot be
+    /// installed; nothing was installed.
+    #[error("cannot install CRDs from {path}{}: {reason}", document_suffix(*.document))]
+    CrdFile {
+        /// The file (or directory) at fault.
+        path: String,
+        /// The document in the file (1-based, empty documents not counted), when one is at
+        /// fault.
+        document: Option<usize>,
+        /// What is wrong and what to do.
+        reason: String,
     },
     /// The control-plane binaries for the `real` backend were not found.
     #[error(
@@ -110,6 +135,13 @@ pub enum EnvtestError {
         /// The last lines of that log.
         log_tail: String,
     },
+}
+
+/// ` (document N)` for [`EnvtestError::CrdFile`].
+fn document_suffix(document: Option<usize>) -> String {
+    document
+        .map(|n| format!(" (document {n})"))
+        .unwrap_or_default()
 }
 
 /// Maps a client error of a helper's request to [`EnvtestError::Kube`], saying what it did.

@@ -45,14 +45,30 @@
 //!
 //! # Backends
 //! [`TestApiServer::start`] runs the backend `KCR_ENVTEST_BACKEND` names ([`Backend`]): this
-//! crate's in-process server (`in-process`, the default) or a real kube-apiserver, etcd and
+//! crate's in-process server (`in-process`, the default), a real kube-apiserver, etcd and
 //! kube-controller-manager built by `tools/control-plane/build.sh` (`real`, see [`Binaries`]),
-//! behind a loopback proxy that applies the same [`Faults`]. The same test code runs on both;
-//! the write helpers (`add_nodes`, `upsert`, `install_crd`) are `async` because on the real
-//! backend they are API requests. What exists on one backend only is a typed
-//! [`EnvtestError::Unsupported`]: the builder's `history_window` and `bookmark_interval` on the
-//! real backend; `direct_kubeconfig`, `client_as` and `client_for_service_account` (RBAC as another user or
-//! a ServiceAccount) in process.
+//! behind a loopback proxy that applies the same [`Faults`], or the cluster of the current
+//! kubeconfig (`existing`, as Go envtest's `UseExistingCluster`: `KUBECONFIG`, else
+//! `~/.kube/config`, or [`TestApiServerBuilder::kubeconfig_path`]) behind the same proxy. On an
+//! existing cluster each server works in a fresh namespace of its own,
+//! `kcr-test-<random>` ([`TestApiServer::namespace`], the default namespace of its client and
+//! kubeconfig), deleted when it is dropped; its proxy serves HTTPS with a CA of its own and
+//! asks for a bearer token, since it lends the kubeconfig's credentials. The same test code
+//! runs on all three; the write helpers (`add_nodes`, `upsert`, `install_crd`,
+//! `install_crds_from`) are `async` because on the real and existing backends they are API
+//! requests. What exists on some backends only is a typed [`EnvtestError::Unsupported`]: the
+//! builder's `history_window` and `bookmark_interval` on the real and existing backends, its
+//! `nodes` and `add_nodes` on an existing cluster (no Nodes are created in a cluster that is
+//! not the test's own), its `kubeconfig_path` on the others; `direct_kubeconfig` and `add_user`
+//! everywhere but the real backend; `client_as` and `client_for_service_account` in process.
+//!
+//! Three ways to act as someone else, for RBAC tests (real backend; the first two also on an
+//! existing cluster whose kubeconfig user may impersonate):
+//! [`TestApiServer::client_as`] impersonates a user and groups, and
+//! [`TestApiServer::client_for_service_account`] a ServiceAccount, through the admin credential
+//! and the fault proxy (faults and counters apply); [`TestApiServer::add_user`] gives a user a
+//! client certificate of its own ([`TestUser`]) that goes straight to kube-apiserver, so it is
+//! authenticated rather than impersonated, and the proxy's faults do not apply to it.
 //!
 //! # Design
 //! Objects are kept as `serde_json::Value` plus pre-serialised bytes in a `BTreeMap` keyed by
@@ -79,8 +95,8 @@
 //! | Patch | JSON patch, merge patch, strategic merge (built-ins; 415 for custom resources; map lists ordered as upstream: without `$setElementOrder` new items first; Node `spec.taints` atomic), server-side apply with fieldManager/force and managedFields (no fieldManager: 422); resourceVersion in a patch is a precondition | see [`patch`] for list strategies | |
 //! | Delete | finalizers + deletionTimestamp (the DELETED event after the last finalizer carries the last stored state); owner-reference GC with background (default; batch/v1 Jobs orphan by default, as upstream), foreground and orphan propagation, a dependent that keeps a live owner loses its reference to the deleted one; preconditions (uid, resourceVersion); deletecollection; namespace deletion removes its contents | GC and namespace deletion run synchronously inside the request (deterministic; on the real backend kube-controller-manager does them asynchronously: wait with [`eventually()`]); grace periods are ignored (pods go at once) | |
 //! | Admission | mutating and validating webhook configurations matched by rules (groups, versions, resources, operations); AdmissionReview v1 over HTTPS with caBundle; JSONPatch responses; failurePolicy; timeoutSeconds; namespaceSelector/objectSelector; dry-run vs sideEffects; webhook warnings as `Warning` headers; order mutating → schema/metadata validation → validating | see [`admission`] (validating webhooks run concurrently, reported in configuration order; `IfNeeded` reinvocation); a configuration is in effect once written (kube-apiserver picks changes up asynchronously) | `matchConditions` (CEL), `matchPolicy: Equivalent`, `clientConfig.service` (only `url`) |
-//! | Faults | fail next N (verb, resource) with any status, 429 with Retry-After, latency, close all watches, compact history, pause/resume (with a count of held requests), request counters ([`Faults`]); the same on the real backend, applied by its proxy | on the real backend `compact_history` expires resourceVersions older than a Lease the proxy writes at the next resume (not the ones handed out before the call) | |
-//! | Helpers | `add_nodes` (Ready nodes with capacity/allocatable and the usual labels), `install_crd`, `upsert`; at start, as on a real control plane: namespaces `default`, `kube-system`, `kube-public`, `kube-node-lease`, the `kubernetes` Service in `default` (cluster IP `10.0.0.1`, port 443), kube-apiserver 1.34's bootstrap RBAC policy (its 68 ClusterRoles, 49 ClusterRoleBindings and the Roles and RoleBindings in `kube-system` and `kube-public`, as the real backend stores them), the local APIServices of the served groups; a `default` ServiceAccount in every namespace (kube-controller-manager's serviceaccount controller; created with the namespace in process, moments later on the real backend) | simulated nodes have no kubelet Lease | |
+//! | Faults | fail next N (verb, resource) with any status, 429 with Retry-After, latency, close all watches, compact history, pause/resume (with a count of held requests), request counters ([`Faults`]); the same on the real and existing backends, applied by their proxy | on the real and existing backends `compact_history` expires resourceVersions older than a Lease the proxy writes at the next resume (not the ones handed out before the call) | |
+//! | Helpers | `add_nodes` (Ready nodes with capacity/allocatable and the usual labels), `install_crd`, `install_crds_from` (the CRDs of YAML/JSON files or a directory of them, as Go envtest's `CRDDirectoryPaths`), `upsert`; at start, as on a real control plane: namespaces `default`, `kube-system`, `kube-public`, `kube-node-lease`, the `kubernetes` Service in `default` (cluster IP `10.0.0.1`, port 443), kube-apiserver 1.34's bootstrap RBAC policy (its 68 ClusterRoles, 49 ClusterRoleBindings and the Roles and RoleBindings in `kube-system` and `kube-public`, as the real backend stores them), the local APIServices of the served groups; a `default` ServiceAccount in every namespace (kube-controller-manager's serviceaccount controller; created with the namespace in process, moments later on the real backend) | simulated nodes have no kubelet Lease | |
 //!
 //! ## Measured differences
 //!
@@ -103,7 +119,8 @@
 //!
 //! # Public API
 //! The handle and its builder ([`TestApiServer`], [`TestApiServerBuilder`]), the backends
-//! ([`Backend`]), faults ([`Faults`]), errors ([`EnvtestError`], [`ApiError`]), the test helpers
+//! ([`Backend`]), faults ([`Faults`]), users with credentials of their own ([`TestUser`]),
+//! errors ([`EnvtestError`], [`ApiError`]), the test helpers
 //! ([`eventually()`], [`kubectl_path`], [`Binaries`]), and the pure engines other crates use on
 //! their own: [`selector`], [`patch`], [`schema`], [`admission`] and [`protobuf`]. Everything
 //! else (the HTTP layer, the store, the registry of kinds and their descriptors, printing,
@@ -116,10 +133,12 @@ mod api;
 mod backend;
 mod bootstrap;
 mod convert;
+mod crd_files;
 mod defaults;
 mod discovery;
 mod error;
 mod eventually;
+mod existing;
 mod faults;
 mod immutable;
 mod json;
@@ -137,6 +156,7 @@ mod server;
 mod shared;
 mod store;
 mod table;
+mod user;
 
 pub use backend::{BACKEND_ENV, Backend};
 pub use error::{ApiError, EnvtestError};
@@ -146,3 +166,4 @@ pub use real::service_account::{service_account_groups, service_account_user};
 pub use real::{Binaries, kubectl_for_tests, kubectl_path};
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};
 pub use shared::TestNamespace;
+pub use user::TestUser;

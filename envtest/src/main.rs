@@ -1,6 +1,8 @@
 //! `kcr-envtest` binary: runs a test API server standalone so that kubectl and other clients
-//! can talk to it: the in-process server, or with `KCR_ENVTEST_BACKEND=real` a real control
-//! plane behind its fault proxy (served on `--port` either way, plain HTTP).
+//! can talk to it: the in-process server, with `KCR_ENVTEST_BACKEND=real` a real control
+//! plane behind its fault proxy (served on `--port` either way, plain HTTP), or with
+//! `KCR_ENVTEST_BACKEND=existing` the cluster of `KUBECONFIG` behind that proxy (HTTPS and a
+//! token, which the written kubeconfig carries), in a fresh namespace deleted on exit.
 //!
 //! ```text
 //! cargo run -p kcr-envtest -- --port 6443 --kubeconfig /tmp/envtest.kubeconfig --nodes 3
@@ -17,7 +19,7 @@ use kcr_envtest::TestApiServer;
 #[derive(Debug, Parser)]
 #[command(
     name = "kcr-envtest",
-    about = "Kubernetes API server for tests (plain HTTP on 127.0.0.1); KCR_ENVTEST_BACKEND=real runs kube-apiserver behind a proxy"
+    about = "Kubernetes API server for tests (plain HTTP on 127.0.0.1); KCR_ENVTEST_BACKEND=real runs kube-apiserver behind a proxy, KCR_ENVTEST_BACKEND=existing proxies the cluster of KUBECONFIG in a namespace of its own"
 )]
 struct Args {
     /// Port on 127.0.0.1 (0 picks a free port).

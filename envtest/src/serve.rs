@@ -1,5 +1,6 @@
-//! The accept loop both backends share: the in-process server and the real backend's proxy
-//! serve HTTP/1.1 and h2c on a loopback listener until told to stop.
+//! The accept loop the backends share: the in-process server and the proxy of the real and
+//! existing backends serve HTTP/1.1 and h2c (or, given a TLS acceptor, HTTPS: the existing
+//! backend's proxy) on a loopback listener until told to stop.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -11,12 +12,15 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
-/// Serve `listener` with `handle` until `shutdown` turns true, then end open connections.
-/// A connection error (the client went away) ends that connection only.
+/// Serve `listener` with `handle` until `shutdown` turns true, then end open connections;
+/// over TLS when `tls` is given. A connection error (the client went away, a failed TLS
+/// handshake) ends that connection only.
 pub(crate) async fn serve<H, Fut, B>(
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
+    tls: Option<TlsAcceptor>,
     handle: H,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -33,14 +37,24 @@ pub(crate) async fn serve<H, Fut, B>(
                 let Ok((stream, _)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
                 let handle = handle.clone();
+                let tls = tls.clone();
                 conns.spawn(async move {
                     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let response = handle(req);
                         async move { Ok::<_, Infallible>(response.await) }
                     });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    match tls {
+                        None => {
+                            let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                        Some(acceptor) => {
+                            let Ok(stream) = acceptor.accept(stream).await else {
+                                return;
+                            };
+                            let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                    }
                 });
             }
         }

@@ -1,7 +1,7 @@
 //! The server handle: listener, connection handling, kube client and kubeconfig, helpers.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,10 +15,12 @@ use crate::api::Shared;
 use crate::backend::Backend;
 use crate::defaults::NOT_READY_TAINT;
 use crate::error::{ApiError, EnvtestError, kube_error};
+use crate::existing::ExistingCluster;
 use crate::faults::Faults;
 use crate::real::ControlPlane;
 use crate::resources::ResourceType;
 use crate::store::{Store, StoredObject};
+use crate::user::TestUser;
 
 /// Options for [`TestApiServer`]; obtained from [`TestApiServer::builder`].
 #[derive(Debug, Clone, Default)]
@@ -28,6 +30,7 @@ pub struct TestApiServerBuilder {
     bookmark_interval: Option<Duration>,
     nodes: usize,
     backend: Option<Backend>,
+    kubeconfig: Option<PathBuf>,
 }
 
 impl TestApiServerBuilder {
@@ -61,9 +64,20 @@ impl TestApiServerBuilder {
         self
     }
 
-    /// Create this many simulated nodes at start (see [`TestApiServer::add_nodes`]).
+    /// Create this many simulated nodes at start (see [`TestApiServer::add_nodes`]; not on
+    /// the existing backend, where [`start`](Self::start) fails with
+    /// [`EnvtestError::Unsupported`]).
     pub fn nodes(mut self, nodes: usize) -> Self {
         self.nodes = nodes;
+        self
+    }
+
+    /// The kubeconfig file of the existing cluster ([`Backend::Existing`]; its current
+    /// context), instead of `KUBECONFIG` / `~/.kube/config`. Existing backend only: on the
+    /// others, which start a server of their own, [`start`](Self::start) fails with
+    /// [`EnvtestError::Unsupported`].
+    pub fn kubeconfig_path(mut self, path: impl AsRef<Path>) -> Self {
+        self.kubeconfig = Some(path.as_ref().to_path_buf());
         self
     }
 
@@ -73,14 +87,77 @@ impl TestApiServerBuilder {
             Some(b) => b,
             None => Backend::from_env()?,
         };
+        if self.kubeconfig.is_some() && backend != Backend::Existing {
+            return Err(EnvtestError::Unsupported {
+                helper: "TestApiServerBuilder::kubeconfig_path",
+                backend,
+                why: "it names the cluster of the existing backend; this backend starts its own",
+            });
+        }
         let server = match backend {
             Backend::InProcess => self.start_in_process().await?,
             Backend::Real => self.start_real().await?,
+            Backend::Existing => self.start_existing().await?,
         };
         if self.nodes > 0 {
             server.add_nodes(self.nodes).await?;
         }
         Ok(server)
+    }
+
+    async fn start_existing(&self) -> Result<TestApiServer, EnvtestError> {
+        let unsupported = |helper, why| EnvtestError::Unsupported {
+            helper,
+            backend: Backend::Existing,
+            why,
+        };
+        if self.history_window.is_some() {
+            return Err(unsupported(
+                "TestApiServerBuilder::history_window",
+                "the cluster's API server sizes its watch cache itself; use \
+                 Faults::compact_history for 410s",
+            ));
+        }
+        if self.bookmark_interval.is_some() {
+            return Err(unsupported(
+                "TestApiServerBuilder::bookmark_interval",
+                "the cluster's bookmark interval is fixed",
+            ));
+        }
+        if self.nodes > 0 {
+            return Err(unsupported(
+                "TestApiServerBuilder::nodes",
+                NO_NODES_ON_EXISTING,
+            ));
+        }
+        let expiry = Arc::new(crate::real::proxy::Expiry::default());
+        let compact = {
+            let expiry = expiry.clone();
+            Arc::new(move || expiry.request())
+        };
+        let faults = Faults::new(compact);
+        let cluster = ExistingCluster::start(
+            self.port,
+            self.kubeconfig.as_deref(),
+            faults.clone(),
+            expiry,
+        )
+        .await?;
+        let addr = cluster.proxy_addr();
+        let (ca_pem, ca_der) = cluster.ca_cert();
+        let access = Access {
+            namespace: cluster.namespace().to_string(),
+            token: Some(cluster.token().to_string()),
+            ca_cert: Some((ca_pem.to_string(), ca_der.to_vec())),
+        };
+        Ok(TestApiServer {
+            client: client_with(addr, &access, |_| {})?,
+            running: Running::Existing(Box::new(cluster)),
+            access,
+            faults,
+            addr,
+            node_counter: Mutex::new(0),
+        })
     }
 
     async fn start_real(&self) -> Result<TestApiServer, EnvtestError> {
@@ -112,6 +189,7 @@ impl TestApiServerBuilder {
         Ok(TestApiServer {
             client: client_for(addr)?,
             running: Running::Real(Box::new(plane)),
+            access: Access::default(),
             faults,
             addr,
             node_counter: Mutex::new(0),
@@ -201,11 +279,13 @@ impl TestApiServerBuilder {
         let task = tokio::spawn(crate::serve::serve(
             listener,
             shared.shutdown.subscribe(),
+            None,
             move |req| crate::api::handle(handler.clone(), req),
         ));
         Ok(TestApiServer {
             faults: shared.faults.clone(),
             running: Running::InProcess { shared, task },
+            access: Access::default(),
             addr,
             client,
             node_counter: Mutex::new(0),
@@ -218,23 +298,68 @@ const DEFAULT_HISTORY_WINDOW: usize = 100_000;
 /// The default of [`TestApiServerBuilder::bookmark_interval`].
 const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
 
-/// A client for plain HTTP at `addr` (the in-process server or the real backend's proxy).
-fn client_for(addr: SocketAddr) -> Result<kube::Client, EnvtestError> {
-    client_with(addr, |_| {})
+/// The message of [`EnvtestError::Unsupported`] for nodes on the existing backend.
+const NO_NODES_ON_EXISTING: &str = "simulated Nodes are never created in a cluster that is not the test's own; \
+     the existing cluster's own nodes are there to be listed";
+
+/// What the clients of a [`TestApiServer`] use besides its address.
+#[derive(Debug, Clone)]
+struct Access {
+    /// The default namespace of its client and kubeconfig.
+    namespace: String,
+    /// The bearer token its endpoint asks for (the existing backend's proxy).
+    token: Option<String>,
+    /// The CA certificate (PEM, DER) of its endpoint when that serves HTTPS (the existing
+    /// backend's proxy).
+    ca_cert: Option<(String, Vec<u8>)>,
 }
 
-/// [`client_for`] with the config adjusted by `adjust` first.
+impl Access {
+    /// The URL of the endpoint at `addr`.
+    fn url(&self, addr: SocketAddr) -> String {
+        match self.ca_cert {
+            Some(_) => format!("https://{addr}"),
+            None => format!("http://{addr}"),
+        }
+    }
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Access {
+            namespace: "default".to_string(),
+            token: None,
+            ca_cert: None,
+        }
+    }
+}
+
+/// A client for plain HTTP at `addr` (the in-process server or the real backend's proxy) with
+/// default namespace `default`.
+fn client_for(addr: SocketAddr) -> Result<kube::Client, EnvtestError> {
+    client_with(addr, &Access::default(), |_| {})
+}
+
+/// A client for the endpoint at `addr` with `access`'s namespace, token and CA, its config
+/// adjusted by `adjust` first.
 fn client_with(
     addr: SocketAddr,
+    access: &Access,
     adjust: impl FnOnce(&mut kube::Config),
 ) -> Result<kube::Client, EnvtestError> {
-    let url = format!("http://{addr}");
+    let url = access.url(addr);
     let mut config = kube::Config::new(
         url.parse()
             .map_err(|e| EnvtestError::Client(format!("bad url {url}: {e}")))?,
     );
-    config.default_namespace = "default".to_string();
+    config.default_namespace = access.namespace.clone();
     config.read_timeout = None;
+    if let Some(token) = &access.token {
+        config.auth_info.token = Some(token.clone().into());
+    }
+    if let Some((_, der)) = &access.ca_cert {
+        config.root_cert = Some(vec![der.clone()]);
+    }
     adjust(&mut config);
     kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))
 }
@@ -246,17 +371,23 @@ enum Running {
         task: tokio::task::JoinHandle<()>,
     },
     Real(Box<ControlPlane>),
+    Existing(Box<ExistingCluster>),
 }
 
-/// A running test API server: the in-process server or a real control plane behind a proxy
-/// ([`Backend`]). Stops when dropped.
+/// A running test API server: the in-process server, a real control plane behind a proxy, or
+/// a namespace of its own on an existing cluster behind the same proxy ([`Backend`]). Stops
+/// when dropped (on an existing cluster: deletes its namespace).
 ///
-/// Clients connect over plain HTTP on loopback in both cases ([`TestApiServer::client`],
-/// [`TestApiServer::kubeconfig`]), and [`TestApiServer::faults`] works on both. Helpers that
-/// write (`add_nodes`, `upsert`, `install_crd`) are `async`: on the real backend they are API
-/// requests that bypass the fault proxy.
+/// Clients connect on loopback in every case ([`TestApiServer::client`],
+/// [`TestApiServer::kubeconfig`]): over plain HTTP, except to the existing backend's proxy,
+/// which serves HTTPS with a CA of its own and asks for a bearer token (both in that client
+/// and kubeconfig) because it lends the kubeconfig's credentials. [`TestApiServer::faults`]
+/// works on all three. Helpers that write (`add_nodes`, `upsert`, `install_crd`,
+/// `install_crds_from`) are `async`: on the real and existing backends they are API requests
+/// that bypass the fault proxy.
 pub struct TestApiServer {
     running: Running,
+    access: Access,
     faults: Faults,
     addr: SocketAddr,
     client: kube::Client,
@@ -268,6 +399,7 @@ impl std::fmt::Debug for TestApiServer {
         f.debug_struct("TestApiServer")
             .field("backend", &self.backend())
             .field("addr", &self.addr)
+            .field("namespace", &self.access.namespace)
             .finish_non_exhaustive()
     }
 }
@@ -279,7 +411,8 @@ impl TestApiServer {
         TestApiServerBuilder::default().start().await
     }
 
-    /// Options (backend, port, history window, bookmark interval, initial nodes).
+    /// Options (backend, port, history window, bookmark interval, initial nodes, the existing
+    /// cluster's kubeconfig).
     pub fn builder() -> TestApiServerBuilder {
         TestApiServerBuilder::default()
     }
@@ -289,13 +422,29 @@ impl TestApiServer {
         match self.running {
             Running::InProcess { .. } => Backend::InProcess,
             Running::Real(_) => Backend::Real,
+            Running::Existing(_) => Backend::Existing,
         }
     }
 
-    /// The base URL clients use (`http://127.0.0.1:PORT`: the in-process server, or the real
-    /// backend's fault proxy).
+    /// The namespace this server's tests work in: the default namespace of [`client`] and of
+    /// [`kubeconfig`] (so `Api::default_namespaced` and kubectl without `-n` land there), and
+    /// where [`upsert`] puts a namespaced object that names none. On the existing backend a
+    /// fresh `kcr-test-<random>` namespace created at start and deleted when the server is
+    /// dropped; `default` on the others, which are the test's own.
+    ///
+    /// [`client`]: Self::client
+    /// [`kubeconfig`]: Self::kubeconfig
+    /// [`upsert`]: Self::upsert
+    pub fn namespace(&self) -> &str {
+        &self.access.namespace
+    }
+
+    /// The base URL clients use: `http://127.0.0.1:PORT` (the in-process server, or the real
+    /// backend's fault proxy) or `https://127.0.0.1:PORT` (the existing backend's fault proxy,
+    /// which asks for the bearer token and is signed by the CA that [`client`](Self::client)
+    /// and [`kubeconfig`](Self::kubeconfig) carry).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.access.url(self.addr)
     }
 
     /// The listening address.
@@ -303,22 +452,29 @@ impl TestApiServer {
         self.addr
     }
 
-    /// A `kube::Client` for this server (default namespace `default`; on the real backend it
-    /// acts as an admin, through the fault proxy).
+    /// A `kube::Client` for this server (default namespace [`namespace`](Self::namespace); on
+    /// the real backend it acts as an admin, on the existing one as the kubeconfig's user,
+    /// through the fault proxy).
     pub fn client(&self) -> kube::Client {
         self.client.clone()
     }
 
-    /// A client that acts as `user` in `groups` (impersonation through the admin credential),
-    /// for tests of RBAC: requests are authorized as that user. Real backend only: the
-    /// in-process server authorizes nothing, so such a test would pass without proving anything.
+    /// A client that acts as `user` in `groups` (impersonation through the admin credential,
+    /// or the existing cluster's kubeconfig user, who must be allowed to impersonate), for
+    /// tests of RBAC: requests are authorized as that user. It goes through the fault proxy,
+    /// so faults and counters apply. See also [`add_user`](Self::add_user) (a certificate of
+    /// the user's own) and [`client_for_service_account`](Self::client_for_service_account).
+    /// Real and existing backends: the in-process server authorizes nothing, so such a test
+    /// would pass without proving anything.
     pub fn client_as(&self, user: &str, groups: &[&str]) -> Result<kube::Client, EnvtestError> {
         match &self.running {
-            Running::Real(_) => client_with(self.addr, |config| {
-                config.auth_info.impersonate = Some(user.to_string());
-                config.auth_info.impersonate_groups =
-                    (!groups.is_empty()).then(|| groups.iter().map(|g| g.to_string()).collect());
-            }),
+            Running::Real(_) | Running::Existing(_) => {
+                client_with(self.addr, &self.access, |config| {
+                    config.auth_info.impersonate = Some(user.to_string());
+                    config.auth_info.impersonate_groups = (!groups.is_empty())
+                        .then(|| groups.iter().map(|g| g.to_string()).collect());
+                })
+            }
             Running::InProcess { .. } => Err(EnvtestError::Unsupported {
                 helper: "TestApiServer::client_as",
                 backend: Backend::InProcess,
@@ -327,35 +483,57 @@ impl TestApiServer {
         }
     }
 
-    /// A kubeconfig pointing at this server (cluster, user and context named `envtest`).
+    /// A kubeconfig pointing at this server (cluster, user and context named `envtest`; the
+    /// context's namespace is [`namespace`](Self::namespace); on the existing backend the
+    /// user holds the proxy's bearer token).
     pub fn kubeconfig(&self) -> Kubeconfig {
         envtest_kubeconfig(
             Cluster {
                 server: Some(self.url()),
+                certificate_authority_data: self
+                    .access
+                    .ca_cert
+                    .as_ref()
+                    .map(|(pem, _)| base64_text(pem)),
                 ..Cluster::default()
             },
-            kube::config::AuthInfo::default(),
+            kube::config::AuthInfo {
+                token: self.access.token.clone().map(Into::into),
+                ..kube::config::AuthInfo::default()
+            },
+            &self.access.namespace,
         )
     }
 
     /// The kubeconfig as YAML text.
     pub fn kubeconfig_yaml(&self) -> String {
-        kubeconfig_yaml(&self.url())
+        kubeconfig_text(
+            &self.url(),
+            &self.access.namespace,
+            self.access.token.as_deref(),
+            self.access.ca_cert.as_ref().map(|(pem, _)| pem.as_str()),
+        )
     }
 
     /// Write the kubeconfig (YAML) to `path`, for kubectl or other processes.
+    /// On the existing backend the file holds the proxy's bearer token and is written readable
+    /// by its owner only.
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), EnvtestError> {
         let path = path.as_ref();
-        std::fs::write(path, self.kubeconfig_yaml()).map_err(|source| {
-            EnvtestError::WriteKubeconfig {
-                path: path.display().to_string(),
-                source,
-            }
+        let yaml = self.kubeconfig_yaml();
+        if self.access.token.is_some() {
+            return crate::user::write_owner_only(path, &yaml);
+        }
+        std::fs::write(path, yaml).map_err(|source| EnvtestError::WriteKubeconfig {
+            path: path.display().to_string(),
+            source,
         })
     }
 
     /// A kubeconfig straight to kube-apiserver (HTTPS with the generated CA, the admin client
-    /// certificate), past the fault proxy. Real backend only.
+    /// certificate), past the fault proxy. Real backend only (in process there is no TLS
+    /// endpoint; on an existing cluster the direct way is the user's own kubeconfig, whose
+    /// credentials this crate does not hand out).
     pub fn direct_kubeconfig(&self) -> Result<Kubeconfig, EnvtestError> {
         match &self.running {
             Running::Real(plane) => Ok(plane.direct_kubeconfig().clone()),
@@ -364,54 +542,120 @@ impl TestApiServer {
                 backend: Backend::InProcess,
                 why: "the in-process server has no TLS endpoint; use kubeconfig()",
             }),
+            Running::Existing(_) => Err(EnvtestError::Unsupported {
+                helper: "TestApiServer::direct_kubeconfig",
+                backend: Backend::Existing,
+                why: "the direct way to an existing cluster is your own kubeconfig (KUBECONFIG), \
+                      whose credentials are not handed out; use kubeconfig() for the proxy",
+            }),
+        }
+    }
+
+    /// A user of the real backend with credentials of its own: a fresh client certificate for
+    /// `CN=name, O=groups` (the API server's x509 authenticator makes the CN the user name and
+    /// each O a group, and adds `system:authenticated`), signed by the control plane's CA, and
+    /// a client and kubeconfig that present it straight to kube-apiserver over HTTPS.
+    ///
+    /// The user is authenticated, not impersonated: nothing but RBAC decides what it may do
+    /// (a user in `system:masters` may do anything), and `SelfSubjectReview` reports exactly
+    /// that name and those groups. Its requests do not go through the fault proxy, which
+    /// authenticates upstream with the admin certificate and so cannot carry a user's own
+    /// credentials: faults and request counters do not apply to them. For RBAC tests through
+    /// the proxy use [`client_as`](Self::client_as) (impersonation) or
+    /// [`client_for_service_account`](Self::client_for_service_account).
+    ///
+    /// Real backend only ([`EnvtestError::Unsupported`] otherwise): the in-process server
+    /// authenticates nothing, and an existing cluster's CA key is not at hand.
+    pub fn add_user(&self, name: &str, groups: &[&str]) -> Result<TestUser, EnvtestError> {
+        match &self.running {
+            Running::Real(plane) => {
+                if name.is_empty() {
+                    return Err(EnvtestError::Prepare {
+                        what: "a user's client certificate".into(),
+                        reason: "the user name is empty: the API server's x509 authenticator \
+                                 needs a common name"
+                            .into(),
+                    });
+                }
+                let kubeconfig = plane.user_kubeconfig(name, groups)?;
+                TestUser::new(name, groups, kubeconfig)
+            }
+            Running::InProcess { .. } => Err(EnvtestError::Unsupported {
+                helper: "TestApiServer::add_user",
+                backend: Backend::InProcess,
+                why: "the in-process server authenticates and authorizes nothing",
+            }),
+            Running::Existing(_) => Err(EnvtestError::Unsupported {
+                helper: "TestApiServer::add_user",
+                backend: Backend::Existing,
+                why: "the existing cluster's CA key is not at hand to sign a certificate; use \
+                      client_as (impersonation) or client_for_service_account",
+            }),
         }
     }
 
     /// Whether this backend runs the garbage collector and the namespace controller as separate
-    /// controllers (the real backend with kube-controller-manager: deletions of owners and
-    /// namespaces finish asynchronously). The in-process server does both inside the delete
-    /// request.
+    /// controllers (the real backend with kube-controller-manager, and an existing cluster:
+    /// deletions of owners and namespaces finish asynchronously). The in-process server does
+    /// both inside the delete request.
     pub fn has_asynchronous_garbage_collection(&self) -> bool {
         match &self.running {
             Running::Real(plane) => plane.has_controller_manager(),
             Running::InProcess { .. } => false,
+            Running::Existing(_) => true,
         }
     }
 
     /// The temporary directory of the real backend (etcd data, certificates, logs under
-    /// `logs/`), for a test that wants to show a log on failure. `None` in process.
+    /// `logs/`), for a test that wants to show a log on failure. `None` on the others.
     pub fn real_dir(&self) -> Option<&Path> {
         match &self.running {
             Running::Real(plane) => plane.dir(),
-            Running::InProcess { .. } => None,
+            Running::InProcess { .. } | Running::Existing(_) => None,
         }
     }
 
-    /// Fault injection and request counters (on the real backend, applied by the proxy).
+    /// Fault injection and request counters (on the real and existing backends, applied by the
+    /// proxy to the requests that go through it: those of [`client`](Self::client),
+    /// [`client_as`](Self::client_as) and [`kubeconfig`](Self::kubeconfig), not the helpers'
+    /// or an [`add_user`](Self::add_user) client's).
     pub fn faults(&self) -> &Faults {
         &self.faults
     }
 
     /// The current (latest) resourceVersion of the server: the store's counter in process, the
-    /// resourceVersion of a fresh list on the real backend.
+    /// resourceVersion of a fresh list on the real backend (of namespaces) and on an existing
+    /// cluster (of ConfigMaps in [`namespace`](Self::namespace), which the kubeconfig's user
+    /// may list).
     pub async fn resource_version(&self) -> Result<u64, EnvtestError> {
-        match &self.running {
-            Running::InProcess { shared, .. } => Ok(shared.store.lock().rv()),
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        use kube::api::{Api, ListParams};
+        let params = ListParams::default().limit(1);
+        let rv = match &self.running {
+            Running::InProcess { shared, .. } => return Ok(shared.store.lock().rv()),
             Running::Real(plane) => {
-                let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-                    kube::Api::all(plane.direct_client());
-                let list = api
-                    .list_metadata(&kube::api::ListParams::default().limit(1))
+                Api::<Namespace>::all(plane.direct_client())
+                    .list_metadata(&params)
                     .await
-                    .map_err(kube_error("reading the current resourceVersion"))?;
-                let rv = list.metadata.resource_version.unwrap_or_default();
-                rv.parse().map_err(|_| {
-                    EnvtestError::Client(format!(
-                        "kube-apiserver answered a non-numeric resourceVersion {rv:?}"
-                    ))
-                })
+                    .map_err(kube_error("reading the current resourceVersion"))?
+                    .metadata
+                    .resource_version
             }
-        }
+            Running::Existing(cluster) => {
+                Api::<ConfigMap>::namespaced(cluster.direct_client(), cluster.namespace())
+                    .list_metadata(&params)
+                    .await
+                    .map_err(kube_error("reading the current resourceVersion"))?
+                    .metadata
+                    .resource_version
+            }
+        };
+        let rv = rv.unwrap_or_default();
+        rv.parse().map_err(|_| {
+            EnvtestError::Client(format!(
+                "the API server answered a non-numeric resourceVersion {rv:?}"
+            ))
+        })
     }
 
     /// Add `n` simulated Nodes named `envtest-node-<i>` (continuing the numbering), each with
@@ -424,7 +668,17 @@ impl TestApiServer {
     /// and the node lifecycle controller removes the taint once the node is Ready; no such
     /// controller runs here, so on the real backend this helper removes it. A Node created
     /// through the API keeps the taint on both backends.
+    ///
+    /// Not on the existing backend ([`EnvtestError::Unsupported`]): Nodes are never created in
+    /// a cluster that is not the test's own.
     pub async fn add_nodes(&self, n: usize) -> Result<Vec<String>, EnvtestError> {
+        if let Running::Existing(_) = self.running {
+            return Err(EnvtestError::Unsupported {
+                helper: "TestApiServer::add_nodes",
+                backend: Backend::Existing,
+                why: NO_NODES_ON_EXISTING,
+            });
+        }
         let mut names = Vec::with_capacity(n);
         let start = {
             let mut counter = self.node_counter.lock();
@@ -447,12 +701,13 @@ impl TestApiServer {
 
     /// Create or replace an object, status included, bypassing fault injection. In process it
     /// is written straight into the store (no HTTP, admission or schema validation, but the
-    /// metadata rules: uid, resourceVersion, generation, watch events); on the real backend it
-    /// is a create (or a replace of the existing object) and, when the object carries a
-    /// status and the resource has a status subresource, a replace of the status. The resource
-    /// is found from `apiVersion` and `kind`. Returns the stored object.
+    /// metadata rules: uid, resourceVersion, generation, watch events); on the real and
+    /// existing backends it is a create (or a replace of the existing object) and, when the
+    /// object carries a status and the resource has a status subresource, a replace of the
+    /// status. The resource is found from `apiVersion` and `kind`; a namespaced object without
+    /// a namespace goes into [`namespace`](Self::namespace). Returns the stored object.
     pub async fn upsert(&self, obj: Value) -> Result<Value, EnvtestError> {
-        self.upsert_defaulting(obj, "default").await
+        self.upsert_defaulting(obj, self.namespace()).await
     }
 
     /// [`upsert`](Self::upsert), with `namespace` for a namespaced object that names none.
@@ -463,7 +718,10 @@ impl TestApiServer {
     ) -> Result<Value, EnvtestError> {
         match &self.running {
             Running::InProcess { shared, .. } => upsert_in_process(shared, obj, namespace),
-            Running::Real(plane) => upsert_real(&plane.direct_client(), obj, namespace).await,
+            Running::Real(plane) => upsert_real(&plane.direct_client(), namespace, obj).await,
+            Running::Existing(cluster) => {
+                upsert_real(&cluster.direct_client(), namespace, obj).await
+            }
         }
     }
 
@@ -478,24 +736,68 @@ impl TestApiServer {
     }
 
     /// Install (create or replace) a CustomResourceDefinition given as JSON; its resources are
-    /// served (in discovery too) when this returns.
+    /// served (in discovery too) when this returns. On an existing cluster the CRD stays when
+    /// the server is dropped (CRDs are cluster-wide; as Go envtest, which leaves them unless
+    /// told to clean up).
     pub async fn install_crd_value(&self, mut crd: Value) -> Result<(), EnvtestError> {
         crd["apiVersion"] = json!("apiextensions.k8s.io/v1");
         crd["kind"] = json!("CustomResourceDefinition");
         match &self.running {
             Running::InProcess { shared, .. } => install_crd_in_process(shared, crd),
             Running::Real(plane) => crate::real::crds::install(&plane.direct_client(), crd).await,
+            Running::Existing(cluster) => {
+                crate::real::crds::install(&cluster.direct_client(), crd).await
+            }
         }
     }
 
+    /// Install the CustomResourceDefinitions of YAML or JSON files, as Go envtest's
+    /// `CRDDirectoryPaths`; returns their names in install order.
+    ///
+    /// `path` is a file or a directory. A file holds one or more YAML documents (`---`
+    /// separated, empty documents skipped) or, named `*.json`, one JSON object. A directory
+    /// stands for every `*.yaml`, `*.yml` and `*.json` file directly in it, in the order of their
+    /// names; subdirectories are not read (one level, as Go envtest). Every document must be an
+    /// `apiextensions.k8s.io/v1` CustomResourceDefinition.
+    ///
+    /// All files are read and checked before anything is installed: a missing or unreadable
+    /// path, a directory without such files, YAML or JSON that does not parse, and a document
+    /// that is not a v1 CRD are an [`EnvtestError::CrdFile`] naming the file (and the
+    /// document's index, counted from 1 without empty documents), and nothing is installed.
+    /// Each CRD is then installed with [`install_crd_value`](Self::install_crd_value), so it
+    /// works on every backend; an API error there stops the installation (the CRDs before it
+    /// stay installed).
+    ///
+    /// ```no_run
+    /// # async fn f(server: &kcr_envtest::TestApiServer) -> Result<(), kcr_envtest::EnvtestError> {
+    /// let installed = server.install_crds_from("config/crd/bases").await?;
+    /// assert!(!installed.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn install_crds_from(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<Vec<String>, EnvtestError> {
+        let crds = crate::crd_files::read(path.as_ref())?;
+        let mut names = Vec::with_capacity(crds.len());
+        for crd in crds {
+            self.install_crd_value(crd.value).await?;
+            names.push(crd.name);
+        }
+        Ok(names)
+    }
+
     /// Stop serving (also done on drop): the listener closes, open connections and watches
-    /// end; on the real backend the processes are killed.
+    /// end; on the real backend the processes are killed; on the existing one the proxy stops
+    /// (the namespace is deleted when the server is dropped).
     pub fn shutdown(&self) {
         match &self.running {
             Running::InProcess { shared, .. } => {
                 shared.shutdown.send_replace(true);
             }
             Running::Real(plane) => plane.stop(),
+            Running::Existing(cluster) => cluster.stop(),
         }
     }
 }
@@ -599,11 +901,12 @@ async fn mark_registered(
     Ok(())
 }
 
-/// [`TestApiServer::upsert`] on the real backend.
+/// [`TestApiServer::upsert`] on the real and existing backends: a namespaced object without a
+/// namespace goes into `default_namespace`.
 async fn upsert_real(
     client: &kube::Client,
+    default_namespace: &str,
     mut obj: Value,
-    namespace: &str,
 ) -> Result<Value, EnvtestError> {
     use kube::api::{Api, DynamicObject, PostParams};
     use kube::discovery::pinned_kind;
@@ -626,7 +929,7 @@ async fn upsert_real(
         let ns = obj["metadata"]["namespace"]
             .as_str()
             .filter(|ns| !ns.is_empty())
-            .unwrap_or(namespace)
+            .unwrap_or(default_namespace)
             .to_string();
         obj["metadata"]["namespace"] = json!(ns);
         Api::namespaced_with(client.clone(), &ns, &resource)
@@ -677,14 +980,20 @@ impl Drop for TestApiServer {
                 shared.shutdown.send_replace(true);
                 task.abort();
             }
-            // ControlPlane's own Drop kills the processes.
-            Running::Real(_) => {}
+            // ControlPlane's own Drop kills the processes; ExistingCluster's deletes the
+            // namespace.
+            Running::Real(_) | Running::Existing(_) => {}
         }
     }
 }
 
-/// A kubeconfig with one cluster, user and context, each named `envtest` (namespace `default`).
-pub(crate) fn envtest_kubeconfig(cluster: Cluster, user: kube::config::AuthInfo) -> Kubeconfig {
+/// A kubeconfig with one cluster, user and context, each named `envtest` (the context's
+/// namespace `namespace`).
+pub(crate) fn envtest_kubeconfig(
+    cluster: Cluster,
+    user: kube::config::AuthInfo,
+    namespace: &str,
+) -> Kubeconfig {
     Kubeconfig {
         clusters: vec![NamedCluster {
             name: "envtest".into(),
@@ -701,7 +1010,7 @@ pub(crate) fn envtest_kubeconfig(cluster: Cluster, user: kube::config::AuthInfo)
             context: Some(Context {
                 cluster: "envtest".into(),
                 user: Some("envtest".into()),
-                namespace: Some("default".into()),
+                namespace: Some(namespace.into()),
                 ..Context::default()
             }),
             ..NamedContext::default()
@@ -715,7 +1024,32 @@ pub(crate) fn envtest_kubeconfig(cluster: Cluster, user: kube::config::AuthInfo)
 
 /// A kubeconfig (YAML) for a server at `url`.
 pub fn kubeconfig_yaml(url: &str) -> String {
+    kubeconfig_text(url, "default", None, None)
+}
+
+/// Base64 of `text` (kubeconfig `*-data` fields).
+fn base64_text(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// A kubeconfig (YAML) for a server at `url` (trusting the PEM CA certificate `ca_cert` if
+/// any), context namespace `namespace`, the user holding `token` if any.
+fn kubeconfig_text(
+    url: &str,
+    namespace: &str,
+    token: Option<&str>,
+    ca_cert: Option<&str>,
+) -> String {
+    let user = match token {
+        Some(token) => format!("\n    token: {token}"),
+        None => " {}".to_string(),
+    };
+    let ca = match ca_cert {
+        Some(pem) => format!("\n    certificate-authority-data: {}", base64_text(pem)),
+        None => String::new(),
+    };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {url}\nusers:\n- name: envtest\n  user: {{}}\ncontexts:\n- name: envtest\n  context:\n    cluster: envtest\n    user: envtest\n    namespace: default\ncurrent-context: envtest\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {url}{ca}\nusers:\n- name: envtest\n  user:{user}\ncontexts:\n- name: envtest\n  context:\n    cluster: envtest\n    user: envtest\n    namespace: {namespace}\ncurrent-context: envtest\n"
     )
 }

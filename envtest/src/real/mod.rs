@@ -39,7 +39,7 @@ use parking_lot::Mutex;
 pub use binaries::{Binaries, kubectl_for_tests, kubectl_path};
 use pki::Pki;
 use process::{Process, free_port};
-use proxy::{Expiry, Proxy};
+use proxy::{Expiry, Proxy, ProxyAccess, Upstream};
 
 use crate::error::EnvtestError;
 use crate::faults::Faults;
@@ -82,6 +82,10 @@ pub(crate) struct ControlPlane {
     processes: Mutex<Processes>,
     direct: kube::Client,
     direct_kubeconfig: Kubeconfig,
+    /// Signs the client certificates of [`ControlPlane::user_kubeconfig`].
+    ca: pki::CertificateAuthority,
+    /// kube-apiserver's PEM CA certificate.
+    ca_cert: String,
     dir: Option<tempfile::TempDir>,
 }
 
@@ -90,18 +94,21 @@ fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
-fn kubeconfig(server: &str, pki: &Pki) -> Kubeconfig {
+/// A kubeconfig for `server` trusting `ca_cert` that authenticates with a client certificate
+/// and its key (PEM texts).
+fn kubeconfig(server: &str, ca_cert: &str, cert: &str, key: &str) -> Kubeconfig {
     crate::server::envtest_kubeconfig(
         Cluster {
             server: Some(server.to_string()),
-            certificate_authority_data: Some(b64(&pki.ca_cert)),
+            certificate_authority_data: Some(b64(ca_cert)),
             ..Cluster::default()
         },
         AuthInfo {
-            client_certificate_data: Some(b64(&pki.admin_cert)),
-            client_key_data: Some(b64(&pki.admin_key).into()),
+            client_certificate_data: Some(b64(cert)),
+            client_key_data: Some(b64(key).into()),
             ..AuthInfo::default()
         },
+        "default",
     )
 }
 
@@ -250,7 +257,12 @@ impl ControlPlane {
             etcd,
         };
 
-        let direct_kubeconfig = kubeconfig(&format!("https://127.0.0.1:{secure}"), &pki);
+        let direct_kubeconfig = kubeconfig(
+            &format!("https://127.0.0.1:{secure}"),
+            &pki.ca_cert,
+            &pki.admin_cert,
+            &pki.admin_key,
+        );
         let config = kube::Config::from_custom_kubeconfig(
             direct_kubeconfig.clone(),
             &KubeConfigOptions::default(),
@@ -291,8 +303,12 @@ impl ControlPlane {
 
         let proxy = Proxy::start(
             proxy_port,
-            format!("https://127.0.0.1:{secure}"),
-            tls_config(&pki)?,
+            Upstream::tls(format!("https://127.0.0.1:{secure}"), tls_config(&pki)?),
+            ProxyAccess {
+                tls: None,
+                token: None,
+                lease_namespace: "kube-node-lease".to_string(),
+            },
             faults,
             expiry,
         )
@@ -316,6 +332,8 @@ impl ControlPlane {
             processes: Mutex::new(processes),
             direct,
             direct_kubeconfig,
+            ca_cert: pki.ca_cert,
+            ca: pki.ca,
             dir,
         })
     }
@@ -334,6 +352,20 @@ impl ControlPlane {
     /// A kubeconfig straight to kube-apiserver (TLS, admin certificate).
     pub fn direct_kubeconfig(&self) -> &Kubeconfig {
         &self.direct_kubeconfig
+    }
+
+    /// A kubeconfig straight to kube-apiserver that authenticates as user `name` in `groups`
+    /// with a fresh client certificate signed by the control plane's CA.
+    pub fn user_kubeconfig(&self, name: &str, groups: &[&str]) -> Result<Kubeconfig, EnvtestError> {
+        let server = self
+            .direct_kubeconfig
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.server.clone())
+            .ok_or_else(|| prepare("a user's kubeconfig", "the admin kubeconfig has no server"))?;
+        let (cert, key) = self.ca.client_certificate(name, groups)?;
+        Ok(kubeconfig(&server, &self.ca_cert, &cert, &key))
     }
 
     /// Whether garbage collection and namespace deletion run (kube-controller-manager does).

@@ -1,9 +1,12 @@
-//! The fault-injecting reverse proxy of the `real` backend: plain HTTP on 127.0.0.1 in front
-//! of kube-apiserver's TLS port, authenticating upstream with the admin client certificate.
+//! The fault-injecting reverse proxy of the `real` and `existing` backends: plain HTTP (HTTPS
+//! for the existing backend) on 127.0.0.1 in front of an API server ([`Upstream`]):
+//! kube-apiserver's TLS port, authenticating with the admin client certificate (real
+//! backend), or the cluster of a kubeconfig through a `kube::Client` built from it, which
+//! authenticates as the kubeconfig says (existing backend).
 //!
-//! Every client of a real-backend [`TestApiServer`](crate::TestApiServer) (its `client()`,
-//! kubectl through its kubeconfig) talks to the proxy, so the same [`Faults`] as the
-//! in-process server apply to the real one:
+//! Every client of such a [`TestApiServer`](crate::TestApiServer) (its `client()`, kubectl
+//! through its kubeconfig) talks to the proxy, so the same [`Faults`] as the in-process server
+//! apply:
 //! - requests are counted and failed by `(verb, resource)` ([`RequestInfo`]) before they are
 //!   forwarded, delayed by the configured latency, and held while paused;
 //! - watch responses are streamed through, held while paused, and ended by `close_watches`;
@@ -11,11 +14,20 @@
 //!   handed out before it answer 410 Expired as the real server does for a compacted one (the
 //!   watch as a 200 with one `ERROR` event, the list as a 410 Status). The boundary is the
 //!   resourceVersion of a write the proxy makes on the next such request: a Lease named
-//!   [`COMPACTION_LEASE`] in `kube-node-lease`, so a relist afterwards is never expired.
+//!   [`COMPACTION_LEASE`] (in `kube-node-lease` on the real backend, in the test's own
+//!   namespace on an existing cluster), so a relist afterwards is never expired.
 //!
 //! Impersonation headers pass through (the admin may impersonate anyone), so a test can act as
 //! another user with `kube::Config::auth_info.impersonate`. Upgraded connections (exec, attach,
 //! port-forward) are not proxied.
+//!
+//! In front of an existing cluster the proxy would lend the kubeconfig's credentials to
+//! whoever reaches it, so there it serves HTTPS with a certificate of its own and asks for a
+//! bearer token of its own ([`ProxyAccess`]), which the handle's client and kubeconfig carry
+//! (over HTTPS, because kubectl sends no credentials over plain HTTP); a request without it is
+//! a 401 and never forwarded, and the token itself is not forwarded. Request bodies are read
+//! whole before they are forwarded there (`kube::Client::send` takes a complete body);
+//! responses, watches included, stream through.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, Request, Response, StatusCode, header};
-use http_body_util::combinators::BoxBody;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, BodyStream, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_rustls::HttpsConnector;
@@ -43,8 +55,84 @@ use crate::faults::Faults;
 pub const COMPACTION_LEASE: &str = "kcr-envtest-compaction";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type ProxyBody = BoxBody<Bytes, BoxError>;
-type Upstream = Client<HttpsConnector<HttpConnector>, ProxyBody>;
+type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+type TlsClient = Client<HttpsConnector<HttpConnector>, ProxyBody>;
+
+/// Where the proxy forwards requests.
+pub(crate) enum Upstream {
+    /// kube-apiserver of the real backend: HTTPS at `base` (`https://host:port`) with a TLS
+    /// configuration that trusts its CA and presents the admin certificate.
+    Tls {
+        /// The hyper client with that TLS configuration (boxed: it is large).
+        client: Box<TlsClient>,
+        /// `https://host:port`.
+        base: String,
+    },
+    /// An existing cluster: a client built from its kubeconfig, which adds the server's
+    /// address, TLS and the kubeconfig's authentication (certificates, tokens, exec plugins)
+    /// to each request ([`kube::Client::send`]). It must not retry by itself (429, 503 and 504
+    /// answers go to the client as they are) and have no read timeout (watches).
+    Kube(kube::Client),
+}
+
+impl Upstream {
+    /// kube-apiserver at `base` (`https://host:port`), reached with `tls`.
+    pub fn tls(base: String, tls: rustls::ClientConfig) -> Upstream {
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_http1()
+            .build();
+        Upstream::Tls {
+            client: Box::new(Client::builder(TokioExecutor::new()).build(connector)),
+            base,
+        }
+    }
+
+    /// Send `req`, whose URI is a path and query, and return the answer as it came.
+    async fn send(&self, req: Request<ProxyBody>) -> Result<Response<ProxyBody>, String> {
+        let (mut parts, body) = req.into_parts();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".to_string());
+        match self {
+            Upstream::Tls { client, base } => {
+                parts.uri = format!("{base}{path}")
+                    .parse()
+                    .map_err(|e| format!("bad path {path}: {e}"))?;
+                let resp = client
+                    .request(Request::from_parts(parts, body))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(resp.map(|b| b.map_err(|e| Box::new(e) as BoxError).boxed_unsync()))
+            }
+            Upstream::Kube(client) => {
+                let bytes = body
+                    .collect()
+                    .await
+                    .map_err(|e| format!("reading the request body: {e}"))?
+                    .to_bytes();
+                parts.uri = path.parse().map_err(|e| format!("bad path {path}: {e}"))?;
+                let req = Request::from_parts(parts, kube::client::Body::from(bytes));
+                let resp = client.send(req).await.map_err(|e| e.to_string())?;
+                Ok(resp.map(|b| b.map_err(|e| Box::new(e) as BoxError).boxed_unsync()))
+            }
+        }
+    }
+}
+
+/// How clients reach the proxy, who may use it, and where it keeps its compaction Lease.
+pub(crate) struct ProxyAccess {
+    /// When set, the proxy serves HTTPS with this configuration (plain HTTP otherwise).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// When set, every request must carry `Authorization: Bearer <token>` (401 otherwise); the
+    /// header is not forwarded.
+    pub token: Option<String>,
+    /// The namespace of the [`COMPACTION_LEASE`].
+    pub lease_namespace: String,
+}
 
 /// Compaction requests and the resourceVersion boundary they set.
 #[derive(Default)]
@@ -76,7 +164,7 @@ impl Expiry {
 
 struct State {
     upstream: Upstream,
-    base: String,
+    access: ProxyAccess,
     faults: Faults,
     expiry: Arc<Expiry>,
     shutdown: watch::Receiver<bool>,
@@ -90,12 +178,12 @@ pub(crate) struct Proxy {
 }
 
 impl Proxy {
-    /// Listen on `127.0.0.1:port` (0 for any) and forward to `upstream` (`https://host:port`)
-    /// with `tls` (trusting the control plane's CA, presenting the admin certificate).
+    /// Listen on `127.0.0.1:port` (0 for any) and forward to `upstream`, admitting the
+    /// requests `access` allows.
     pub async fn start(
         port: u16,
-        upstream: String,
-        tls: rustls::ClientConfig,
+        upstream: Upstream,
+        access: ProxyAccess,
         faults: Faults,
         expiry: Arc<Expiry>,
     ) -> Result<Proxy, EnvtestError> {
@@ -106,23 +194,28 @@ impl Proxy {
         };
         let listener = TcpListener::bind(addr).await.map_err(bind)?;
         let addr = listener.local_addr().map_err(bind)?;
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_only()
-            .enable_http1()
-            .build();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let state = Arc::new(State {
-            upstream: Client::builder(TokioExecutor::new()).build(connector),
-            base: upstream,
+            upstream,
+            access,
             faults,
             expiry,
             shutdown: shutdown_rx.clone(),
         });
-        let task = tokio::spawn(crate::serve::serve(listener, shutdown_rx, move |req| {
-            let state = state.clone();
-            async move { handle(&state, req).await }
-        }));
+        let tls = state
+            .access
+            .tls
+            .clone()
+            .map(tokio_rustls::TlsAcceptor::from);
+        let task = tokio::spawn(crate::serve::serve(
+            listener,
+            shutdown_rx,
+            tls,
+            move |req| {
+                let state = state.clone();
+                async move { handle(&state, req).await }
+            },
+        ));
         Ok(Proxy {
             addr,
             shutdown,
@@ -152,7 +245,7 @@ fn full(code: StatusCode, content_type: &str, body: Vec<u8>) -> Response<ProxyBo
     let mut resp = Response::new(
         Full::new(Bytes::from(body))
             .map_err(|never| match never {})
-            .boxed(),
+            .boxed_unsync(),
     );
     *resp.status_mut() = code;
     if let Ok(v) = http::HeaderValue::from_str(content_type) {
@@ -210,8 +303,36 @@ fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
     }
 }
 
+/// Whether `headers` carry `Authorization: Bearer <token>` (compared in constant time).
+fn has_token(headers: &HeaderMap, token: &str) -> bool {
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
 async fn handle(state: &State, req: Request<Incoming>) -> Response<ProxyBody> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    if let Some(token) = &state.access.token {
+        if !has_token(&parts.headers, token) {
+            return status_response(&ApiError::new(
+                401,
+                "Unauthorized",
+                "kcr-envtest proxy: this proxy lends a kubeconfig's credentials and needs the \
+                 bearer token of the TestApiServer's kubeconfig or client",
+            ));
+        }
+        parts.headers.remove(header::AUTHORIZATION);
+    }
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().map(str::to_string);
     let info = RequestInfo::of(&parts.method, &path, query.as_deref());
@@ -249,29 +370,17 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<ProxyBody> {
             return expired(watch, rv, boundary);
         }
     }
-    let uri = format!(
-        "{}{}",
-        state.base,
-        parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/")
-    );
-    let mut upstream_req = Request::new(body.map_err(|e| Box::new(e) as BoxError).boxed());
+    let mut upstream_req = Request::new(body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
     *upstream_req.method_mut() = parts.method.clone();
-    *upstream_req.uri_mut() = match uri.parse() {
-        Ok(u) => u,
-        Err(e) => return status_response(&ApiError::bad_request(format!("bad path: {e}"))),
-    };
+    *upstream_req.uri_mut() = parts.uri.clone();
     copy_headers(&parts.headers, upstream_req.headers_mut());
-    let resp = match state.upstream.request(upstream_req).await {
+    let resp = match state.upstream.send(upstream_req).await {
         Ok(r) => r,
         Err(e) => {
             return status_response(&ApiError::new(
                 503,
                 "ServiceUnavailable",
-                format!("kcr-envtest proxy: kube-apiserver did not answer: {e}"),
+                format!("kcr-envtest proxy: the API server did not answer: {e}"),
             ));
         }
     };
@@ -279,7 +388,7 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<ProxyBody> {
     let body: ProxyBody = if watch {
         watch_body(state, resp_body, closed)
     } else {
-        resp_body.map_err(|e| Box::new(e) as BoxError).boxed()
+        resp_body
     };
     let mut out = Response::new(body);
     *out.status_mut() = resp_parts.status;
@@ -304,7 +413,7 @@ fn expired(watch: bool, rv: u64, boundary: u64) -> Response<ProxyBody> {
 
 /// A watch body streamed through: held while paused, ended by `close_watches` (counted from
 /// `closed`'s last seen value) or shutdown.
-fn watch_body(state: &State, body: Incoming, closed: watch::Receiver<u64>) -> ProxyBody {
+fn watch_body(state: &State, body: ProxyBody, closed: watch::Receiver<u64>) -> ProxyBody {
     let faults = state.faults.clone();
     let shutdown = state.shutdown.clone();
     let frames = BodyStream::new(body);
@@ -319,19 +428,21 @@ fn watch_body(state: &State, body: Incoming, closed: watch::Receiver<u64>) -> Pr
                 _ = shutdown.wait_for(|s| *s) => None,
                 frame = frames.next() => frame,
             };
-            let frame = next?;
+            let frame: Result<Frame<Bytes>, BoxError> = next?;
             faults.wait_unpaused_quietly().await;
-            let frame: Result<Frame<Bytes>, BoxError> = frame.map_err(|e| Box::new(e) as BoxError);
             Some((frame, (frames, faults, closed, shutdown)))
         },
     );
-    BodyExt::boxed(StreamBody::new(stream))
+    BodyExt::boxed_unsync(StreamBody::new(stream))
 }
 
 impl State {
     /// Write the compaction Lease and return its new resourceVersion.
     async fn mark_compaction(&self) -> Result<u64, ApiError> {
-        let path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+        let path = format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+            self.access.lease_namespace
+        );
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
             .to_string();
@@ -342,14 +453,11 @@ impl State {
             "spec": {"holderIdentity": "kcr-envtest", "renewTime": now},
         });
         // Server-side apply creates or updates in one request.
-        let uri = format!(
-            "{}{path}/{COMPACTION_LEASE}?fieldManager=kcr-envtest&force=true",
-            self.base
-        );
+        let uri = format!("{path}/{COMPACTION_LEASE}?fieldManager=kcr-envtest&force=true");
         let mut req = Request::new(
             Full::new(Bytes::from(lease.to_string()))
                 .map_err(|never| match never {})
-                .boxed(),
+                .boxed_unsync(),
         );
         *req.method_mut() = http::Method::PATCH;
         let fail = |what: String| ApiError::internal(format!("kcr-envtest compaction: {what}"));
@@ -358,11 +466,7 @@ impl State {
             header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/apply-patch+yaml"),
         );
-        let resp = self
-            .upstream
-            .request(req)
-            .await
-            .map_err(|e| fail(e.to_string()))?;
+        let resp = self.upstream.send(req).await.map_err(fail)?;
         let status = resp.status();
         let body = resp
             .into_body()
@@ -396,6 +500,21 @@ mod tests {
         assert_eq!(continue_rv("not base64 at all!"), None);
         let no_rv = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"v":1}"#);
         assert_eq!(continue_rv(&no_rv), None);
+    }
+
+    #[test]
+    fn only_the_exact_bearer_token_is_admitted() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            headers
+        };
+        assert!(has_token(&with("Bearer s3cret"), "s3cret"));
+        assert!(!has_token(&with("Bearer s3cre"), "s3cret"));
+        assert!(!has_token(&with("Bearer s3cret!"), "s3cret"));
+        assert!(!has_token(&with("Bearer S3cret"), "s3cret"));
+        assert!(!has_token(&with("Basic s3cret"), "s3cret"));
+        assert!(!has_token(&HeaderMap::new(), "s3cret"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Acting as a ServiceAccount on the real backend, for tests of an operator's RBAC.
+//! Acting as a ServiceAccount on the real backend (or an existing cluster), for tests of an
+//! operator's RBAC.
 //!
 //! [`TestApiServer::client_for_service_account`] gives a client whose requests kube-apiserver
 //! authorizes as the ServiceAccount `namespace/name`: the user
@@ -33,15 +34,17 @@ pub fn service_account_groups(namespace: &str) -> [String; 2] {
 }
 
 impl TestApiServer {
-    /// A client (through the fault proxy, default namespace `default`) whose requests are
-    /// authorized as the ServiceAccount `namespace/name`: as the user
+    /// A client (through the fault proxy, default namespace [`namespace`](Self::namespace))
+    /// whose requests are authorized as the ServiceAccount `namespace/name`: as the user
     /// [`service_account_user`] in the groups [`service_account_groups`], which is what the
     /// API server makes of the account's token. It impersonates that identity through the
     /// admin credential (a token would not pass the fault proxy, whose client certificate
     /// authenticates first), so the test can still count and fail the client's requests.
     ///
-    /// Real backend only: the in-process server authorizes nothing, so a test of RBAC there
-    /// would pass without proving anything ([`EnvtestError::Unsupported`]).
+    /// Real and existing backends (on an existing cluster the kubeconfig's user must be allowed
+    /// to impersonate, as cluster admins are): the in-process server authorizes nothing, so a
+    /// test of RBAC there would pass without proving anything ([`EnvtestError::Unsupported`]).
+    /// See also [`add_user`](Self::add_user), a user with a certificate of its own.
     ///
     /// ```no_run
     /// # async fn f(server: &kcr_envtest::TestApiServer) -> Result<(), Box<dyn std::error::Error>> {
