@@ -144,6 +144,10 @@ pub use reconciler::{
 };
 pub use watch::{BoxError, StartedWatch, Watch};
 
+/// The token [`Manager::run`], [`Controller::run`] and runnables stop on (tokio-util's), so
+/// that callers need no tokio-util dependency of their own.
+pub use tokio_util::sync::CancellationToken;
+
 /// The repository README's code blocks, compiled as doctests so that its
 /// "write your own controller" example cannot go stale.
 #[cfg(doctest)]

@@ -198,3 +198,85 @@ async fn a_user_with_its_own_certificate_is_authenticated_and_authorized_by_rbac
         ("bob".to_string(), vec!["system:authenticated".to_string()])
     );
 }
+
+#[tokio::test]
+async fn a_service_account_token_authenticates_as_the_account_until_it_is_deleted() {
+    if !real_backend_available("a_service_account_token_authenticates_as_the_account") {
+        return;
+    }
+    let server = TestApiServer::builder()
+        .backend(Backend::Real)
+        .start()
+        .await
+        .unwrap();
+    let admin = server.client();
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(admin.clone(), "default");
+    // No account yet: no token.
+    let err = server
+        .service_account_token_user("default", "robot")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("default/robot"), "{err}");
+
+    let account = serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let robot = server
+        .service_account_token_user("default", "robot")
+        .await
+        .unwrap();
+    assert_eq!(robot.name, "system:serviceaccount:default:robot");
+    let (name, groups) = whoami(robot.client.clone()).await;
+    assert_eq!(name, "system:serviceaccount:default:robot");
+    assert!(
+        groups.contains(&"system:serviceaccounts:default".to_string()),
+        "{groups:?}"
+    );
+    // RBAC decides: nothing granted, so no listing.
+    let cms: Api<ConfigMap> = Api::namespaced(robot.client.clone(), "default");
+    let err = cms.list(&ListParams::default()).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err}"
+    );
+
+    // A deleted account's token no longer authenticates.
+    accounts.delete("robot", &Default::default()).await.unwrap();
+    kcr_envtest::eventually(
+        "the deleted account's token is refused",
+        std::time::Duration::from_secs(30),
+        || async {
+            match cms.list(&ListParams::default()).await {
+                Err(kube::Error::Api(s)) if s.code == 401 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn in_process_there_are_no_tokens_to_authenticate_with() {
+    let server = TestApiServer::builder()
+        .backend(Backend::InProcess)
+        .start()
+        .await
+        .unwrap();
+    let err = server
+        .service_account_token_user("default", "robot")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EnvtestError::Unsupported {
+                helper: "TestApiServer::service_account_token_user",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -8,7 +8,10 @@
 //!   probes off, so parallel tests do not clash on ports); [`RunningManager::stop`] stops it
 //!   with a bounded wait and reports the manager's error if it failed.
 //! - **[`eventually`] and [`consistently`]** with a timeout, a poll interval and failures that
-//!   show the last value seen ([`that`]).
+//!   show the last value seen ([`that`], [`that_ok`]).
+//! - **A clock the test moves** ([`ManualClock`], re-exported from kcr-controller): reconcilers
+//!   read the time through their `Context`; with `options().clock(manual.clock())` a requeue
+//!   the reconciler asked for fires when the test advances the clock.
 //! - **Webhooks in one call** ([`TestWebhooks::install`]): a CA, the kcr-webhook server run by
 //!   the manager, and the webhook configurations pointing at it, in effect when the call
 //!   returns and removed at the end.
@@ -72,6 +75,7 @@ pub mod webhooks;
 
 pub use cluster::TestCluster;
 pub use error::TestkitError;
+pub use kcr_controller::{Clock, ManualClock};
 pub use manager::{RunningManager, manager, manager_with, options};
-pub use wait::{Outcome, Unmet, WaitError, consistently, eventually, that};
+pub use wait::{Outcome, Unmet, WaitError, consistently, eventually, that, that_ok};
 pub use webhooks::TestWebhooks;

@@ -6,7 +6,8 @@
 //! them); they resolve to `Ok` with the check's value, or to a [`WaitError`] that names what was
 //! awaited, how long and how often it was checked, and what the check last saw. To make "the
 //! last value" tell something, return it: [`that`] turns a value and a predicate into a
-//! `Result` whose error is the value itself.
+//! `Result` whose error is the value itself, and [`that_ok`] does the same for the `Result` of
+//! a fallible read (a failure then shows `Ok(<value>)` or the error).
 //!
 //! Time is tokio's: under a paused clock (`#[tokio::test(start_paused = true)]`) the waits
 //! advance it instead of sleeping. Against an API server, real time passes as it must.
@@ -115,6 +116,19 @@ pub fn that<T: fmt::Debug>(value: T, predicate: impl FnOnce(&T) -> bool) -> Resu
         Ok(value)
     } else {
         Err(Unmet(value))
+    }
+}
+
+/// `Ok(value)` when `result` is `Ok` and `predicate(&value)` holds, otherwise
+/// `Err(Unmet(result))`: for a check that reads through a fallible call, whose failure message
+/// shows either the value (`Ok(0)`) or the error.
+pub fn that_ok<T: fmt::Debug, E: fmt::Debug>(
+    result: Result<T, E>,
+    predicate: impl FnOnce(&T) -> bool,
+) -> Result<T, Unmet<Result<T, E>>> {
+    match result {
+        Ok(value) if predicate(&value) => Ok(value),
+        other => Err(Unmet(other)),
     }
 }
 
@@ -501,5 +515,18 @@ mod tests {
         assert_eq!(that(4, |n| n % 2 == 0), Ok(4));
         assert_eq!(that(vec![1], |v| v.is_empty()), Err(Unmet(vec![1])));
         assert_eq!(Unmet(vec![1]).to_string(), "[1]");
+        assert_eq!(that_ok(Ok::<_, String>(2), |n| *n == 2), Ok(2));
+        assert_eq!(
+            that_ok(Ok::<_, String>(1), |n| *n == 2)
+                .unwrap_err()
+                .to_string(),
+            "Ok(1)"
+        );
+        assert_eq!(
+            that_ok(Err::<u8, _>("gone"), |_| true)
+                .unwrap_err()
+                .to_string(),
+            "Err(\"gone\")"
+        );
     }
 }

@@ -75,6 +75,78 @@ impl TestApiServer {
     }
 }
 
+impl TestApiServer {
+    /// A user that authenticates with a token of the ServiceAccount `namespace/name`, issued by
+    /// the TokenRequest API (one hour), straight to kube-apiserver as a pod's client would: the
+    /// token authenticator, not impersonation, makes the identity, so the ServiceAccount must
+    /// exist and the token stops working when it is deleted. Its requests do not pass the fault
+    /// proxy; for a client whose requests can be counted and failed, use
+    /// [`client_for_service_account`](Self::client_for_service_account).
+    ///
+    /// Real backend only ([`EnvtestError::Unsupported`] otherwise: the in-process server
+    /// authenticates nothing, and on an existing cluster kube-apiserver's address and CA are
+    /// the kubeconfig's business).
+    pub async fn service_account_token_user(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<crate::TestUser, EnvtestError> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let mut kubeconfig = self.direct_kubeconfig().map_err(|e| match e {
+            EnvtestError::Unsupported { backend, .. } => EnvtestError::Unsupported {
+                helper: "TestApiServer::service_account_token_user",
+                backend,
+                why: "only the real backend's kube-apiserver is reached directly; use \
+                      client_for_service_account (impersonation)",
+            },
+            other => other,
+        })?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &Default::default())
+            .await
+            .map_err(|e| EnvtestError::Client(format!("the admin client: {e}")))?;
+        let admin = kube::Client::try_from(config)
+            .map_err(|e| EnvtestError::Client(format!("the admin client: {e}")))?;
+        let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(admin, namespace);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let issued = accounts
+            .create_token_request(name, &Default::default(), &request)
+            .await
+            .map_err(crate::error::kube_error(format!(
+                "requesting a token of the ServiceAccount {namespace}/{name}"
+            )))?;
+        let token = issued
+            .status
+            .map(|s| s.token)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                EnvtestError::Client(format!(
+                    "the TokenRequest of {namespace}/{name} came back without a token"
+                ))
+            })?;
+        for user in &mut kubeconfig.auth_infos {
+            user.auth_info = Some(kube::config::AuthInfo {
+                token: Some(token.clone().into()),
+                ..kube::config::AuthInfo::default()
+            });
+        }
+        for context in &mut kubeconfig.contexts {
+            if let Some(context) = &mut context.context {
+                context.namespace = Some(namespace.to_string());
+            }
+        }
+        let groups = service_account_groups(namespace);
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        crate::TestUser::new(&service_account_user(namespace, name), &groups, kubeconfig)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
