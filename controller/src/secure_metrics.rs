@@ -52,7 +52,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authentication::v1::TokenReview;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -173,13 +173,14 @@ impl Reviewer for KubeReviewer {
         token: &'a str,
     ) -> BoxFuture<'a, Result<Result<UserInfo, String>, SecureMetricsError>> {
         Box::pin(async move {
-            let review = TokenReview {
-                spec: TokenReviewSpec {
-                    token: Some(token.to_owned()),
-                    audiences: None,
-                },
-                ..TokenReview::default()
-            };
+            // Built from JSON: `spec.token` is optional in some Kubernetes versions' types and
+            // required in others, and the user of kcr picks the version.
+            let review: TokenReview = serde_json::from_value(serde_json::json!({
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token},
+            }))
+            .map_err(|e| SecureMetricsError::TokenReview(kube::Error::SerdeError(e)))?;
             let reviewed = Api::<TokenReview>::all(self.client.clone())
                 .create(&PostParams::default(), &review)
                 .await

@@ -36,11 +36,11 @@ async fn service_account_token(client: &kube::Client, name: &str) -> String {
     };
     sas.create(&PostParams::default(), &sa).await.unwrap();
     let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec![]),
             expiration_seconds: Some(600),
-            bound_object_ref: None,
-        },
+            ..Default::default()
+        }),
         ..Default::default()
     };
     sas.create_token_request(name, &PostParams::default(), &request)
@@ -49,12 +49,13 @@ async fn service_account_token(client: &kube::Client, name: &str) -> String {
         .status
         .unwrap()
         .token
+        .unwrap()
 }
 
 async fn review_token(client: &kube::Client, token: &str) -> TokenReviewStatus {
     let review = TokenReview {
         spec: TokenReviewSpec {
-            token: Some(token.into()),
+            token: token.into(),
             audiences: None,
         },
         ..Default::default()
@@ -186,7 +187,7 @@ async fn subject_access_reviews_follow_rbac() {
             &ClusterRoleBinding {
                 metadata: meta("reviews-metrics-reader"),
                 role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
+                    api_group: Some("rbac.authorization.k8s.io".into()),
                     kind: "ClusterRole".into(),
                     name: "reviews-metrics-reader".into(),
                 },
@@ -217,7 +218,7 @@ async fn subject_access_reviews_follow_rbac() {
             &RoleBinding {
                 metadata: meta("reviews-configmap-reader"),
                 role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
+                    api_group: Some("rbac.authorization.k8s.io".into()),
                     kind: "Role".into(),
                     name: "reviews-configmap-reader".into(),
                 },

@@ -53,10 +53,10 @@ async fn deployments_scale_through_the_subresource() {
         .unwrap();
     assert_eq!(patched.spec.and_then(|s| s.replicas), Some(5));
     let after = deployments.get("web").await.unwrap();
-    assert_eq!(after.spec.as_ref().and_then(|s| s.replicas), Some(5));
+    assert_eq!(after.spec.replicas, Some(5));
     assert_eq!(after.metadata.generation, Some(2));
     assert_eq!(
-        after.spec.unwrap().template.spec.unwrap().containers[0]
+        after.spec.template.spec.unwrap().containers[0]
             .image
             .as_deref(),
         Some("nginx"),
@@ -103,7 +103,7 @@ async fn deployments_scale_through_the_subresource() {
         .unwrap();
     assert_eq!(dry.spec.and_then(|s| s.replicas), Some(9));
     let stored = deployments.get("web").await.unwrap();
-    assert_eq!(stored.spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(stored.spec.replicas, Some(1));
 
     // A StatefulSet without spec.replicas reads as 1 (the server's default).
     let sets: Api<StatefulSet> = Api::default_namespaced(server.client());

@@ -75,11 +75,11 @@ async fn a_service_account_client_is_who_the_accounts_token_is() {
     // A token from the TokenRequest API (what a pod's projected volume holds), used straight
     // against kube-apiserver: the proxy's own client certificate would authenticate first.
     let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
+        spec: Some(TokenRequestSpec {
+            audiences: Some(Vec::new()),
             expiration_seconds: Some(600),
             ..Default::default()
-        },
+        }),
         ..Default::default()
     };
     let token = accounts
@@ -88,7 +88,8 @@ async fn a_service_account_client_is_who_the_accounts_token_is() {
         .unwrap()
         .status
         .unwrap()
-        .token;
+        .token
+        .unwrap();
     let mut kubeconfig = server.direct_kubeconfig().unwrap();
     for named in &mut kubeconfig.auth_infos {
         named.auth_info = Some(AuthInfo {

@@ -86,11 +86,11 @@ async fn token(client: &kube::Client, name: &str) -> String {
     sa.metadata.name = Some(name.into());
     sas.create(&PostParams::default(), &sa).await.unwrap();
     let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec![]),
             expiration_seconds: Some(600),
-            bound_object_ref: None,
-        },
+            ..Default::default()
+        }),
         ..Default::default()
     };
     sas.create_token_request(name, &PostParams::default(), &request)
@@ -99,6 +99,7 @@ async fn token(client: &kube::Client, name: &str) -> String {
         .status
         .expect("a TokenRequest answers with a token")
         .token
+        .expect("a token")
 }
 
 async fn https_get(addr: SocketAddr, ca_pem: &str, token: Option<&str>) -> (u16, String) {
@@ -166,7 +167,7 @@ async fn scrapes_are_authenticated_and_authorized_by_the_api_server() {
             ..Default::default()
         },
         role_ref: k8s_openapi::api::rbac::v1::RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "ClusterRole".into(),
             name: reader_role.metadata.name.clone().unwrap(),
         },

@@ -33,7 +33,7 @@ impl ObjectReconciler for Hello {
     type Object = Deployment;
     type Error = kube::Error;
     async fn reconcile(&self, d: Arc<Deployment>, ctx: &Context) -> Result<Action, kube::Error> {
-        let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+        let replicas = d.spec.replicas;
         tracing::info!(name = %d.name_any(), ?replicas, id = %ctx.reconcile_id(), "reconciling");
         let request = Request::namespaced(d.name_any(), d.namespace().unwrap_or_default());
         self.seen.lock().push(request.to_string());
@@ -50,7 +50,7 @@ impl Hello {
 fn deployment(name: &str, replicas: i32) -> Deployment {
     let mut d = Deployment::default();
     d.metadata.name = Some(name.to_string());
-    let spec = d.spec.get_or_insert_with(Default::default);
+    let spec = &mut d.spec;
     spec.replicas = Some(replicas);
     spec.selector.match_labels = Some([("app".to_string(), name.to_string())].into());
     spec.template = pod_template(name);
@@ -150,14 +150,14 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
     // A ReplicaSet controlled by web reconciles web (owns), not itself.
     let mut rs = ReplicaSet::default();
     rs.metadata.name = Some("web-5d9c".into());
-    rs.spec = Some(ReplicaSetSpec {
+    rs.spec = ReplicaSetSpec {
         selector: LabelSelector {
             match_labels: Some([("app".to_string(), "web".to_string())].into()),
             ..LabelSelector::default()
         },
         template: Some(pod_template("web")),
         ..ReplicaSetSpec::default()
-    });
+    };
     rs.metadata.owner_references = Some(vec![OwnerReference {
         api_version: Deployment::api_version(&()).into_owned(),
         kind: Deployment::kind(&()).into_owned(),

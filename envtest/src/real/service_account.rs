@@ -91,7 +91,7 @@ impl TestApiServer {
         namespace: &str,
         name: &str,
     ) -> Result<crate::TestUser, EnvtestError> {
-        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::authentication::v1::TokenRequest;
         use k8s_openapi::api::core::v1::ServiceAccount;
         let mut kubeconfig = self.direct_kubeconfig().map_err(|e| match e {
             EnvtestError::Unsupported { backend, .. } => EnvtestError::Unsupported {
@@ -108,23 +108,31 @@ impl TestApiServer {
         let admin = kube::Client::try_from(config)
             .map_err(|e| EnvtestError::Client(format!("the admin client: {e}")))?;
         let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(admin, namespace);
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                expiration_seconds: Some(3600),
-                ..TokenRequestSpec::default()
-            },
-            ..TokenRequest::default()
-        };
+        // Built from JSON, and the token read from JSON: which of these fields are optional
+        // differs between Kubernetes versions' types, and the user of kcr picks the version.
+        let request: TokenRequest = serde_json::from_value(serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [], "expirationSeconds": 3600},
+        }))
+        .map_err(|source| EnvtestError::Serialize {
+            what: "a TokenRequest".into(),
+            source,
+        })?;
         let issued = accounts
             .create_token_request(name, &Default::default(), &request)
             .await
             .map_err(crate::error::kube_error(format!(
                 "requesting a token of the ServiceAccount {namespace}/{name}"
             )))?;
-        let token = issued
-            .status
-            .map(|s| s.token)
+        let issued = serde_json::to_value(&issued).map_err(|source| EnvtestError::Serialize {
+            what: "the issued TokenRequest".into(),
+            source,
+        })?;
+        let token = issued["status"]["token"]
+            .as_str()
             .filter(|t| !t.is_empty())
+            .map(str::to_owned)
             .ok_or_else(|| {
                 EnvtestError::Client(format!(
                     "the TokenRequest of {namespace}/{name} came back without a token"

@@ -1,0 +1,13 @@
+// Command etcd is etcd's server, built from the go.etcd.io/etcd/server/v3 module at the version
+// kube-apiserver v1.37 is tested with (hack/lib/etcd.sh: 3.7.0). etcd's server module has no main package of its own.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
