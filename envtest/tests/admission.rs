@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use base64::Engine as _;
 use common::start_hook;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -41,7 +41,16 @@ fn review(path: &str, review: &Value) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 }
 
-fn webhook_config(kind: &str, name: &str, url: &str, ca: &str, policy: &str) -> DynamicObject {
+/// A configuration with one webhook on ConfigMap creates and updates in `namespace` only (the
+/// server is shared with the binary's other tests).
+fn webhook_config(
+    kind: &str,
+    name: &str,
+    namespace: &str,
+    url: &str,
+    ca: &str,
+    policy: &str,
+) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": kind,
@@ -50,6 +59,7 @@ fn webhook_config(kind: &str, name: &str, url: &str, ca: &str, policy: &str) -> 
             "name": format!("{name}.example.com"),
             "clientConfig": {"url": url, "caBundle": ca},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["CREATE", "UPDATE"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
             "failurePolicy": policy,
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
@@ -83,25 +93,27 @@ where
     .await;
 }
 
-fn api_for(server: &TestApiServer, kind: &str, plural: &str) -> Api<DynamicObject> {
+fn api_for(ns: &TestNamespace, kind: &str, plural: &str) -> Api<DynamicObject> {
     let gvk = kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
     Api::all_with(
-        server.client(),
+        ns.client(),
         &ApiResource::from_gvk_with_plural(&gvk, plural),
     )
 }
 
 #[tokio::test]
 async fn allow_deny_and_mutate() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("admit").await.unwrap();
     let hook = start_hook(review).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
+    let (m, v) = (ns.unique_name("m"), ns.unique_name("v"));
     let mutating = api_for(
-        &server,
+        &ns,
         "MutatingWebhookConfiguration",
         "mutatingwebhookconfigurations",
     );
     let validating = api_for(
-        &server,
+        &ns,
         "ValidatingWebhookConfiguration",
         "validatingwebhookconfigurations",
     );
@@ -110,7 +122,8 @@ async fn allow_deny_and_mutate() {
             &PostParams::default(),
             &webhook_config(
                 "MutatingWebhookConfiguration",
-                "m",
+                &m,
+                ns.namespace(),
                 &format!("{}/mutate", hook.url),
                 &hook.ca_bundle,
                 "Fail",
@@ -123,7 +136,8 @@ async fn allow_deny_and_mutate() {
             &PostParams::default(),
             &webhook_config(
                 "ValidatingWebhookConfiguration",
-                "v",
+                &v,
+                ns.namespace(),
                 &format!("{}/validate", hook.url),
                 &hook.ca_bundle,
                 "Fail",
@@ -131,7 +145,6 @@ async fn allow_deny_and_mutate() {
         )
         .await
         .unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     until_dry_run(&cms, "the mutating webhook is in effect", json!({}), |r| {
         r.as_ref().is_ok_and(|o| {
             o.metadata
@@ -175,11 +188,11 @@ async fn allow_deny_and_mutate() {
     );
 
     // Webhook warnings come back as Warning headers.
-    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+    let req = http::Request::post(format!("/api/v1/namespaces/{}/configmaps", ns.namespace()))
         .header("Content-Type", "application/json")
         .body(serde_json::to_vec(&cm("warned", json!({}))).unwrap())
         .unwrap();
-    let resp = server
+    let resp = ns
         .client()
         .send(req.map(kube::client::Body::from))
         .await
@@ -206,7 +219,11 @@ async fn allow_deny_and_mutate() {
                 "{}",
                 s.message
             );
-            assert!(s.message.contains("v.example.com"), "{}", s.message);
+            assert!(
+                s.message.contains(&format!("{v}.example.com")),
+                "{}",
+                s.message
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -220,8 +237,10 @@ async fn allow_deny_and_mutate() {
 
 #[tokio::test]
 async fn failure_policy() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("failpol").await.unwrap();
     let hook = start_hook(review).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
+    let (ignore, fail) = (ns.unique_name("ignore"), ns.unique_name("fail"));
     // A URL nobody listens on (the hook's own port, wrong scheme path is fine: use a closed port).
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -230,20 +249,21 @@ async fn failure_policy() {
         format!("https://{addr}/validate")
     };
     let validating = api_for(
-        &server,
+        &ns,
         "ValidatingWebhookConfiguration",
         "validatingwebhookconfigurations",
     );
     // Two configurations calling the closed port: one ignores the failure, one fails closed.
     // kube-apiserver applies configuration changes in order, so once the second is in effect
     // the first is too.
-    for (name, policy) in [("ignore", "Ignore"), ("fail", "Fail")] {
+    for (name, policy) in [(&ignore, "Ignore"), (&fail, "Fail")] {
         validating
             .create(
                 &PostParams::default(),
                 &webhook_config(
                     "ValidatingWebhookConfiguration",
                     name,
+                    ns.namespace(),
                     &closed,
                     &hook.ca_bundle,
                     policy,
@@ -252,8 +272,8 @@ async fn failure_policy() {
             .await
             .unwrap();
     }
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let refused_by_fail = |r: &kube::Result<ConfigMap>| matches!(r, Err(kube::Error::Api(s)) if s.code == 500 && s.message.contains("fail.example.com"));
+    let fail_hook = format!("{fail}.example.com");
+    let refused_by_fail = |r: &kube::Result<ConfigMap>| matches!(r, Err(kube::Error::Api(s)) if s.code == 500 && s.message.contains(&fail_hook));
     until_dry_run(&cms, "the failing webhook is in effect", json!({}), |r| {
         refused_by_fail(r)
     })
@@ -265,15 +285,19 @@ async fn failure_policy() {
     match err {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 500);
-            assert!(s.message.contains("fail.example.com"), "{}", s.message);
-            assert!(!s.message.contains("ignore.example.com"), "{}", s.message);
+            assert!(s.message.contains(&fail_hook), "{}", s.message);
+            assert!(
+                !s.message.contains(&format!("{ignore}.example.com")),
+                "{}",
+                s.message
+            );
         }
         other => panic!("{other:?}"),
     }
     // Removing the failing configuration lets writes through again: the unreachable webhook
     // of the other one is ignored.
     validating
-        .delete("fail", &DeleteParams::default())
+        .delete(&fail, &DeleteParams::default())
         .await
         .unwrap();
     until_dry_run(&cms, "the failing webhook is gone", json!({}), |r| {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
@@ -20,19 +20,20 @@ fn names<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
 /// `kubectl get nodes --field-selector spec.unschedulable=false` finds nodes without the field.
 #[tokio::test]
 async fn unschedulable_false_selects_nodes_without_the_field() {
-    let server = TestApiServer::start().await.unwrap();
-    let nodes: Api<Node> = Api::all(server.client());
+    let ns = TestNamespace::new("unsched").await.unwrap();
+    let nodes: Api<Node> = Api::all(ns.client());
+    let (plain, cordoned) = (ns.unique_name("plain"), ns.unique_name("cordoned"));
     for (name, spec) in [
-        ("plain", json!({})),
-        ("cordoned", json!({"unschedulable": true})),
+        (&plain, json!({})),
+        (&cordoned, json!({"unschedulable": true})),
     ] {
         let node: Node =
             serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
         nodes.create(&PostParams::default(), &node).await.unwrap();
     }
-    let plain = nodes.get("plain").await.unwrap();
+    let got = nodes.get(&plain).await.unwrap();
     assert_eq!(
-        plain.spec.and_then(|s| s.unschedulable),
+        got.spec.and_then(|s| s.unschedulable),
         None,
         "the node has no spec.unschedulable"
     );
@@ -49,34 +50,30 @@ async fn unschedulable_false_selects_nodes_without_the_field() {
         }
     };
     let schedulable = select("spec.unschedulable=false").await;
-    assert!(
-        schedulable.contains(&"plain".to_string()),
-        "{schedulable:?}"
-    );
-    assert!(
-        !schedulable.contains(&"cordoned".to_string()),
-        "{schedulable:?}"
-    );
-    let cordoned = select("spec.unschedulable=true").await;
-    assert!(cordoned.contains(&"cordoned".to_string()), "{cordoned:?}");
-    assert!(!cordoned.contains(&"plain".to_string()), "{cordoned:?}");
+    assert!(schedulable.contains(&plain), "{schedulable:?}");
+    assert!(!schedulable.contains(&cordoned), "{schedulable:?}");
+    let unschedulable = select("spec.unschedulable=true").await;
+    assert!(unschedulable.contains(&cordoned), "{unschedulable:?}");
+    assert!(!unschedulable.contains(&plain), "{unschedulable:?}");
     let not_cordoned = select("spec.unschedulable!=true").await;
-    assert!(
-        not_cordoned.contains(&"plain".to_string()),
-        "{not_cordoned:?}"
-    );
+    assert!(not_cordoned.contains(&plain), "{not_cordoned:?}");
 }
 
-/// The Table rows of the PersistentVolumeClaims in `default`, as `kubectl get pvc -o wide`
+/// The Table rows of the PersistentVolumeClaims in `namespace`, as `kubectl get pvc -o wide`
 /// asks for them: `(column name, priority)` and each row's cells.
-async fn pvc_table(client: &kube::Client) -> (Vec<(String, i64)>, Vec<Vec<Value>>) {
-    let request = http::Request::get("/api/v1/namespaces/default/persistentvolumeclaims")
-        .header(
-            http::header::ACCEPT,
-            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
-        )
-        .body(Vec::new())
-        .unwrap();
+async fn pvc_table(
+    client: &kube::Client,
+    namespace: &str,
+) -> (Vec<(String, i64)>, Vec<Vec<Value>>) {
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+    ))
+    .header(
+        http::header::ACCEPT,
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .body(Vec::new())
+    .unwrap();
     let table: Value = client.request(request).await.unwrap();
     assert_eq!(table["kind"], "Table", "{table}");
     let columns = table["columnDefinitions"]
@@ -101,8 +98,8 @@ async fn pvc_table(client: &kube::Client) -> (Vec<(String, i64)>, Vec<Vec<Value>
 
 #[tokio::test]
 async fn persistent_volume_claims_are_served_and_printed() {
-    let server = TestApiServer::start().await.unwrap();
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("pvc").await.unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = Api::default_namespaced(ns.client());
     let claim: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": "data"},
         "spec": {
@@ -138,7 +135,7 @@ async fn persistent_volume_claims_are_served_and_printed() {
             == Some("Pending")
     })
     .await;
-    let (columns, rows) = pvc_table(&server.client()).await;
+    let (columns, rows) = pvc_table(&ns.client(), ns.namespace()).await;
     assert_eq!(
         columns,
         [

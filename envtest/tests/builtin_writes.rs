@@ -3,7 +3,7 @@
 //! apply. Everything goes through the Kubernetes API, so these hold on a real API server too.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeSpec};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
 use serde_json::json;
@@ -33,9 +33,10 @@ fn api_err(e: kube::Error) -> kube::core::Status {
 
 #[tokio::test]
 async fn a_node_created_without_spec_or_status_has_both() {
-    let server = TestApiServer::start().await.unwrap();
-    let nodes: Api<Node> = Api::all(server.client());
-    let bare: Node = named("bare", |n: &mut Node, m| n.metadata = m);
+    let ns = TestNamespace::new("bare-node").await.unwrap();
+    let nodes: Api<Node> = Api::all(ns.client());
+    let name = ns.unique_name("bare");
+    let bare: Node = named(&name, |n: &mut Node, m| n.metadata = m);
     assert!(serde_json::to_value(&bare).unwrap().get("spec").is_none());
     let created = nodes.create(&PostParams::default(), &bare).await.unwrap();
     let spec = created.spec.unwrap();
@@ -79,7 +80,7 @@ async fn a_node_created_without_spec_or_status_has_both() {
     // The JSON patch of issue 18 applies: /spec exists.
     let tainted = nodes
         .patch(
-            "bare",
+            &name,
             &PatchParams::default(),
             &json_patch(json!([{"op": "add", "path": "/spec/taints",
                 "value": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}])),
@@ -90,10 +91,10 @@ async fn a_node_created_without_spec_or_status_has_both() {
     assert_eq!((taints[0].key.as_str(), taints.len()), ("k", 1));
 
     // A replace without spec keeps it present (a struct is always encoded).
-    let mut again = nodes.get("bare").await.unwrap();
+    let mut again = nodes.get(&name).await.unwrap();
     again.spec = None;
     let replaced = nodes
-        .replace("bare", &PostParams::default(), &again)
+        .replace(&name, &PostParams::default(), &again)
         .await
         .unwrap();
     assert_eq!(replaced.spec, Some(Default::default()));
@@ -101,14 +102,15 @@ async fn a_node_created_without_spec_or_status_has_both() {
 
 #[tokio::test]
 async fn node_allocatable_defaults_to_capacity() {
-    let server = TestApiServer::start().await.unwrap();
-    let nodes: Api<Node> = Api::all(server.client());
-    let n: Node = named("n", |n: &mut Node, m| n.metadata = m);
+    let ns = TestNamespace::new("allocatable").await.unwrap();
+    let nodes: Api<Node> = Api::all(ns.client());
+    let name = ns.unique_name("n");
+    let n: Node = named(&name, |n: &mut Node, m| n.metadata = m);
     nodes.create(&PostParams::default(), &n).await.unwrap();
     let pp = PatchParams::default();
     let only_capacity = json!({"status": {"capacity": {"cpu": "2", "memory": "1Gi"}}});
     let written = nodes
-        .patch_status("n", &pp, &Patch::Merge(&only_capacity))
+        .patch_status(&name, &pp, &Patch::Merge(&only_capacity))
         .await
         .unwrap();
     let alloc = written.status.unwrap().allocatable.unwrap();
@@ -119,7 +121,7 @@ async fn node_allocatable_defaults_to_capacity() {
     // Given allocatable is kept.
     let both = json!({"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "3"}}});
     let written = nodes
-        .patch_status("n", &pp, &Patch::Merge(&both))
+        .patch_status(&name, &pp, &Patch::Merge(&both))
         .await
         .unwrap();
     assert_eq!(written.status.unwrap().allocatable.unwrap()["cpu"].0, "3");
@@ -127,22 +129,23 @@ async fn node_allocatable_defaults_to_capacity() {
 
 #[tokio::test]
 async fn namespaces_carry_their_name_label_finalizer_and_phase() {
-    let server = TestApiServer::start().await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(server.client());
+    let test_ns = TestNamespace::new("ns-label").await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(test_ns.client());
     let default = namespaces.get("default").await.unwrap();
     assert_eq!(
         default.metadata.labels.unwrap()["kubernetes.io/metadata.name"],
         "default"
     );
 
-    let ns: Namespace = named("team-a", |n: &mut Namespace, m| n.metadata = m);
+    let team_a = test_ns.unique_name("team-a");
+    let ns: Namespace = named(&team_a, |n: &mut Namespace, m| n.metadata = m);
     let created = namespaces
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
     assert_eq!(
         created.metadata.labels.as_ref().unwrap()["kubernetes.io/metadata.name"],
-        "team-a"
+        team_a
     );
     assert_eq!(
         created.spec.as_ref().unwrap().finalizers,
@@ -158,7 +161,7 @@ async fn namespaces_carry_their_name_label_finalizer_and_phase() {
     changed.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
     changed.spec = Some(Default::default());
     let updated = namespaces
-        .replace("team-a", &PostParams::default(), &changed)
+        .replace(&team_a, &PostParams::default(), &changed)
         .await
         .unwrap();
     let labels = updated.metadata.labels.unwrap();
@@ -167,7 +170,7 @@ async fn namespaces_carry_their_name_label_finalizer_and_phase() {
             labels["kubernetes.io/metadata.name"].as_str(),
             labels["team"].as_str()
         ),
-        ("team-a", "a")
+        (team_a.as_str(), "a")
     );
     assert_eq!(
         updated.spec.unwrap().finalizers,
@@ -177,8 +180,8 @@ async fn namespaces_carry_their_name_label_finalizer_and_phase() {
 
 #[tokio::test]
 async fn a_json_patch_that_does_not_apply_is_refused_without_detail() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("json-patch").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let mut cm: ConfigMap = named("c", |c: &mut ConfigMap, m| c.metadata = m);
     cm.data = Some([("k".to_owned(), "v".to_owned())].into());
     cms.create(&PostParams::default(), &cm).await.unwrap();
@@ -216,8 +219,9 @@ async fn a_json_patch_that_does_not_apply_is_refused_without_detail() {
 
 #[tokio::test]
 async fn a_new_node_gets_the_not_ready_taint_once() {
-    let server = TestApiServer::start().await.unwrap();
-    let nodes: Api<Node> = Api::all(server.client());
+    let ns = TestNamespace::new("not-ready").await.unwrap();
+    let nodes: Api<Node> = Api::all(ns.client());
+    let (has_it, other_effect) = (ns.unique_name("has-it"), ns.unique_name("other-effect"));
     let effects = |n: &Node| -> Vec<(String, String)> {
         let mut v: Vec<_> = n
             .spec
@@ -238,7 +242,7 @@ async fn a_new_node_gets_the_not_ready_taint_once() {
         .create(
             &PostParams::default(),
             &with(
-                "has-it",
+                &has_it,
                 json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
             ),
         )
@@ -253,7 +257,7 @@ async fn a_new_node_gets_the_not_ready_taint_once() {
         .create(
             &PostParams::default(),
             &with(
-                "other-effect",
+                &other_effect,
                 json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
                        {"key": "team", "value": "a", "effect": "NoSchedule"}]),
             ),
@@ -269,15 +273,15 @@ async fn a_new_node_gets_the_not_ready_taint_once() {
         ]
     );
     // Only creates are tainted: an update that removes it is kept as written.
-    let mut n = nodes.get("has-it").await.unwrap();
+    let mut n = nodes.get(&has_it).await.unwrap();
     n.spec.as_mut().unwrap().taints = Some(vec![]);
     let n = nodes
-        .replace("has-it", &PostParams::default(), &n)
+        .replace(&has_it, &PostParams::default(), &n)
         .await
         .unwrap();
     assert_eq!(effects(&n), Vec::<(String, String)>::new());
     // Simulated nodes look registered and Ready: no not-ready taint.
-    let names = server.add_nodes(1).await.unwrap();
+    let names = ns.add_nodes(1).await.unwrap();
     let n = nodes.get(&names[0]).await.unwrap();
     assert_eq!(effects(&n), Vec::<(String, String)>::new());
 }

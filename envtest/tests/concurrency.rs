@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
@@ -16,8 +16,8 @@ const COUNTERS: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_optimistic_writers() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("writers").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     for c in 0..COUNTERS {
         let o: ConfigMap = serde_json::from_value(
             json!({"metadata": {"name": format!("counter-{c}")}, "data": {"n": "0"}}),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Hook, start_hook};
 use futures::{StreamExt, TryStreamExt};
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::{GroupVersionKind, WatchEvent};
 use kube::discovery::ApiResource;
@@ -101,19 +101,19 @@ fn kind_of(plural: &str) -> String {
     k
 }
 
-fn api(server: &TestApiServer, plural: &str, version: &str) -> Api<DynamicObject> {
+fn api(ns: &TestNamespace, plural: &str, version: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(GROUP, version, &kind_of(plural));
     Api::namespaced_with(
-        server.client(),
-        "default",
+        ns.client(),
+        ns.namespace(),
         &ApiResource::from_gvk_with_plural(&gvk, plural),
     )
 }
 
-fn obj(plural: &str, version: &str, name: &str, spec: Value) -> DynamicObject {
+fn obj(ns: &TestNamespace, plural: &str, version: &str, name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": format!("{GROUP}/{version}"), "kind": kind_of(plural),
-        "metadata": {"name": name, "namespace": "default"}, "spec": spec,
+        "metadata": {"name": name, "namespace": ns.namespace()}, "spec": spec,
     }))
     .unwrap()
 }
@@ -123,20 +123,19 @@ const IN_EFFECT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("conv").await.unwrap();
     let hook = start_hook(review).await;
-    server
-        .install_crd_value(crd("things", "v1", &hook, "/convert"))
+    ns.install_crd_value(crd("things", "v1", &hook, "/convert"))
         .await
         .unwrap();
-    let v1 = api(&server, "things", "v1");
-    let v2 = api(&server, "things", "v2");
+    let v1 = api(&ns, "things", "v1");
+    let v2 = api(&ns, "things", "v2");
 
     // Written as v2, stored as v1, read back in both versions.
     let created = v2
         .create(
             &PostParams::default(),
-            &obj("things", "v2", "a", json!({"replicas": 2})),
+            &obj(&ns, "things", "v2", "a", json!({"replicas": 2})),
         )
         .await
         .unwrap();
@@ -173,12 +172,11 @@ async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches
     assert_eq!(v1.get("a").await.unwrap().data["spec"], json!({"size": 4}));
 
     // The storage version becomes v2: "a" stays stored as v1, "b" is stored as v2.
-    server
-        .install_crd_value(crd("things", "v2", &hook, "/convert"))
+    ns.install_crd_value(crd("things", "v2", &hook, "/convert"))
         .await
         .unwrap();
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(server.client());
+        Api::all(ns.client());
     eventually("v1 and v2 are stored versions", IN_EFFECT, || async {
         let crd = crds.get("things.conv.kcr.dev").await.unwrap();
         crd.status.and_then(|s| s.stored_versions) == Some(vec!["v1".into(), "v2".into()])
@@ -186,7 +184,7 @@ async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches
     .await;
     v1.create(
         &PostParams::default(),
-        &obj("things", "v1", "b", json!({"size": 3})),
+        &obj(&ns, "things", "v1", "b", json!({"size": 3})),
     )
     .await
     .unwrap();
@@ -272,18 +270,17 @@ async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_conversion_webhook_is_a_500_naming_it() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("conv-fail").await.unwrap();
     let hook = start_hook(review).await;
-    server
-        .install_crd_value(crd("fails", "v1", &hook, "/fail"))
+    ns.install_crd_value(crd("fails", "v1", &hook, "/fail"))
         .await
         .unwrap();
-    let v1 = api(&server, "fails", "v1");
-    let v2 = api(&server, "fails", "v2");
+    let v1 = api(&ns, "fails", "v1");
+    let v2 = api(&ns, "fails", "v2");
     // In the storage version: no conversion, no failure.
     v1.create(
         &PostParams::default(),
-        &obj("fails", "v1", "a", json!({"size": 1})),
+        &obj(&ns, "fails", "v1", "a", json!({"size": 1})),
     )
     .await
     .unwrap();
@@ -301,7 +298,7 @@ async fn a_failing_conversion_webhook_is_a_500_naming_it() {
     let status = match v2
         .create(
             &PostParams::default(),
-            &obj("fails", "v2", "b", json!({"replicas": 1})),
+            &obj(&ns, "fails", "v2", "b", json!({"replicas": 1})),
         )
         .await
         .unwrap_err()
@@ -329,18 +326,17 @@ async fn a_failing_conversion_webhook_is_a_500_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversion_that_changes_the_uid_is_refused() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("conv-uid").await.unwrap();
     let hook = start_hook(review).await;
-    server
-        .install_crd_value(crd("uids", "v1", &hook, "/bad-uid"))
+    ns.install_crd_value(crd("uids", "v1", &hook, "/bad-uid"))
         .await
         .unwrap();
-    let v1 = api(&server, "uids", "v1");
-    let v2 = api(&server, "uids", "v2");
+    let v1 = api(&ns, "uids", "v1");
+    let v2 = api(&ns, "uids", "v2");
     let created = v1
         .create(
             &PostParams::default(),
-            &obj("uids", "v1", "a", json!({"size": 1})),
+            &obj(&ns, "uids", "v1", "a", json!({"size": 1})),
         )
         .await
         .unwrap();

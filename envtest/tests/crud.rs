@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, TestNamespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::ObjectMeta;
 use serde_json::json;
@@ -32,8 +32,8 @@ fn api_err(e: kube::Error) -> kube::core::Status {
 
 #[tokio::test]
 async fn create_get_update_delete_configmap() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("crud").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = api
         .create(&PostParams::default(), &cm("a", &[("k", "v")]))
         .await
@@ -104,9 +104,10 @@ async fn create_get_update_delete_configmap() {
 
 #[tokio::test]
 async fn errors_have_status_codes_and_reasons() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let ns = TestNamespace::new("errors").await.unwrap();
+    let client = ns.client();
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let configmaps = format!("/api/v1/namespaces/{}/configmaps", ns.namespace());
     api.create(&PostParams::default(), &cm("dup", &[]))
         .await
         .unwrap();
@@ -156,7 +157,7 @@ async fn errors_have_status_codes_and_reasons() {
     assert_eq!(err.code, 400);
 
     // Strategic merge on a custom-less builtin works, unknown content type → 415
-    let req = http::Request::patch("/api/v1/namespaces/default/configmaps/dup")
+    let req = http::Request::patch(format!("{configmaps}/dup"))
         .header("Content-Type", "application/x-unknown")
         .body(b"{}".to_vec())
         .unwrap();
@@ -175,7 +176,7 @@ async fn errors_have_status_codes_and_reasons() {
     assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
 
     // Method not allowed: POST on a named object
-    let req = http::Request::post("/api/v1/namespaces/default/configmaps/dup")
+    let req = http::Request::post(format!("{configmaps}/dup"))
         .header("Content-Type", "application/json")
         .body(serde_json::to_vec(&cm("dup", &[])).unwrap())
         .unwrap();
@@ -197,7 +198,7 @@ async fn errors_have_status_codes_and_reasons() {
     assert!(err.message.contains("404 page not found"), "{err:?}");
 
     // Garbage body: 400
-    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+    let req = http::Request::post(&configmaps)
         .header("Content-Type", "application/json")
         .body(b"{not json".to_vec())
         .unwrap();
@@ -205,7 +206,7 @@ async fn errors_have_status_codes_and_reasons() {
     assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
 
     // Kind mismatch: 400
-    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+    let req = http::Request::post(&configmaps)
         .header("Content-Type", "application/json")
         .body(
             serde_json::to_vec(
@@ -268,6 +269,7 @@ async fn errors_have_status_codes_and_reasons() {
 /// `create` generators send is an in-process limitation (kube-apiserver decodes every kind).
 #[tokio::test]
 async fn protobuf_bodies_of_other_kinds_are_415_in_process() {
+    // Own server: pinned to the in-process backend (a builder option).
     let server = TestApiServer::builder()
         .backend(kcr_envtest::Backend::InProcess)
         .start()
@@ -292,8 +294,8 @@ async fn protobuf_bodies_of_other_kinds_are_415_in_process() {
 
 #[tokio::test]
 async fn a_secret_without_a_type_is_opaque() {
-    let server = TestApiServer::start().await.unwrap();
-    let secrets: Api<Secret> = Api::default_namespaced(server.client());
+    let ns = TestNamespace::new("opaque").await.unwrap();
+    let secrets: Api<Secret> = Api::default_namespaced(ns.client());
     let plain = Secret {
         metadata: ObjectMeta {
             name: Some("plain".into()),
@@ -362,8 +364,8 @@ async fn a_secret_without_a_type_is_opaque() {
 
 #[tokio::test]
 async fn secret_string_data_is_merged_into_data() {
-    let server = TestApiServer::start().await.unwrap();
-    let secrets: Api<Secret> = Api::default_namespaced(server.client());
+    let ns = TestNamespace::new("string-data").await.unwrap();
+    let secrets: Api<Secret> = Api::default_namespaced(ns.client());
     let text = |s: &Secret, k: &str| {
         s.data
             .as_ref()
@@ -432,7 +434,7 @@ async fn secret_string_data_is_merged_into_data() {
         err.message
     );
     assert_eq!(err.details.unwrap().causes[0].field, "patch");
-    let req = http::Request::post("/api/v1/namespaces/default/secrets")
+    let req = http::Request::post(format!("/api/v1/namespaces/{}/secrets", ns.namespace()))
         .header("Content-Type", "application/json")
         .body(
             serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Secret",
@@ -440,7 +442,7 @@ async fn secret_string_data_is_merged_into_data() {
             .unwrap(),
         )
         .unwrap();
-    let err = api_err(server.client().request::<Secret>(req).await.unwrap_err());
+    let err = api_err(ns.client().request::<Secret>(req).await.unwrap_err());
     assert_eq!(
         (err.code, err.reason.as_str()),
         (400, "BadRequest"),
@@ -456,6 +458,7 @@ async fn secret_string_data_is_merged_into_data() {
 
 #[tokio::test]
 async fn generate_name_and_namespaces() {
+    // Own server: asserts on the whole list of namespaces.
     let server = TestApiServer::start().await.unwrap();
     let client = server.client();
     let ns: Api<Namespace> = Api::all(client.clone());
@@ -493,6 +496,7 @@ async fn generate_name_and_namespaces() {
 
 #[tokio::test]
 async fn nodes_helper_and_field_selectors() {
+    // Own server: asserts on the node names `envtest-node-0` onwards and on whole node lists.
     let server = TestApiServer::start().await.unwrap();
     let names = server.add_nodes(3).await.unwrap();
     assert_eq!(
@@ -556,8 +560,8 @@ async fn nodes_helper_and_field_selectors() {
 
 #[tokio::test]
 async fn label_selectors_full_syntax() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("labels").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     for (name, labels) in [
         ("a", json!({"env": "prod", "tier": "web"})),
         ("b", json!({"env": "dev", "tier": "web"})),
@@ -595,8 +599,8 @@ async fn label_selectors_full_syntax() {
 
 #[tokio::test]
 async fn dry_run_and_resource_version_semantics() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("dry-run").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = api
         .create(
             &PostParams {
@@ -628,8 +632,12 @@ async fn dry_run_and_resource_version_semantics() {
     // NotOlderThan an RV from the future: 504 Timeout (ResourceVersionTooLarge). kube's client
     // retries 504s for a long while, so look at the raw answer.
     let raw = raw_get(
-        &server.url(),
-        &format!("/api/v1/namespaces/default/configmaps?resourceVersion={}&resourceVersionMatch=NotOlderThan", rv + 100),
+        &ns.url(),
+        &format!(
+            "/api/v1/namespaces/{}/configmaps?resourceVersion={}&resourceVersionMatch=NotOlderThan",
+            ns.namespace(),
+            rv + 100
+        ),
     )
     .await;
     assert!(raw.starts_with("HTTP/1.1 504"), "{raw}");

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::discovery::{ApiResource, Discovery};
@@ -47,6 +47,45 @@ pub struct GadgetSpec {
     level: i64,
 }
 
+/// The Widget of `crd_is_served_and_unserved`, in a group of its own: that test deletes its
+/// CRD, which must not pull `widgets.example.com` from under the binary's other tests (they
+/// share one server).
+mod lifecycle {
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    use super::{Color, WidgetStatus};
+
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+    #[kube(
+        group = "lifecycle.example.com",
+        version = "v1",
+        kind = "Widget",
+        namespaced,
+        status = "WidgetStatus",
+        shortname = "wg",
+        printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#
+    )]
+    pub struct WidgetSpec {
+        pub size: i32,
+        color: Color,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    }
+
+    pub fn widget(name: &str, size: i32) -> Widget {
+        Widget::new(
+            name,
+            WidgetSpec {
+                size,
+                color: Color::Red,
+                note: None,
+            },
+        )
+    }
+}
+
 /// How long the real server's apiextensions controllers may take.
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -70,9 +109,10 @@ fn widget(name: &str, size: i32) -> Widget {
 
 #[tokio::test]
 async fn crd_is_served_and_unserved() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    use lifecycle::{Widget, widget};
+    let ns = TestNamespace::new("served").await.unwrap();
+    let client = ns.client();
+    let widgets: Api<Widget> = Api::default_namespaced(client.clone());
     let err = api_err(widgets.list(&ListParams::default()).await.unwrap_err());
     assert_eq!(err.code, 404);
 
@@ -84,7 +124,7 @@ async fn crd_is_served_and_unserved() {
         .await
         .unwrap();
     eventually("the CRD is Established", LIMIT, || async {
-        let crd = crds.get("widgets.example.com").await.unwrap();
+        let crd = crds.get("widgets.lifecycle.example.com").await.unwrap();
         let conds = crd.status.and_then(|s| s.conditions).unwrap_or_default();
         conds
             .iter()
@@ -112,7 +152,11 @@ async fn crd_is_served_and_unserved() {
     // Discovery sees the group with kind and short names.
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let (ar, caps) = discovery
-        .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
+        .resolve_gvk(&GroupVersionKind::gvk(
+            "lifecycle.example.com",
+            "v1",
+            "Widget",
+        ))
         .expect("Widget discovered");
     assert_eq!(ar.plural, "widgets");
     assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
@@ -124,17 +168,21 @@ async fn crd_is_served_and_unserved() {
 
     // Deleting the CRD stops serving and removes the objects (on the real server
     // asynchronously: its finalizer deletes the objects, then the CRD goes).
-    crds.delete("widgets.example.com", &DeleteParams::default())
+    crds.delete("widgets.lifecycle.example.com", &DeleteParams::default())
         .await
         .unwrap();
     eventually("w1 and the CRD are gone", LIMIT, || async {
         let w1 = widgets.get("w1").await;
         matches!(w1, Err(kube::Error::Api(ref s)) if s.code == 404)
-            && crds.get_opt("widgets.example.com").await.unwrap().is_none()
+            && crds
+                .get_opt("widgets.lifecycle.example.com")
+                .await
+                .unwrap()
+                .is_none()
     })
     .await;
     // Reinstalling starts empty.
-    server.install_crd::<Widget>().await.unwrap();
+    ns.install_crd::<Widget>().await.unwrap();
     assert!(
         widgets
             .list(&ListParams::default())
@@ -147,9 +195,9 @@ async fn crd_is_served_and_unserved() {
 
 #[tokio::test]
 async fn status_subresource_and_generation() {
-    let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().await.unwrap();
-    let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("status").await.unwrap();
+    ns.install_crd::<Widget>().await.unwrap();
+    let widgets: Api<Widget> = Api::default_namespaced(ns.client());
     let mut w = widget("w", 1);
     w.status = Some(WidgetStatus { ready: true });
     let created = widgets.create(&PostParams::default(), &w).await.unwrap();
@@ -266,28 +314,27 @@ async fn status_subresource_and_generation() {
 
 #[tokio::test]
 async fn generation_without_status_subresource_counts_status() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("generation").await.unwrap();
     // A custom resource without a status subresource: everything but metadata counts.
     let schema = json!({"type": "object", "properties": {
         "spec": {"type": "object", "properties": {"n": {"type": "integer"}}},
         "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}});
-    server
-        .install_crd_value(json!({
-            "metadata": {"name": "doohickeys.example.com"},
-            "spec": {
-                "group": "example.com", "scope": "Namespaced",
-                "names": {"plural": "doohickeys", "singular": "doohickey", "kind": "Doohickey"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": schema}}],
-            },
-        }))
-        .await
-        .unwrap();
+    ns.install_crd_value(json!({
+        "metadata": {"name": "doohickeys.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "doohickeys", "singular": "doohickey", "kind": "Doohickey"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema}}],
+        },
+    }))
+    .await
+    .unwrap();
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", "v1", "Doohickey"),
         "doohickeys",
     );
-    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar);
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.namespace(), &ar);
     let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1",
         "kind": "Doohickey", "metadata": {"name": "d"}, "spec": {"n": 1}}))
     .unwrap();
@@ -308,7 +355,7 @@ async fn generation_without_status_subresource_counts_status() {
     assert_eq!(p.metadata.generation, Some(2), "metadata does not");
 
     // Built-ins without generation (ConfigMap here) never get one.
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"a": "1"}})).unwrap();
     assert_eq!(
@@ -332,11 +379,12 @@ async fn generation_without_status_subresource_counts_status() {
 
 #[tokio::test]
 async fn schema_validation_gives_422_with_field_paths() {
-    let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().await.unwrap();
+    let ns = TestNamespace::new("schema").await.unwrap();
+    ns.install_crd::<Widget>().await.unwrap();
+    let widgets = format!("/apis/example.com/v1/namespaces/{}/widgets", ns.namespace());
     let api: Api<DynamicObject> = Api::namespaced_with(
-        server.client(),
-        "default",
+        ns.client(),
+        ns.namespace(),
         &ApiResource::erase::<Widget>(&()),
     );
     let bad: DynamicObject = serde_json::from_value(json!({
@@ -377,13 +425,13 @@ async fn schema_validation_gives_422_with_field_paths() {
     // it is an error.
     let mut other = ok.clone();
     other.metadata.name = Some("ok2".into());
-    let req = http::Request::post("/apis/example.com/v1/namespaces/default/widgets")
+    let req = http::Request::post(&widgets)
         .header("Content-Type", "application/json")
         .body(kube::client::Body::from(
             serde_json::to_vec(&other).unwrap(),
         ))
         .unwrap();
-    let resp = server.client().send(req).await.unwrap();
+    let resp = ns.client().send(req).await.unwrap();
     assert_eq!(resp.status(), 201);
     let warning = resp
         .headers()
@@ -394,19 +442,11 @@ async fn schema_validation_gives_422_with_field_paths() {
         .to_string();
     assert_eq!(warning, r#"299 - "unknown field \"spec.bogus\"""#);
     other.metadata.name = Some("ok3".into());
-    let req = http::Request::post(
-        "/apis/example.com/v1/namespaces/default/widgets?fieldValidation=Strict",
-    )
-    .header("Content-Type", "application/json")
-    .body(serde_json::to_vec(&other).unwrap())
-    .unwrap();
-    let err = api_err(
-        server
-            .client()
-            .request::<DynamicObject>(req)
-            .await
-            .unwrap_err(),
-    );
+    let req = http::Request::post(format!("{widgets}?fieldValidation=Strict"))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&other).unwrap())
+        .unwrap();
+    let err = api_err(ns.client().request::<DynamicObject>(req).await.unwrap_err());
     assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
     assert!(
         err.message.contains(r#"unknown field "spec.bogus""#),
@@ -428,27 +468,28 @@ async fn schema_validation_gives_422_with_field_paths() {
 
 #[tokio::test]
 async fn cluster_scoped_crd() {
-    let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Gadget>().await.unwrap();
-    let gadgets: Api<Gadget> = Api::all(server.client());
+    let ns = TestNamespace::new("gadget").await.unwrap();
+    ns.install_crd::<Gadget>().await.unwrap();
+    let gadgets: Api<Gadget> = Api::all(ns.client());
+    let name = ns.unique_name("g");
     gadgets
         .create(
             &PostParams::default(),
-            &Gadget::new("g", GadgetSpec { level: 3 }),
+            &Gadget::new(&name, GadgetSpec { level: 3 }),
         )
         .await
         .unwrap();
-    let g = gadgets.get("g").await.unwrap();
+    let g = gadgets.get(&name).await.unwrap();
     assert_eq!(g.metadata.namespace, None);
     assert_eq!(g.spec.level, 3);
 }
 
 #[tokio::test]
 async fn patch_types() {
-    let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().await.unwrap();
-    server.add_nodes(1).await.unwrap();
-    let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("patch-types").await.unwrap();
+    ns.install_crd::<Widget>().await.unwrap();
+    let node_names = ns.add_nodes(1).await.unwrap();
+    let widgets: Api<Widget> = Api::default_namespaced(ns.client());
     widgets
         .create(&PostParams::default(), &widget("p", 1))
         .await
@@ -515,8 +556,8 @@ async fn patch_types() {
     assert_eq!(err.code, 409);
 
     // Strategic merge on node taints replaces the list: it is atomic upstream.
-    let nodes: Api<Node> = Api::all(server.client());
-    let name = "envtest-node-0";
+    let nodes: Api<Node> = Api::all(ns.client());
+    let name = node_names[0].as_str();
     nodes
         .patch(
             name,
@@ -594,23 +635,23 @@ async fn patch_types() {
     assert_eq!(forced.spec.size, 9);
     // Apply without fieldManager: 422 on the field fieldManager (kube refuses client-side, so
     // send it raw).
-    let req = http::Request::patch("/apis/example.com/v1/namespaces/default/widgets/s")
-        .header("Content-Type", "application/apply-patch+yaml")
-        .body(b"{}".to_vec())
-        .unwrap();
-    let err = api_err(server.client().request::<Widget>(req).await.unwrap_err());
+    let req = http::Request::patch(format!(
+        "/apis/example.com/v1/namespaces/{}/widgets/s",
+        ns.namespace()
+    ))
+    .header("Content-Type", "application/apply-patch+yaml")
+    .body(b"{}".to_vec())
+    .unwrap();
+    let err = api_err(ns.client().request::<Widget>(req).await.unwrap_err());
     assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
     assert_eq!(err.details.unwrap().causes[0].field, "fieldManager");
 }
 
 #[tokio::test]
 async fn aggregated_discovery() {
-    let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Widget>().await.unwrap();
-    let discovery = Discovery::new(server.client())
-        .run_aggregated()
-        .await
-        .unwrap();
+    let ns = TestNamespace::new("discovery").await.unwrap();
+    ns.install_crd::<Widget>().await.unwrap();
+    let discovery = Discovery::new(ns.client()).run_aggregated().await.unwrap();
     let (ar, caps) = discovery
         .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
         .expect("Widget discovered");
@@ -625,10 +666,9 @@ async fn aggregated_discovery() {
 
 #[tokio::test]
 async fn multiple_served_versions_share_objects() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("versions").await.unwrap();
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"n": {"type": "integer"}}}}});
-    server
-        .install_crd_value(json!({
+    ns.install_crd_value(json!({
             "metadata": {"name": "things.example.com"},
             "spec": {
                 "group": "example.com", "scope": "Namespaced",
@@ -648,8 +688,8 @@ async fn multiple_served_versions_share_objects() {
             "things",
         )
     };
-    let v2: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar("v2"));
-    let v1: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar("v1"));
+    let v2: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.namespace(), &ar("v2"));
+    let v1: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.namespace(), &ar("v1"));
     let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v2", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"n": 1}})).unwrap();
     let created = v2.create(&PostParams::default(), &obj).await.unwrap();
     assert_eq!(
@@ -664,7 +704,7 @@ async fn multiple_served_versions_share_objects() {
     let via_v2 = v2.get("t").await.unwrap();
     assert_eq!(via_v2.types.unwrap().api_version, "example.com/v2");
     assert_eq!(v1.get("t").await.unwrap().data["spec"]["n"], 1);
-    let v0: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar("v0"));
+    let v0: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.namespace(), &ar("v0"));
     assert_eq!(
         api_err(v0.get("t").await.unwrap_err()).code,
         404,

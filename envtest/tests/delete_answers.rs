@@ -5,7 +5,7 @@
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
@@ -15,8 +15,8 @@ fn cm(value: serde_json::Value) -> ConfigMap {
 
 #[tokio::test]
 async fn removing_the_last_finalizer_answers_the_object_without_it() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("finalizer").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     cms.create(
         &PostParams::default(),
         &cm(json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})),
@@ -39,8 +39,8 @@ async fn removing_the_last_finalizer_answers_the_object_without_it() {
 
 #[tokio::test]
 async fn a_pod_without_a_node_is_answered_marked_deleted_and_is_gone() {
-    let server = TestApiServer::start().await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("pod-delete").await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(ns.client());
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}))
     .unwrap();
@@ -62,8 +62,8 @@ async fn a_pod_without_a_node_is_answered_marked_deleted_and_is_gone() {
 
 #[tokio::test]
 async fn an_orphaning_delete_answers_the_owner_with_the_orphan_finalizer() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("orphan").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let owner = cms
         .create(
             &PostParams::default(),
@@ -107,8 +107,8 @@ async fn an_orphaning_delete_answers_the_owner_with_the_orphan_finalizer() {
 
 #[tokio::test]
 async fn an_object_leaving_the_selector_is_deleted_with_its_last_matching_state() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("selector-leave").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = cms
         .create(
             &PostParams::default(),
@@ -141,9 +141,9 @@ async fn an_object_leaving_the_selector_is_deleted_with_its_last_matching_state(
 
 #[tokio::test]
 async fn a_replication_controller_orphans_by_default_and_its_deletion_bumps_the_generation() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("rc-orphan").await.unwrap();
     let rcs: Api<k8s_openapi::api::core::v1::ReplicationController> =
-        Api::namespaced(server.client(), "default");
+        Api::default_namespaced(ns.client());
     let rc = serde_json::from_value(json!({"metadata": {"name": "rc"},
         "spec": {"replicas": 0, "selector": {"app": "rc"},
                  "template": {"metadata": {"labels": {"app": "rc"}},
@@ -175,10 +175,10 @@ async fn a_replication_controller_orphans_by_default_and_its_deletion_bumps_the_
 
 #[tokio::test]
 async fn an_object_held_by_a_finalizer_gets_its_generation_bumped_once() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("held-generation").await.unwrap();
     // Deployments track generation; a finalizer keeps one while it is deleted.
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(server.client(), "default");
+        Api::default_namespaced(ns.client());
     let d = serde_json::from_value(
         json!({"metadata": {"name": "d", "finalizers": ["example.com/hold"]},
         "spec": {"selector": {"matchLabels": {"app": "d"}},

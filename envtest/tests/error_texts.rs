@@ -5,7 +5,7 @@
 #![allow(missing_docs)]
 
 use http_body_util::BodyExt;
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -43,16 +43,20 @@ fn parts(status: &Value) -> Value {
     })
 }
 
-const CMS: &str = "/api/v1/namespaces/default/configmaps";
+/// The ConfigMaps of the test's namespace.
+fn configmaps(ns: &TestNamespace) -> String {
+    format!("/api/v1/namespaces/{}/configmaps", ns.namespace())
+}
 const JSON: &str = "application/json";
 const APPLY: &str = "application/apply-patch+yaml";
 
 #[tokio::test]
 async fn router_and_media_type_errors() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
+    let ns = TestNamespace::new("router").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "texts-c1"}});
-    let (code, _) = send(&c, "POST", CMS, JSON, &cm.to_string()).await;
+    let (code, _) = send(&c, "POST", &cms, JSON, &cm.to_string()).await;
     assert_eq!(code, 201);
     let not_allowed = json!({"code": 405, "reason": "MethodNotAllowed",
         "message": "the server does not allow this method on the requested resource", "details": {}});
@@ -61,27 +65,27 @@ async fn router_and_media_type_errors() {
     let no_handler = json!({"code": 415, "reason": "UnsupportedMediaType",
         "message": "415: Unsupported Media Type", "details": {}});
     for (method, path, content_type, body, want) in [
-        ("PUT", CMS.to_string(), JSON, "{}", &not_allowed),
-        ("POST", format!("{CMS}/texts-c1"), JSON, "{}", &not_allowed),
+        ("PUT", cms.clone(), JSON, "{}", &not_allowed),
+        ("POST", format!("{cms}/texts-c1"), JSON, "{}", &not_allowed),
         (
             "PATCH",
-            CMS.to_string(),
+            cms.clone(),
             "application/merge-patch+json",
             "{}",
             &not_allowed,
         ),
         (
             "GET",
-            "/api/v1/namespaces/default/frobs".to_string(),
+            format!("/api/v1/namespaces/{}/frobs", ns.namespace()),
             "",
             "",
             &not_found,
         ),
-        ("GET", format!("{CMS}/texts-c1/status"), "", "", &not_found),
-        ("PATCH", format!("{CMS}/texts-c1"), JSON, "{}", &no_handler),
+        ("GET", format!("{cms}/texts-c1/status"), "", "", &not_found),
+        ("PATCH", format!("{cms}/texts-c1"), JSON, "{}", &no_handler),
         (
             "PATCH",
-            format!("{CMS}/texts-c1"),
+            format!("{cms}/texts-c1"),
             "application/foo",
             "{}",
             &no_handler,
@@ -94,7 +98,7 @@ async fn router_and_media_type_errors() {
             "{method} {path}"
         );
     }
-    let (code, status) = send(&c, "POST", CMS, "text/plain", "hello").await;
+    let (code, status) = send(&c, "POST", &cms, "text/plain", "hello").await;
     assert_eq!(code, 415);
     assert_eq!(
         parts(&status),
@@ -105,11 +109,12 @@ async fn router_and_media_type_errors() {
 
 #[tokio::test]
 async fn bad_patches_and_apply_bodies() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
+    let ns = TestNamespace::new("bad-patches").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "texts-p1"}, "data": {"a": "1"}});
-    assert_eq!(send(&c, "POST", CMS, JSON, &cm.to_string()).await.0, 201);
-    let path = format!("{CMS}/texts-p1");
+    assert_eq!(send(&c, "POST", &cms, JSON, &cm.to_string()).await.0, 201);
+    let path = format!("{cms}/texts-p1");
     let cases = [
         (
             "application/json-patch+json",
@@ -158,9 +163,9 @@ async fn bad_patches_and_apply_bodies() {
     let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "texts-d1"},
         "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
         "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let deployments = format!("/apis/apps/v1/namespaces/{}/deployments", ns.namespace());
     assert_eq!(
-        send(&c, "POST", deployments, JSON, &deploy.to_string())
+        send(&c, "POST", &deployments, JSON, &deploy.to_string())
             .await
             .0,
         201
@@ -196,16 +201,17 @@ async fn bad_patches_and_apply_bodies() {
 
 #[tokio::test]
 async fn delete_preconditions_and_bodies_of_another_kind() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
+    let ns = TestNamespace::new("preconditions").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "texts-k1"}});
-    let (_, created) = send(&c, "POST", CMS, JSON, &cm.to_string()).await;
+    let (_, created) = send(&c, "POST", &cms, JSON, &cm.to_string()).await;
     let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
     let rv = created["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string();
-    let path = format!("{CMS}/texts-k1");
+    let path = format!("{cms}/texts-k1");
     let zero = "00000000-0000-0000-0000-000000000000";
     let (code, status) = send(
         &c,
@@ -242,7 +248,10 @@ async fn delete_preconditions_and_bodies_of_another_kind() {
     let (code, status) = send(
         &c,
         "POST",
-        "/apis/events.k8s.io/v1/namespaces/default/events",
+        &format!(
+            "/apis/events.k8s.io/v1/namespaces/{}/events",
+            ns.namespace()
+        ),
         JSON,
         &event.to_string(),
     )
@@ -260,15 +269,18 @@ async fn delete_preconditions_and_bodies_of_another_kind() {
 
     // A body of another kind: the decoder's words.
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
-    let (code, status) = send(&c, "POST", CMS, JSON, &secret.to_string()).await;
+    let (code, status) = send(&c, "POST", &cms, JSON, &secret.to_string()).await;
     assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
     assert_eq!(
         status["message"],
         "Secret in version \"v1\" cannot be handled as a ConfigMap: converting (v1.Secret) to (core.ConfigMap): unknown conversion"
     );
-    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let leases = format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+        ns.namespace()
+    );
     let cm_as_lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "ConfigMap", "metadata": {"name": "l"}});
-    let (_, status) = send(&c, "POST", leases, JSON, &cm_as_lease.to_string()).await;
+    let (_, status) = send(&c, "POST", &leases, JSON, &cm_as_lease.to_string()).await;
     assert_eq!(
         status["message"],
         "ConfigMap in version \"v1\" cannot be handled as a Lease: no kind \"ConfigMap\" is registered for version \"coordination.k8s.io/v1\" in scheme \"pkg/runtime/scheme.go:110\""
@@ -277,9 +289,8 @@ async fn delete_preconditions_and_bodies_of_another_kind() {
 
 #[tokio::test]
 async fn custom_resource_errors() {
-    let server = TestApiServer::start().await.unwrap();
-    server
-        .install_crd_value(json!({
+    let ns = TestNamespace::new("cr-errors").await.unwrap();
+    ns.install_crd_value(json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "texts.texts.kcr.dev"},
             "spec": {"group": "texts.kcr.dev", "scope": "Namespaced",
@@ -290,8 +301,8 @@ async fn custom_resource_errors() {
         }))
         .await
         .unwrap();
-    let c = server.client();
-    let path = "/apis/texts.kcr.dev/v1/namespaces/default/texts";
+    let c = ns.client();
+    let path = &format!("/apis/texts.kcr.dev/v1/namespaces/{}/texts", ns.namespace());
     let text = json!({"apiVersion": "texts.kcr.dev/v1", "kind": "Text", "metadata": {"name": "t1"}, "spec": {"n": 1}});
     eventually(
         "the custom resource is served",
@@ -359,8 +370,9 @@ async fn custom_resource_errors() {
 
 #[tokio::test]
 async fn selector_errors() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
+    let ns = TestNamespace::new("selectors").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
     for (query, message) in [
         (
             "labelSelector=a%3Db%20c",
@@ -383,7 +395,7 @@ async fn selector_errors() {
             "invalid selector: 'metadata.name'; can't understand 'metadata.name'",
         ),
     ] {
-        let (code, status) = send(&c, "GET", &format!("{CMS}?{query}"), "", "").await;
+        let (code, status) = send(&c, "GET", &format!("{cms}?{query}"), "", "").await;
         assert_eq!(code, 400, "{query}");
         assert_eq!(status["message"], message, "{query}");
     }
@@ -391,7 +403,7 @@ async fn selector_errors() {
     let (code, status) = send(
         &c,
         "GET",
-        &format!("{CMS}?limit=2&continue=garbage"),
+        &format!("{cms}?limit=2&continue=garbage"),
         "",
         "",
     )
@@ -405,7 +417,10 @@ async fn selector_errors() {
     let (_, status) = send(
         &c,
         "GET",
-        "/api/v1/namespaces/default/pods?fieldSelector=spec.frob%3Dx",
+        &format!(
+            "/api/v1/namespaces/{}/pods?fieldSelector=spec.frob%3Dx",
+            ns.namespace()
+        ),
         "",
         "",
     )
@@ -415,10 +430,11 @@ async fn selector_errors() {
 
 #[tokio::test]
 async fn json_syntax_finalizer_and_conflict_texts() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
+    let ns = TestNamespace::new("json-syntax").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
     // Bodies that are not JSON: Go's words, the start of the body quoted.
-    let (code, status) = send(&c, "POST", CMS, JSON, "{not json").await;
+    let (code, status) = send(&c, "POST", &cms, JSON, "{not json").await;
     assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
     assert_eq!(
         status["message"],
@@ -426,8 +442,8 @@ async fn json_syntax_finalizer_and_conflict_texts() {
     );
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "texts-j1",
         "finalizers": ["texts.kcr.dev/hold"]}, "data": {"a": "1"}});
-    assert_eq!(send(&c, "POST", CMS, JSON, &cm.to_string()).await.0, 201);
-    let path = format!("{CMS}/texts-j1");
+    assert_eq!(send(&c, "POST", &cms, JSON, &cm.to_string()).await.0, 201);
+    let path = format!("{cms}/texts-j1");
     let (code, status) = send(
         &c,
         "PATCH",

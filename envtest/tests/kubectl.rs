@@ -95,6 +95,8 @@ async fn kubectl_smoke() {
         println!("SKIPPED kubectl_smoke: no kubectl (build one with tools/control-plane/build.sh)");
         return;
     }
+    // Own server: reads request counters (`faults()`), starts with nodes (a builder option)
+    // and expects `envtest-node-0`.
     let server = TestApiServer::builder().nodes(2).start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

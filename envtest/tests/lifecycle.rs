@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestApiServer, TestNamespace, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use serde_json::json;
 
@@ -53,8 +53,8 @@ async fn gone(api: &Api<ConfigMap>, name: &str) {
 
 #[tokio::test]
 async fn finalizers_hold_deletion() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("finalizers").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = api
         .create(
             &PostParams::default(),
@@ -133,8 +133,8 @@ async fn finalizers_hold_deletion() {
 
 #[tokio::test]
 async fn garbage_collection_policies() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("gc-policies").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
 
     // Background (default): owner gone, dependents (and their dependents) follow.
     let owner = api
@@ -261,11 +261,12 @@ async fn garbage_collection_policies() {
 
 #[tokio::test]
 async fn namespace_deletion_and_deletecollection() {
-    let server = TestApiServer::start().await.unwrap();
-    let nss: Api<Namespace> = Api::all(server.client());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
+    let test_ns = TestNamespace::new("ns-deletion").await.unwrap();
+    let nss: Api<Namespace> = Api::all(test_ns.client());
+    let team = test_ns.unique_name("team");
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": team}})).unwrap();
     nss.create(&PostParams::default(), &ns).await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "team");
+    let api: Api<ConfigMap> = Api::namespaced(test_ns.client(), &team);
     api.create(&PostParams::default(), &plain("a", &[]))
         .await
         .unwrap();
@@ -275,8 +276,8 @@ async fn namespace_deletion_and_deletecollection() {
     )
     .await
     .unwrap();
-    nss.delete("team", &DeleteParams::default()).await.unwrap();
-    let terminating = nss.get("team").await.unwrap();
+    nss.delete(&team, &DeleteParams::default()).await.unwrap();
+    let terminating = nss.get(&team).await.unwrap();
     assert_eq!(
         terminating.status.unwrap().phase.as_deref(),
         Some("Terminating")
@@ -298,12 +299,14 @@ async fn namespace_deletion_and_deletecollection() {
     .await
     .unwrap();
     // The namespace goes when empty.
-    eventually("namespace team is deleted", CONTROLLERS, || async {
-        nss.get_opt("team").await.unwrap().is_none()
-    })
+    eventually(
+        &format!("namespace {team} is deleted"),
+        CONTROLLERS,
+        || async { nss.get_opt(&team).await.unwrap().is_none() },
+    )
     .await;
 
-    let def: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let def: Api<ConfigMap> = Api::default_namespaced(test_ns.client());
     for (n, l) in [("x1", "x"), ("x2", "x"), ("y1", "y")] {
         let o: ConfigMap =
             serde_json::from_value(json!({"metadata": {"name": n, "labels": {"g": l}}})).unwrap();
@@ -330,6 +333,7 @@ async fn namespace_deletion_and_deletecollection() {
 
 #[tokio::test]
 async fn fault_injection() {
+    // Own server: injects faults and reads request counters.
     let server = TestApiServer::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let faults = server.faults();

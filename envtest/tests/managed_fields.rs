@@ -7,7 +7,7 @@
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ServiceAccount};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
 use serde_json::{Value, json};
@@ -44,8 +44,8 @@ fn cm(name: &str, body: Value) -> ConfigMap {
 
 #[tokio::test]
 async fn a_create_owns_the_maps_it_adds_with_a_dot_member() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("mf-dot").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = cms
         .create(
             &pp("writer"),
@@ -88,8 +88,8 @@ async fn a_create_owns_the_maps_it_adds_with_a_dot_member() {
 
 #[tokio::test]
 async fn structs_the_type_always_has_are_not_owned_and_selectors_are_atomic() {
-    let server = TestApiServer::start().await.unwrap();
-    let deployments: Api<Deployment> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("mf-structs").await.unwrap();
+    let deployments: Api<Deployment> = Api::default_namespaced(ns.client());
     let d: Deployment =
         serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "mf-deploy"},
@@ -115,10 +115,10 @@ async fn structs_the_type_always_has_are_not_owned_and_selectors_are_atomic() {
 
 #[tokio::test]
 async fn what_the_server_writes_on_create_is_nobodys() {
-    let server = TestApiServer::start().await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(server.client());
+    let test_ns = TestNamespace::new("mf-nobody").await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(test_ns.client());
     let ns: Namespace = serde_json::from_value(
-        json!({"metadata": {"name": "mf-ns", "labels": {"team": "a"}}, "status": {"phase": "Terminating"}}),
+        json!({"metadata": {"name": test_ns.unique_name("mf-ns"), "labels": {"team": "a"}}, "status": {"phase": "Terminating"}}),
     )
     .unwrap();
     let created = namespaces.create(&pp("writer"), &ns).await.unwrap();
@@ -126,9 +126,9 @@ async fn what_the_server_writes_on_create_is_nobodys() {
         fields_v1(&created.metadata),
         json!({"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}, "f:team": {}}}})
     );
-    let nodes: Api<Node> = Api::all(server.client());
+    let nodes: Api<Node> = Api::all(test_ns.client());
     let node: Node = serde_json::from_value(
-        json!({"metadata": {"name": "mf-node", "labels": {"a": "b"}},
+        json!({"metadata": {"name": test_ns.unique_name("mf-node"), "labels": {"a": "b"}},
         "status": {"capacity": {"cpu": "1"}}}),
     )
     .unwrap();
@@ -142,8 +142,8 @@ async fn what_the_server_writes_on_create_is_nobodys() {
 
 #[tokio::test]
 async fn updates_of_an_object_nobody_owns_anything_of_are_not_tracked() {
-    let server = TestApiServer::start().await.unwrap();
-    let accounts: Api<ServiceAccount> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("mf-untracked").await.unwrap();
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(ns.client());
     let sa: ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": "mf-sa"}})).unwrap();
     let created = accounts.create(&pp("writer"), &sa).await.unwrap();
@@ -157,7 +157,7 @@ async fn updates_of_an_object_nobody_owns_anything_of_are_not_tracked() {
     assert_eq!(updated.metadata.labels, changed.metadata.labels);
     assert!(updated.metadata.managed_fields.is_none());
     // An object created owning something is tracked on update.
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = cms
         .create(
             &pp("creator"),
@@ -187,8 +187,8 @@ async fn updates_of_an_object_nobody_owns_anything_of_are_not_tracked() {
 
 #[tokio::test]
 async fn an_update_that_changes_nothing_is_no_write() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("mf-noop").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = cms
         .create(&pp("writer"), &cm("mf-noop", json!({"data": {"a": "1"}})))
         .await
@@ -228,8 +228,8 @@ async fn an_update_that_changes_nothing_is_no_write() {
 
 #[tokio::test]
 async fn a_dry_run_create_answers_uid_and_creation_timestamp_and_stores_nothing() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("mf-dry").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let params = PostParams {
         dry_run: true,
         field_manager: Some("writer".into()),
@@ -246,14 +246,15 @@ async fn a_dry_run_create_answers_uid_and_creation_timestamp_and_stores_nothing(
 
 #[tokio::test]
 async fn paginated_lists_count_the_remaining_items_and_rv0_ignores_the_limit() {
-    let server = TestApiServer::start().await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(server.client());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "mf-pages"}})).unwrap();
+    let test_ns = TestNamespace::new("mf-paginated").await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(test_ns.client());
+    let pages = test_ns.unique_name("mf-pages");
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": pages}})).unwrap();
     namespaces
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "mf-pages");
+    let cms: Api<ConfigMap> = Api::namespaced(test_ns.client(), &pages);
     for i in 0..5 {
         cms.create(&PostParams::default(), &cm(&format!("c{i}"), json!({})))
             .await
@@ -291,11 +292,12 @@ async fn paginated_lists_count_the_remaining_items_and_rv0_ignores_the_limit() {
     assert_eq!(selected.metadata.remaining_item_count, None);
     // resourceVersion=0 is served whole (the watch cache ignores the limit). kube-rs leaves
     // resourceVersion=0 out when a limit is set: ask for it directly.
-    let req =
-        http::Request::get("/api/v1/namespaces/mf-pages/configmaps?limit=2&resourceVersion=0")
-            .body(Vec::new())
-            .unwrap();
-    let cached: Value = server.client().request(req).await.unwrap();
+    let req = http::Request::get(format!(
+        "/api/v1/namespaces/{pages}/configmaps?limit=2&resourceVersion=0"
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let cached: Value = test_ns.client().request(req).await.unwrap();
     assert_eq!(
         cached["items"].as_array().map(Vec::len),
         Some(5),
@@ -306,8 +308,8 @@ async fn paginated_lists_count_the_remaining_items_and_rv0_ignores_the_limit() {
 
 #[tokio::test]
 async fn the_namespaces_the_server_creates_are_owned_by_kube_apiserver() {
-    let server = TestApiServer::start().await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(server.client());
+    let test_ns = TestNamespace::new("mf-owned").await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(test_ns.client());
     for name in ["default", "kube-system"] {
         let ns = namespaces.get(name).await.unwrap();
         let entries = ns.metadata.managed_fields.as_ref().expect("managedFields");
@@ -323,10 +325,10 @@ async fn the_namespaces_the_server_creates_are_owned_by_kube_apiserver() {
 async fn a_replication_controller_template_is_added_and_an_ingress_backend_port_is_atomic() {
     use k8s_openapi::api::core::v1::ReplicationController;
     use k8s_openapi::api::networking::v1::Ingress;
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("mf-rc").await.unwrap();
     // core/v1 ReplicationController's template is a pointer: the create adds it, so it and its
     // metadata and spec carry a "." (a Deployment's embedded template does not).
-    let rcs: Api<ReplicationController> = Api::namespaced(server.client(), "default");
+    let rcs: Api<ReplicationController> = Api::default_namespaced(ns.client());
     let rc: ReplicationController = serde_json::from_value(json!({"metadata": {"name": "rc"},
         "spec": {"replicas": 0, "selector": {"app": "rc"},
                  "template": {"metadata": {"labels": {"app": "rc"}},
@@ -338,7 +340,7 @@ async fn a_replication_controller_template_is_added_and_an_ingress_backend_port_
     assert_eq!(template["f:metadata"]["."], json!({}), "{template}");
     assert_eq!(template["f:spec"]["."], json!({}), "{template}");
     // networking/v1 ServiceBackendPort is an atomic struct: owned as one field.
-    let ingresses: Api<Ingress> = Api::namespaced(server.client(), "default");
+    let ingresses: Api<Ingress> = Api::default_namespaced(ns.client());
     let ing: Ingress = serde_json::from_value(json!({"metadata": {"name": "ing"},
         "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}))
     .unwrap();
@@ -354,8 +356,8 @@ async fn a_replication_controller_template_is_added_and_an_ingress_backend_port_
 async fn service_ports_are_keyed_by_port_and_protocol_in_field_sets() {
     use k8s_openapi::api::core::v1::Service;
     use kube::api::{Patch, PatchParams};
-    let server = TestApiServer::start().await.unwrap();
-    let services: Api<Service> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("mf-ports").await.unwrap();
+    let services: Api<Service> = Api::default_namespaced(ns.client());
     let svc: Service = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "mf-ports"},
         "spec": {"selector": {"app": "x"},

@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::de::DeserializeOwned;
@@ -31,8 +31,8 @@ fn invalid(e: kube::Error) -> (String, String) {
 
 #[tokio::test]
 async fn bad_metadata_and_configmap_keys() {
-    let server = TestApiServer::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("keys").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let pp = PostParams::default();
     let e = cms
         .create(
@@ -110,8 +110,8 @@ async fn bad_metadata_and_configmap_keys() {
 
 #[tokio::test]
 async fn a_selector_that_misses_the_template_and_a_negative_lease() {
-    let server = TestApiServer::start().await.unwrap();
-    let deployments: Api<Deployment> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("selector-lease").await.unwrap();
+    let deployments: Api<Deployment> = Api::default_namespaced(ns.client());
     let e = deployments
         .create(
             &PostParams::default(),
@@ -129,7 +129,7 @@ async fn a_selector_that_misses_the_template_and_a_negative_lease() {
             "Invalid value: {\"a\":\"c\"}: `selector` does not match template `labels`".to_string()
         )
     );
-    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+    let leases: Api<Lease> = Api::default_namespaced(ns.client());
     let e = leases
         .create(
             &PostParams::default(),
@@ -149,8 +149,8 @@ async fn a_selector_that_misses_the_template_and_a_negative_lease() {
 
 #[tokio::test]
 async fn a_custom_resource_update_needs_a_resource_version() {
-    let server = TestApiServer::start().await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    let ns = TestNamespace::new("cr-update").await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(ns.client());
     crds.create(&PostParams::default(), &of(json!({"metadata": {"name": "things.v.kcr.dev"},
         "spec": {"group": "v.kcr.dev", "scope": "Namespaced",
             "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
@@ -160,7 +160,7 @@ async fn a_custom_resource_update_needs_a_resource_version() {
         .unwrap();
     let gvk = GroupVersionKind::gvk("v.kcr.dev", "v1", "Thing");
     let things: Api<DynamicObject> =
-        Api::namespaced_with(server.client(), "default", &ApiResource::from_gvk(&gvk));
+        Api::namespaced_with(ns.client(), ns.namespace(), &ApiResource::from_gvk(&gvk));
     let thing: DynamicObject = of(json!({"apiVersion": "v.kcr.dev/v1", "kind": "Thing",
         "metadata": {"name": "t"}, "spec": {"a": 1}}));
     kcr_envtest::eventually(
@@ -201,13 +201,13 @@ async fn a_custom_resource_update_needs_a_resource_version() {
 #[tokio::test]
 async fn an_invalid_webhook_configuration_names_each_broken_field() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-    let server = TestApiServer::start().await.unwrap();
-    let configs: Api<ValidatingWebhookConfiguration> = Api::all(server.client());
+    let ns = TestNamespace::new("bad-webhook").await.unwrap();
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(ns.client());
     let e = configs
         .create(
             &PostParams::default(),
             &of(
-                json!({"metadata": {"name": "bad"}, "webhooks": [{"name": "nodots",
+                json!({"metadata": {"name": ns.unique_name("bad")}, "webhooks": [{"name": "nodots",
                 "clientConfig": {}, "sideEffects": "Maybe", "admissionReviewVersions": ["v1"]}]}),
             ),
         )

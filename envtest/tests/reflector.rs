@@ -62,6 +62,7 @@ async fn converge(api: &Api<ConfigMap>, lp: &ListParams, store: &Store<ConfigMap
 /// On both backends: 410s come from forced compaction (`Faults::compact_history`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflector_converges_through_faults() {
+    // Own server: injects faults, compacts history and reads request counters.
     let server = TestApiServer::start().await.unwrap();
     converges_through_faults(&server).await;
 }
@@ -71,6 +72,7 @@ async fn reflector_converges_through_faults() {
 /// of the forced compactions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflector_converges_through_a_small_history_window() {
+    // Own server: builder options (backend, history_window); injects faults.
     let server = TestApiServer::builder()
         .backend(kcr_envtest::Backend::InProcess)
         .history_window(40)

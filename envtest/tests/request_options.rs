@@ -3,26 +3,24 @@
 //! resourceVersion that is not a number, 504 for one in the future; and the ones it accepts.
 //! Raw HTTP through the client, so these hold on a real API server too.
 
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use serde_json::{Value, json};
 
-const CM: &str = "/api/v1/namespaces/default/configmaps";
+/// The ConfigMaps of the test's namespace.
+fn configmaps(ns: &TestNamespace) -> String {
+    format!("/api/v1/namespaces/{}/configmaps", ns.namespace())
+}
 
 /// One request over a plain HTTP/1.1 connection (no client middleware: kube-rs retries 5xx
 /// answers); the status code and the body's first JSON line (a watch streams several).
-async fn call(
-    server: &TestApiServer,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
+async fn call(ns: &TestNamespace, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let content_type = if method == "PATCH" {
         "application/merge-patch+json"
     } else {
         "application/json"
     };
-    let url = server.url();
+    let url = ns.url();
     let host = url
         .trim_start_matches("http://")
         .trim_end_matches('/')
@@ -73,44 +71,33 @@ fn cause_field(status: &Value) -> &str {
 
 #[tokio::test]
 async fn unsupported_option_values_are_invalid_options() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("options").await.unwrap();
+    let cms = configmaps(&ns);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "opts"}});
-    let (code, s) = call(
-        &server,
-        "POST",
-        &format!("{CM}?dryRun=Some"),
-        Some(cm.clone()),
-    )
-    .await;
+    let (code, s) = call(&ns, "POST", &format!("{cms}?dryRun=Some"), Some(cm.clone())).await;
     assert_eq!((code, cause_field(&s)), (422, "dryRun"), "{s}");
     assert_eq!(
         s["message"],
         "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Some\"]: supported values: \"All\""
     );
     let (code, s) = call(
-        &server,
+        &ns,
         "POST",
-        &format!("{CM}?fieldValidation=Loud"),
+        &format!("{cms}?fieldValidation=Loud"),
         Some(cm.clone()),
     )
     .await;
     assert_eq!((code, cause_field(&s)), (422, "fieldValidation"), "{s}");
     assert_eq!(s["details"]["kind"], "CreateOptions");
     // Nothing was created by the refused requests; a good one works.
-    let (code, _) = call(&server, "POST", CM, Some(cm)).await;
+    let (code, _) = call(&ns, "POST", &cms, Some(cm)).await;
     assert_eq!(code, 201);
-    let item = format!("{CM}/opts");
-    let (code, s) = call(
-        &server,
-        "PATCH",
-        &format!("{item}?force=true"),
-        Some(json!({})),
-    )
-    .await;
+    let item = format!("{cms}/opts");
+    let (code, s) = call(&ns, "PATCH", &format!("{item}?force=true"), Some(json!({}))).await;
     assert_eq!((code, cause_field(&s)), (422, "force"), "{s}");
     assert_eq!(s["details"]["kind"], "PatchOptions");
     let (code, s) = call(
-        &server,
+        &ns,
         "DELETE",
         &format!("{item}?propagationPolicy=Sometimes"),
         None,
@@ -124,31 +111,32 @@ async fn unsupported_option_values_are_invalid_options() {
             .ends_with("\"Orphan\", \"nil\""),
         "{s}"
     );
-    let (code, s) = call(&server, "DELETE", &format!("{item}?dryRun=Some"), None).await;
+    let (code, s) = call(&ns, "DELETE", &format!("{item}?dryRun=Some"), None).await;
     assert_eq!(
         (code, s["details"]["kind"].as_str()),
         (422, Some("DeleteOptions")),
         "{s}"
     );
     // Still there.
-    let (code, _) = call(&server, "GET", &item, None).await;
+    let (code, _) = call(&ns, "GET", &item, None).await;
     assert_eq!(code, 200);
 }
 
 #[tokio::test]
 async fn resource_versions_that_are_not_numbers_or_not_reached() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("rv-options").await.unwrap();
+    let cms = configmaps(&ns);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rv"}});
-    let (_, created) = call(&server, "POST", CM, Some(cm)).await;
-    let item = format!("{CM}/rv");
-    let (code, s) = call(&server, "GET", &format!("{item}?resourceVersion=abc"), None).await;
+    let (_, created) = call(&ns, "POST", &cms, Some(cm)).await;
+    let item = format!("{cms}/rv");
+    let (code, s) = call(&ns, "GET", &format!("{item}?resourceVersion=abc"), None).await;
     assert_eq!(code, 500, "{s}");
     assert_eq!(
         s["message"],
         "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"
     );
     let (code, s) = call(
-        &server,
+        &ns,
         "GET",
         &format!("{item}?resourceVersion=999999999"),
         None,
@@ -156,18 +144,12 @@ async fn resource_versions_that_are_not_numbers_or_not_reached() {
     .await;
     assert_eq!((code, s["reason"].as_str()), (504, Some("Timeout")), "{s}");
     let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
-    let (code, _) = call(
-        &server,
-        "GET",
-        &format!("{item}?resourceVersion={rv}"),
-        None,
-    )
-    .await;
+    let (code, _) = call(&ns, "GET", &format!("{item}?resourceVersion={rv}"), None).await;
     assert_eq!(code, 200);
     let (code, s) = call(
-        &server,
+        &ns,
         "GET",
-        &format!("{CM}?resourceVersionMatch=Exact"),
+        &format!("{cms}?resourceVersionMatch=Exact"),
         None,
     )
     .await;
@@ -177,9 +159,9 @@ async fn resource_versions_that_are_not_numbers_or_not_reached() {
         "{s}"
     );
     let (code, s) = call(
-        &server,
+        &ns,
         "GET",
-        &format!("{CM}?resourceVersion=1&resourceVersionMatch=Sometimes"),
+        &format!("{cms}?resourceVersion=1&resourceVersionMatch=Sometimes"),
         None,
     )
     .await;
@@ -189,7 +171,7 @@ async fn resource_versions_that_are_not_numbers_or_not_reached() {
         "{s}"
     );
     let (code, s) = call(
-        &server,
+        &ns,
         "PUT",
         &item,
         Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -205,21 +187,22 @@ async fn resource_versions_that_are_not_numbers_or_not_reached() {
 
 #[tokio::test]
 async fn watches_read_the_first_of_repeated_parameters_and_need_no_bookmarks_for_initial_events() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("watch-options").await.unwrap();
+    let cms = configmaps(&ns);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w"}});
-    call(&server, "POST", CM, Some(cm)).await;
+    call(&ns, "POST", &cms, Some(cm)).await;
     let (code, event) = call(
-        &server,
+        &ns,
         "GET",
-        &format!("{CM}?watch=true&timeoutSeconds=1&timeoutSeconds=abc"),
+        &format!("{cms}?watch=true&timeoutSeconds=1&timeoutSeconds=abc"),
         None,
     )
     .await;
     assert_eq!(code, 200, "{event}");
     let (code, s) = call(
-        &server,
+        &ns,
         "GET",
-        &format!("{CM}?watch=true&timeoutSeconds=abc"),
+        &format!("{cms}?watch=true&timeoutSeconds=abc"),
         None,
     )
     .await;
@@ -229,18 +212,18 @@ async fn watches_read_the_first_of_repeated_parameters_and_need_no_bookmarks_for
         "{s}"
     );
     let (code, event) = call(
-        &server,
+        &ns,
         "GET",
-        &format!("{CM}?watch=true&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"),
+        &format!("{cms}?watch=true&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"),
         None,
     )
     .await;
     assert_eq!(code, 200, "{event}");
     assert_eq!(event["type"], "ADDED");
     let (code, s) = call(
-        &server,
+        &ns,
         "GET",
-        &format!("{CM}?watch=true&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true"),
+        &format!("{cms}?watch=true&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true"),
         None,
     )
     .await;

@@ -15,11 +15,10 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
 const LIMIT: Duration = Duration::from_secs(30);
-const NS: &str = "default";
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -28,8 +27,9 @@ fn meta(name: &str) -> ObjectMeta {
     }
 }
 
+/// A token of a new ServiceAccount `name` in the client's namespace.
 async fn service_account_token(client: &kube::Client, name: &str) -> String {
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
+    let sas: Api<ServiceAccount> = Api::default_namespaced(client.clone());
     let sa = ServiceAccount {
         metadata: meta(name),
         ..Default::default()
@@ -68,12 +68,12 @@ async fn review_token(client: &kube::Client, token: &str) -> TokenReviewStatus {
         .unwrap_or_default()
 }
 
-fn sa_user(name: &str) -> (String, Vec<String>) {
+fn sa_user(namespace: &str, name: &str) -> (String, Vec<String>) {
     (
-        format!("system:serviceaccount:{NS}:{name}"),
+        format!("system:serviceaccount:{namespace}:{name}"),
         vec![
             "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{NS}"),
+            format!("system:serviceaccounts:{namespace}"),
             "system:authenticated".into(),
         ],
     )
@@ -113,19 +113,19 @@ fn get_metrics() -> Option<NonResourceAttributes> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_reviews_authenticate_service_account_tokens() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let ns = TestNamespace::new("token-review").await.unwrap();
+    let client = ns.client();
     let token = service_account_token(&client, "reviewed").await;
 
     let status = review_token(&client, &token).await;
     assert_eq!(status.authenticated, Some(true), "{status:?}");
     let user = status.user.unwrap();
-    let (name, groups) = sa_user("reviewed");
+    let (name, groups) = sa_user(ns.namespace(), "reviewed");
     assert_eq!(user.username.as_deref(), Some(name.as_str()));
     for g in &groups {
         assert!(user.groups.as_ref().unwrap().contains(g), "{g}: {user:?}");
     }
-    let sa = Api::<ServiceAccount>::namespaced(client.clone(), NS)
+    let sa = Api::<ServiceAccount>::default_namespaced(client.clone())
         .get("reviewed")
         .await
         .unwrap();
@@ -147,7 +147,7 @@ async fn token_reviews_authenticate_service_account_tokens() {
     );
 
     // A token of a deleted ServiceAccount stops authenticating.
-    Api::<ServiceAccount>::namespaced(client.clone(), NS)
+    Api::<ServiceAccount>::default_namespaced(client.clone())
         .delete("reviewed", &DeleteParams::default())
         .await
         .unwrap();
@@ -159,11 +159,13 @@ async fn token_reviews_authenticate_service_account_tokens() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subject_access_reviews_follow_rbac() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let ns = TestNamespace::new("sar").await.unwrap();
+    let client = ns.client();
     let pp = PostParams::default();
+    let namespace = ns.namespace();
+    let metrics_reader = ns.unique_name("reviews-metrics-reader");
     let reader_role = ClusterRole {
-        metadata: meta("reviews-metrics-reader"),
+        metadata: meta(&metrics_reader),
         rules: Some(vec![PolicyRule {
             non_resource_urls: Some(vec!["/metrics".into()]),
             verbs: vec!["get".into()],
@@ -178,25 +180,25 @@ async fn subject_access_reviews_follow_rbac() {
     let sa_subject = |name: &str| Subject {
         kind: "ServiceAccount".into(),
         name: name.into(),
-        namespace: Some(NS.into()),
+        namespace: Some(namespace.into()),
         api_group: None,
     };
     Api::<ClusterRoleBinding>::all(client.clone())
         .create(
             &pp,
             &ClusterRoleBinding {
-                metadata: meta("reviews-metrics-reader"),
+                metadata: meta(&metrics_reader),
                 role_ref: RoleRef {
                     api_group: Some("rbac.authorization.k8s.io".into()),
                     kind: "ClusterRole".into(),
-                    name: "reviews-metrics-reader".into(),
+                    name: metrics_reader.clone(),
                 },
                 subjects: Some(vec![sa_subject("scraper")]),
             },
         )
         .await
         .unwrap();
-    Api::<Role>::namespaced(client.clone(), NS)
+    Api::<Role>::default_namespaced(client.clone())
         .create(
             &pp,
             &Role {
@@ -212,7 +214,7 @@ async fn subject_access_reviews_follow_rbac() {
         )
         .await
         .unwrap();
-    Api::<RoleBinding>::namespaced(client.clone(), NS)
+    Api::<RoleBinding>::default_namespaced(client.clone())
         .create(
             &pp,
             &RoleBinding {
@@ -228,21 +230,27 @@ async fn subject_access_reviews_follow_rbac() {
         .await
         .unwrap();
 
-    let scraper = sa_user("scraper");
-    let stranger = sa_user("stranger");
-    let configmap = |ns: &str, name: &str, verb: &str| {
+    let scraper = sa_user(namespace, "scraper");
+    let stranger = sa_user(namespace, "stranger");
+    let configmap = |in_namespace: &str, name: &str, verb: &str| {
         Some(ResourceAttributes {
-            namespace: Some(ns.into()),
+            namespace: Some(in_namespace.into()),
             resource: Some("configmaps".into()),
             name: Some(name.into()),
             verb: Some(verb.into()),
             ..Default::default()
         })
     };
-    // RBAC takes effect asynchronously on a real server.
+    // RBAC takes effect asynchronously on a real ns.
     eventually("the bindings are in effect", LIMIT, || async {
         allowed(&client, &scraper, None, get_metrics()).await
-            && allowed(&client, &scraper, configmap(NS, "settings", "get"), None).await
+            && allowed(
+                &client,
+                &scraper,
+                configmap(namespace, "settings", "get"),
+                None,
+            )
+            .await
     })
     .await;
     assert!(!allowed(&client, &stranger, None, get_metrics()).await);
@@ -256,8 +264,24 @@ async fn subject_access_reviews_follow_rbac() {
         verb: Some("get".into()),
     });
     assert!(!allowed(&client, &scraper, None, other_path).await);
-    assert!(!allowed(&client, &scraper, configmap(NS, "other", "get"), None).await);
-    assert!(!allowed(&client, &scraper, configmap(NS, "settings", "delete"), None).await);
+    assert!(
+        !allowed(
+            &client,
+            &scraper,
+            configmap(namespace, "other", "get"),
+            None
+        )
+        .await
+    );
+    assert!(
+        !allowed(
+            &client,
+            &scraper,
+            configmap(namespace, "settings", "delete"),
+            None
+        )
+        .await
+    );
     assert!(
         !allowed(
             &client,

@@ -5,7 +5,7 @@
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
@@ -19,8 +19,8 @@ fn api_err(e: kube::Error) -> kube::core::Status {
 
 #[tokio::test]
 async fn deployments_scale_through_the_subresource() {
-    let server = TestApiServer::start().await.unwrap();
-    let deployments: Api<Deployment> = Api::default_namespaced(server.client());
+    let ns = TestNamespace::new("scale").await.unwrap();
+    let deployments: Api<Deployment> = Api::default_namespaced(ns.client());
     let d: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "web"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
@@ -106,7 +106,7 @@ async fn deployments_scale_through_the_subresource() {
     assert_eq!(stored.spec.replicas, Some(1));
 
     // A StatefulSet without spec.replicas reads as 1 (the server's default).
-    let sets: Api<StatefulSet> = Api::default_namespaced(server.client());
+    let sets: Api<StatefulSet> = Api::default_namespaced(ns.client());
     let s: StatefulSet = serde_json::from_value(json!({
         "metadata": {"name": "db"},
         "spec": {"selector": {"matchLabels": {"app": "db"}}, "serviceName": "db",
@@ -119,7 +119,7 @@ async fn deployments_scale_through_the_subresource() {
     assert_eq!(scale.spec.and_then(|s| s.replicas), Some(1));
 
     // Kinds without replicas have no scale subresource.
-    let configmaps: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("c".into());
     configmaps
@@ -132,34 +132,33 @@ async fn deployments_scale_through_the_subresource() {
 
 #[tokio::test]
 async fn custom_resources_scale_through_their_crd_paths() {
-    let server = TestApiServer::start().await.unwrap();
-    server
-        .install_crd_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": "workers.example.com"},
-            "spec": {
-                "group": "example.com",
-                "scope": "Namespaced",
-                "names": {"plural": "workers", "singular": "worker", "kind": "Worker"},
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}},
-                    "subresources": {"status": {}, "scale": {
-                        "specReplicasPath": ".spec.size",
-                        "statusReplicasPath": ".status.ready",
-                        "labelSelectorPath": ".status.selector"}}
-                }]
-            }
-        }))
-        .await
-        .unwrap();
+    let ns = TestNamespace::new("cr-scale").await.unwrap();
+    ns.install_crd_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "workers.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "workers", "singular": "worker", "kind": "Worker"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.size",
+                    "statusReplicasPath": ".status.ready",
+                    "labelSelectorPath": ".status.selector"}}
+            }]
+        }
+    }))
+    .await
+    .unwrap();
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", "v1", "Worker"),
         "workers",
     );
-    let workers: Api<DynamicObject> = Api::default_namespaced_with(server.client(), &ar);
+    let workers: Api<DynamicObject> = Api::default_namespaced_with(ns.client(), &ar);
     let w: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "Worker",
         "metadata": {"name": "w"}, "spec": {"size": 2, "colour": "red"}

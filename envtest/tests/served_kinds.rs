@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -57,50 +57,52 @@ async fn post(client: &kube::Client, path: &str, body: Value) -> (u16, Value) {
 /// Each newly served kind: created, read back, listed, and deleted.
 #[tokio::test]
 async fn the_added_kinds_are_served() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let ns = TestNamespace::new("served").await.unwrap();
+    let client = ns.client();
+    let n = ns.namespace();
+    let role = ns.unique_name("served-kinds");
     let rbac = "rbac.authorization.k8s.io/v1";
-    let kinds = [
+    let kinds: [(&str, Value); 8] = [
         (
-            "/api/v1/namespaces/default/endpoints",
+            &format!("/api/v1/namespaces/{n}/endpoints"),
             json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ep"},
                 "subsets": [{"addresses": [{"ip": "10.1.2.3"}], "ports": [{"port": 80}]}]}),
         ),
         (
-            "/api/v1/namespaces/default/replicationcontrollers",
+            &format!("/api/v1/namespaces/{n}/replicationcontrollers"),
             json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
                 "spec": {"replicas": 0, "template": {"metadata": {"labels": {"app": "rc"}},
                 "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
         ),
         (
-            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+            &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{n}/roles"),
             json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "r"},
                 "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
         ),
         (
-            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{n}/rolebindings"),
             json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "rb"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
                 "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]}),
         ),
         (
             "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-            json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": "served-kinds"},
+            json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role},
                 "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}),
         ),
         (
             "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "served-kinds"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "served-kinds"},
+            json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
                 "subjects": [{"kind": "Group", "name": "g", "apiGroup": "rbac.authorization.k8s.io"}]}),
         ),
         (
-            "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+            &format!("/apis/networking.k8s.io/v1/namespaces/{n}/ingresses"),
             json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "ing"},
                 "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}),
         ),
         (
-            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            &format!("/apis/discovery.k8s.io/v1/namespaces/{n}/endpointslices"),
             json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "es"},
                 "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.2.3"]}], "ports": [{"port": 80}]}),
         ),
@@ -129,7 +131,7 @@ async fn the_added_kinds_are_served() {
     // Defaults and first status, as kube-apiserver writes them.
     let (_, ep) = post(
         &client,
-        "/api/v1/namespaces/default/endpoints",
+        &format!("/api/v1/namespaces/{n}/endpoints"),
         json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ep2"},
             "subsets": [{"addresses": [{"ip": "10.1.2.3"}], "ports": [{"port": 80}]}]}),
     )
@@ -137,7 +139,7 @@ async fn the_added_kinds_are_served() {
     assert_eq!(ep["subsets"][0]["ports"][0]["protocol"], "TCP");
     let (_, rc) = post(
         &client,
-        "/api/v1/namespaces/default/replicationcontrollers",
+        &format!("/api/v1/namespaces/{n}/replicationcontrollers"),
         json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc2"},
             "spec": {"replicas": 0, "template": {"metadata": {"labels": {"app": "rc"}},
             "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
@@ -149,14 +151,14 @@ async fn the_added_kinds_are_served() {
     assert_eq!(rc["metadata"]["generation"], 1);
     let (_, ing) = post(
         &client,
-        "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+        &format!("/apis/networking.k8s.io/v1/namespaces/{n}/ingresses"),
         json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "ing2"},
             "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}),
     )
     .await;
     assert_eq!(ing["status"], json!({"loadBalancer": {}}));
     // An EndpointSlice's generation counts label changes too.
-    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    let slices = &format!("/apis/discovery.k8s.io/v1/namespaces/{n}/endpointslices");
     let (_, es) = post(
         &client,
         slices,
@@ -199,8 +201,8 @@ async fn the_added_kinds_are_served() {
 /// group/version/kind), verbs, categories, subresources, and empty response-kind groups.
 #[tokio::test]
 async fn discovery_is_as_upstream() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let ns = TestNamespace::new("discovery").await.unwrap();
+    let client = ns.client();
     let entry = |list: &Value, name: &str| {
         list["resources"]
             .as_array()
@@ -314,8 +316,8 @@ async fn discovery_is_as_upstream() {
 /// Verbs a resource does not have answer 405, as upstream.
 #[tokio::test]
 async fn verbs_a_resource_lacks_are_not_allowed() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let ns = TestNamespace::new("verbs").await.unwrap();
+    let client = ns.client();
     let (code, list) = get(&client, "/api/v1/componentstatuses").await;
     assert_eq!(code, 200);
     assert_eq!(list["kind"], "ComponentStatusList");
@@ -356,7 +358,10 @@ async fn verbs_a_resource_lacks_are_not_allowed() {
     );
     let (code, _) = get(
         &client,
-        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        &format!(
+            "/api/v1/namespaces/{}/serviceaccounts/default/token",
+            ns.namespace()
+        ),
     )
     .await;
     assert_eq!(code, 405);
@@ -365,14 +370,15 @@ async fn verbs_a_resource_lacks_are_not_allowed() {
 /// A TokenRequest for an existing ServiceAccount answers a token and stores nothing.
 #[tokio::test]
 async fn service_account_tokens() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let path = "/api/v1/namespaces/default/serviceaccounts/default/token";
+    let ns = TestNamespace::new("sa-tokens").await.unwrap();
+    let client = ns.client();
+    let n = ns.namespace();
+    let path = &format!("/api/v1/namespaces/{n}/serviceaccounts/default/token");
     // The serviceaccount controller creates `default` (asynchronously on the real backend).
     eventually("the default ServiceAccount", LIMIT, || async {
         get(
             &client,
-            "/api/v1/namespaces/default/serviceaccounts/default",
+            &format!("/api/v1/namespaces/{n}/serviceaccounts/default"),
         )
         .await
         .0 == 200
@@ -393,7 +399,7 @@ async fn service_account_tokens() {
         err["details"]["causes"][0]["field"],
         "spec.expirationSeconds"
     );
-    let missing = "/api/v1/namespaces/default/serviceaccounts/nosuch/token";
+    let missing = &format!("/api/v1/namespaces/{n}/serviceaccounts/nosuch/token");
     let (code, err) = post(&client, missing, request(json!({}))).await;
     assert_eq!(code, 404);
     assert_eq!(err["message"], "serviceaccounts \"nosuch\" not found");
@@ -402,9 +408,9 @@ async fn service_account_tokens() {
 /// `pods/ephemeralcontainers` reads the Pod and changes only its ephemeral containers.
 #[tokio::test]
 async fn ephemeral_containers() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let pods = "/api/v1/namespaces/default/pods";
+    let ns = TestNamespace::new("ephemeral").await.unwrap();
+    let client = ns.client();
+    let pods = &format!("/api/v1/namespaces/{}/pods", ns.namespace());
     let (code, _) = post(
         &client,
         pods,
@@ -441,8 +447,8 @@ async fn ephemeral_containers() {
 /// The `kubernetes` Service, bootstrap RBAC and each namespace's `default` ServiceAccount.
 #[tokio::test]
 async fn bootstrap_objects() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let ns = TestNamespace::new("bootstrap").await.unwrap();
+    let client = ns.client();
     // kube-apiserver writes it moments after it is ready; kcr-envtest before it answers.
     let path = "/api/v1/namespaces/default/services/kubernetes";
     eventually("the kubernetes Service", LIMIT, || async {
@@ -488,10 +494,11 @@ async fn bootstrap_objects() {
         view["aggregationRule"]["clusterRoleSelectors"].is_array(),
         "{view}"
     );
+    let served_sa = ns.unique_name("served-sa");
     let (code, _) = post(
         &client,
         "/api/v1/namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "served-sa"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": served_sa}}),
     )
     .await;
     assert_eq!(code, 201);
@@ -501,7 +508,7 @@ async fn bootstrap_objects() {
         || async {
             get(
                 &client,
-                "/api/v1/namespaces/served-sa/serviceaccounts/default",
+                &format!("/api/v1/namespaces/{served_sa}/serviceaccounts/default"),
             )
             .await
             .0 == 200
@@ -539,14 +546,15 @@ async fn table(client: &kube::Client, path: &str) -> (Vec<String>, Vec<Vec<Value
 /// The added kinds print upstream's columns (the AGE cells aside).
 #[tokio::test]
 async fn the_added_kinds_print_upstreams_columns() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let test_ns = TestNamespace::new("print-columns").await.unwrap();
+    let client = test_ns.client();
+    let printed = test_ns.unique_name("printed");
     let ns = "/api/v1/namespaces";
     assert_eq!(
         post(
             &client,
             ns,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "printed"}})
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": printed}})
         )
         .await
         .0,
@@ -554,7 +562,7 @@ async fn the_added_kinds_print_upstreams_columns() {
     );
     let objects = [
         (
-            "/api/v1/namespaces/printed/endpoints",
+            &format!("/api/v1/namespaces/{printed}/endpoints"),
             json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ep"},
                 "subsets": [{"addresses": [{"ip": "10.1.2.3"}, {"ip": "10.1.2.4"}],
                     "ports": [{"port": 80, "name": "a"}, {"port": 81, "name": "b"}]}]}),
@@ -565,7 +573,7 @@ async fn the_added_kinds_print_upstreams_columns() {
             ],
         ),
         (
-            "/apis/discovery.k8s.io/v1/namespaces/printed/endpointslices",
+            &format!("/apis/discovery.k8s.io/v1/namespaces/{printed}/endpointslices"),
             json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "es"},
                 "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.2.3"]}, {"addresses": ["10.1.2.4"]}],
                 "ports": [{"port": 80, "name": "a"}, {"port": 81, "name": "b"}]}),
@@ -578,7 +586,7 @@ async fn the_added_kinds_print_upstreams_columns() {
             ],
         ),
         (
-            "/apis/networking.k8s.io/v1/namespaces/printed/ingresses",
+            &format!("/apis/networking.k8s.io/v1/namespaces/{printed}/ingresses"),
             json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "ing"},
                 "spec": {"ingressClassName": "nginx", "rules": [{"host": "a.example.com", "http": {"paths": [
                     {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "s", "port": {"number": 80}}}}]}},
@@ -593,7 +601,7 @@ async fn the_added_kinds_print_upstreams_columns() {
             ],
         ),
         (
-            "/api/v1/namespaces/printed/replicationcontrollers",
+            &format!("/api/v1/namespaces/{printed}/replicationcontrollers"),
             json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
                 "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "rc"}},
                 "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
@@ -610,11 +618,11 @@ async fn the_added_kinds_print_upstreams_columns() {
             vec![json!("rc"), json!(2), json!(0), json!(0)],
         ),
         (
-            "/apis/rbac.authorization.k8s.io/v1/namespaces/printed/rolebindings",
+            &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{printed}/rolebindings"),
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
                 "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"},
-                    {"kind": "ServiceAccount", "name": "sa", "namespace": "printed"},
+                    {"kind": "ServiceAccount", "name": "sa", "namespace": printed},
                     {"kind": "Group", "name": "g1", "apiGroup": "rbac.authorization.k8s.io"}]}),
             vec!["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
             vec![json!("rb"), json!("Role/r")],
@@ -628,14 +636,18 @@ async fn the_added_kinds_print_upstreams_columns() {
     }
     let (_, rows) = table(
         &client,
-        "/apis/rbac.authorization.k8s.io/v1/namespaces/printed/rolebindings",
+        &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{printed}/rolebindings"),
     )
     .await;
     assert_eq!(
         rows[0][3..],
-        [json!("alice"), json!("g1"), json!("printed/sa")]
+        [json!("alice"), json!("g1"), json!(format!("{printed}/sa"))]
     );
-    let (_, rows) = table(&client, "/api/v1/namespaces/printed/replicationcontrollers").await;
+    let (_, rows) = table(
+        &client,
+        &format!("/api/v1/namespaces/{printed}/replicationcontrollers"),
+    )
+    .await;
     assert_eq!(
         rows[0][5..],
         [json!("c"), json!("busybox:1"), json!("app=rc")]
@@ -662,9 +674,9 @@ async fn the_added_kinds_print_upstreams_columns() {
 /// `pods/binding` assigns a Pod to a node once; `pods/eviction` deletes it.
 #[tokio::test]
 async fn pod_binding_and_eviction() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let pods = "/api/v1/namespaces/default/pods";
+    let ns = TestNamespace::new("binding").await.unwrap();
+    let client = ns.client();
+    let pods = &format!("/api/v1/namespaces/{}/pods", ns.namespace());
     for name in ["bound", "evicted"] {
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}});

@@ -7,7 +7,7 @@
 
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use serde_json::{Value, json};
@@ -46,27 +46,31 @@ fn configmap(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}})
 }
 
-const CMS: &str = "/api/v1/namespaces/default/configmaps";
+/// The ConfigMaps of the test's namespace.
+fn configmaps(ns: &TestNamespace) -> String {
+    format!("/api/v1/namespaces/{}/configmaps", ns.namespace())
+}
 
 #[tokio::test]
 async fn built_in_objects_and_lists_are_written_kind_first_with_a_newline() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
-    let (code, created) = send(&c, "POST", CMS, &[], Some(configmap("wire-order"))).await;
+    let ns = TestNamespace::new("wire-order").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
+    let (code, created) = send(&c, "POST", &cms, &[], Some(configmap("wire-order"))).await;
     assert_eq!(code, 201, "{created}");
     assert!(
         created.starts_with(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"#),
         "{created}"
     );
     assert!(created.ends_with("}\n"), "{created:?}");
-    let (code, got) = send(&c, "GET", &format!("{CMS}/wire-order"), &[], None).await;
+    let (code, got) = send(&c, "GET", &format!("{cms}/wire-order"), &[], None).await;
     assert_eq!(code, 200);
     assert!(
         got.starts_with(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"#),
         "{got}"
     );
 
-    let (code, list) = send(&c, "GET", CMS, &[], None).await;
+    let (code, list) = send(&c, "GET", &cms, &[], None).await;
     assert_eq!(code, 200);
     assert!(
         list.starts_with(
@@ -101,7 +105,7 @@ async fn built_in_objects_and_lists_are_written_kind_first_with_a_newline() {
     let (code, events) = send(
         &c,
         "GET",
-        &format!("{CMS}?watch=true&timeoutSeconds=1&fieldSelector=metadata.name%3Dwire-order"),
+        &format!("{cms}?watch=true&timeoutSeconds=1&fieldSelector=metadata.name%3Dwire-order"),
         &[],
         None,
     )
@@ -118,9 +122,10 @@ async fn built_in_objects_and_lists_are_written_kind_first_with_a_newline() {
 
 #[tokio::test]
 async fn status_bodies_are_written_as_the_real_server_does() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
-    let (code, body) = send(&c, "GET", &format!("{CMS}/wire-missing"), &[], None).await;
+    let ns = TestNamespace::new("wire-status").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
+    let (code, body) = send(&c, "GET", &format!("{cms}/wire-missing"), &[], None).await;
     assert_eq!(code, 404);
     assert!(
         body.starts_with(r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"wire-missing\" not found","reason":"NotFound","details":{"name":"wire-missing","kind":"configmaps"},"code":404}"#),
@@ -132,7 +137,7 @@ async fn status_bodies_are_written_as_the_real_server_does() {
     let (code, body) = send(
         &c,
         "POST",
-        "/apis/apps/v1/namespaces/default/deployments",
+        &format!("/apis/apps/v1/namespaces/{}/deployments", ns.namespace()),
         &[],
         Some(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}})),
     )
@@ -149,9 +154,8 @@ async fn status_bodies_are_written_as_the_real_server_does() {
 
 #[tokio::test]
 async fn custom_resources_are_written_in_key_order_and_listed_whole() {
-    let server = TestApiServer::start().await.unwrap();
-    server
-        .install_crd_value(json!({
+    let ns = TestNamespace::new("wire-cr").await.unwrap();
+    ns.install_crd_value(json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
             "metadata": {"name": "wires.wire.kcr.dev"},
@@ -165,8 +169,8 @@ async fn custom_resources_are_written_in_key_order_and_listed_whole() {
         }))
         .await
         .unwrap();
-    let c = server.client();
-    let path = "/apis/wire.kcr.dev/v1/namespaces/default/wires";
+    let c = ns.client();
+    let path = &format!("/apis/wire.kcr.dev/v1/namespaces/{}/wires", ns.namespace());
     let wire = json!({"apiVersion": "wire.kcr.dev/v1", "kind": "Wire", "metadata": {"name": "w1"}, "spec": {"b": 1, "a": 2}});
     eventually("the custom resource is created", LIMIT, || async {
         let (code, body) = send(&c, "POST", path, &[], Some(wire.clone())).await;
@@ -208,13 +212,14 @@ async fn custom_resources_are_written_in_key_order_and_listed_whole() {
 
 #[tokio::test]
 async fn a_delete_that_removes_the_object_answers_a_status() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
+    let ns = TestNamespace::new("wire-delete").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
     let api: Api<ConfigMap> = Api::default_namespaced(c.clone());
     let pp = PostParams::default();
     let cm: ConfigMap = serde_json::from_value(configmap("wire-del")).unwrap();
     let created = api.create(&pp, &cm).await.unwrap();
-    let (code, body) = send(&c, "DELETE", &format!("{CMS}/wire-del"), &[], None).await;
+    let (code, body) = send(&c, "DELETE", &format!("{cms}/wire-del"), &[], None).await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(
         serde_json::from_str::<Value>(&body).unwrap(),
@@ -307,13 +312,14 @@ async fn a_delete_that_removes_the_object_answers_a_status() {
 
 #[tokio::test]
 async fn writes_answer_partial_object_metadata_when_asked() {
-    let server = TestApiServer::start().await.unwrap();
-    let c = server.client();
+    let ns = TestNamespace::new("wire-pom").await.unwrap();
+    let c = ns.client();
+    let cms = configmaps(&ns);
     let accept = [(
         "accept",
         "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
     )];
-    let (code, body) = send(&c, "POST", CMS, &accept, Some(configmap("wire-pom"))).await;
+    let (code, body) = send(&c, "POST", &cms, &accept, Some(configmap("wire-pom"))).await;
     assert_eq!(code, 201, "{body}");
     assert!(
         body.starts_with(
@@ -327,7 +333,7 @@ async fn writes_answer_partial_object_metadata_when_asked() {
     let (code, body) = send(
         &c,
         "PUT",
-        &format!("{CMS}/wire-pom"),
+        &format!("{cms}/wire-pom"),
         &accept,
         Some(configmap("wire-pom")),
     )
@@ -341,7 +347,7 @@ async fn writes_answer_partial_object_metadata_when_asked() {
 
 #[tokio::test]
 async fn custom_resource_tables_show_the_crd_columns() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("wire-tables").await.unwrap();
     let crd = |plural: &str, kind: &str, columns: Value| {
         json!({
             "apiVersion": "apiextensions.k8s.io/v1",
@@ -357,8 +363,7 @@ async fn custom_resource_tables_show_the_crd_columns() {
             }
         })
     };
-    server
-        .install_crd_value(crd(
+    ns.install_crd_value(crd(
             "dials",
             "Dial",
             json!([
@@ -369,14 +374,13 @@ async fn custom_resource_tables_show_the_crd_columns() {
         ))
         .await
         .unwrap();
-    server
-        .install_crd_value(crd("knobs", "Knob", json!([])))
+    ns.install_crd_value(crd("knobs", "Knob", json!([])))
         .await
         .unwrap();
-    let c = server.client();
+    let c = ns.client();
     let accept = [("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
-    let dials = "/apis/wire.kcr.dev/v1/namespaces/default/dials";
-    let knobs = "/apis/wire.kcr.dev/v1/namespaces/default/knobs";
+    let dials = &format!("/apis/wire.kcr.dev/v1/namespaces/{}/dials", ns.namespace());
+    let knobs = &format!("/apis/wire.kcr.dev/v1/namespaces/{}/knobs", ns.namespace());
     for (path, kind) in [(dials, "Dial"), (knobs, "Knob")] {
         let obj = json!({"apiVersion": "wire.kcr.dev/v1", "kind": kind, "metadata": {"name": "x1"},
             "spec": {"size": 6, "color": "red"}});

@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kcr_envtest::{TestApiServer, eventually};
+use kcr_envtest::{TestNamespace, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -44,7 +44,7 @@ fn around_template(cron: bool, template: Value) -> Value {
     }
 }
 
-async fn exercise<K>(server: &TestApiServer, spec: Value, status: Value)
+async fn exercise<K>(ns: &TestNamespace, spec: Value, status: Value)
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -54,7 +54,7 @@ where
 {
     let kind = K::kind(&()).to_string();
     let cron = spec.get("jobTemplate").is_some();
-    let api: Api<K> = Api::namespaced(server.client(), "default");
+    let api: Api<K> = Api::default_namespaced(ns.client());
     let object: K = serde_json::from_value(json!({
         "apiVersion": K::api_version(&()),
         "kind": kind,
@@ -215,17 +215,19 @@ where
 
 #[tokio::test]
 async fn workload_kinds_are_served() {
-    let server = TestApiServer::start().await.expect("envtest starts");
+    let ns = TestNamespace::new("workloads")
+        .await
+        .expect("envtest starts");
     let selector = json!({"matchLabels": {"app": "w"}});
     let controller_spec = json!({"selector": selector, "template": pod_template("w")});
     let replicas = json!({"replicas": 1, "readyReplicas": 1});
-    exercise::<Deployment>(&server, controller_spec.clone(), replicas.clone()).await;
-    exercise::<ReplicaSet>(&server, controller_spec.clone(), replicas.clone()).await;
+    exercise::<Deployment>(&ns, controller_spec.clone(), replicas.clone()).await;
+    exercise::<ReplicaSet>(&ns, controller_spec.clone(), replicas.clone()).await;
     let mut sts = controller_spec.clone();
     sts["serviceName"] = json!("w");
-    exercise::<StatefulSet>(&server, sts, replicas).await;
+    exercise::<StatefulSet>(&ns, sts, replicas).await;
     exercise::<DaemonSet>(
-        &server,
+        &ns,
         controller_spec,
         json!({"currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberMisscheduled": 0, "numberReady": 1}),
     )
@@ -234,13 +236,13 @@ async fn workload_kinds_are_served() {
     let mut job_template = pod_template("w");
     job_template["spec"]["restartPolicy"] = json!("Never");
     exercise::<Job>(
-        &server,
+        &ns,
         json!({"template": job_template.clone()}),
         json!({"active": 1}),
     )
     .await;
     exercise::<CronJob>(
-        &server,
+        &ns,
         json!({"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": job_template}}}),
         json!({"lastScheduleTime": "2026-11-29T18:00:00Z"}),
     )
@@ -249,8 +251,10 @@ async fn workload_kinds_are_served() {
 
 #[tokio::test]
 async fn workload_kinds_are_discoverable_with_short_names() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let client = server.client();
+    let ns = TestNamespace::new("short-names")
+        .await
+        .expect("envtest starts");
+    let client = ns.client();
     let apps = client
         .list_api_group_resources("apps/v1")
         .await
@@ -286,9 +290,11 @@ async fn workload_kinds_are_discoverable_with_short_names() {
 #[tokio::test]
 async fn a_job_deleted_without_a_policy_orphans_its_pods() {
     use k8s_openapi::api::core::v1::Pod;
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let jobs: Api<Job> = Api::namespaced(server.client(), "default");
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("job-orphans")
+        .await
+        .expect("envtest starts");
+    let jobs: Api<Job> = Api::default_namespaced(ns.client());
+    let pods: Api<Pod> = Api::default_namespaced(ns.client());
     let mut template = pod_template("j");
     template["spec"]["restartPolicy"] = json!("Never");
     let job: Job = serde_json::from_value(json!({
