@@ -32,7 +32,7 @@
 //! ```
 //!
 //! The standalone binary serves the same API for kubectl:
-//! `cargo run -p kcr-envtest -- --port 6443 --kubeconfig /tmp/kc [--nodes N]`, then
+//! `cargo run -p kcr-envtest-cli -- --port 6443 --kubeconfig /tmp/kc [--nodes N]`, then
 //! `KUBECONFIG=/tmp/kc kubectl get nodes` (with `KCR_ENVTEST_BACKEND=real` it serves the real
 //! backend through its proxy on that port; SIGINT or SIGTERM stops it and its processes).
 //! kubectl works without extra flags: `apply -f`

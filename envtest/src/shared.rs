@@ -236,10 +236,12 @@ impl TestNamespace {
         self.client.clone()
     }
 
-    /// `<prefix>-<this namespace's random suffix>`: a name no other test of the binary uses,
-    /// for cluster-scoped objects (ClusterRoles, Nodes, PersistentVolumes, ...).
+    /// `<prefix>-u<this namespace's random suffix>`: a name no other test of the binary uses,
+    /// for cluster-scoped objects (ClusterRoles, Nodes, PersistentVolumes, Namespaces, ...). The
+    /// `u` keeps it apart from every test namespace's name (`<prefix>-<suffix>`), whatever the
+    /// prefixes.
     pub fn unique_name(&self, prefix: &str) -> String {
-        format!("{}-{}", label_prefix(prefix), self.suffix)
+        format!("{}-u{}", label_prefix(prefix), self.suffix)
     }
 
     /// The backend the shared server runs.

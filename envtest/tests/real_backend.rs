@@ -1,8 +1,7 @@
-//! The backend choice itself: bad names and missing binaries are clear errors, options that do
-//! not exist on a backend are typed errors, and a real control plane dies with its test, also
-//! when the test panics.
-
-use std::process::Command;
+//! The backend choice itself: options that do not exist on a backend are typed errors, and a
+//! real control plane dies with its test, also when the test panics. (Bad backend names and
+//! missing binaries, and a test process killed with SIGKILL, are tested through the binary in
+//! `envtest/cli/tests/cli.rs`.)
 
 use kcr_envtest::{Backend, Binaries, EnvtestError, TestApiServer};
 
@@ -33,37 +32,6 @@ fn real_backend_available(test: &str) -> bool {
             false
         }
     }
-}
-
-#[test]
-fn a_bad_backend_name_and_missing_binaries_are_clear_errors() {
-    let binary = env!("CARGO_BIN_EXE_kcr-envtest");
-    let out = Command::new(binary)
-        .args(["--port", "0"])
-        .env("KCR_ENVTEST_BACKEND", "kind")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("unknown kcr-envtest backend \"kind\""),
-        "{stderr}"
-    );
-
-    let empty = tempfile::tempdir().unwrap();
-    let out = Command::new(binary)
-        .args(["--port", "0"])
-        .env("KCR_ENVTEST_BACKEND", "real")
-        .env("KUBEBUILDER_ASSETS", empty.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("tools/control-plane/build.sh"), "{stderr}");
-    assert!(
-        stderr.contains(&empty.path().display().to_string()),
-        "names where it looked: {stderr}"
-    );
 }
 
 #[tokio::test]
@@ -262,98 +230,4 @@ async fn rbac_is_enforced_for_other_users() {
         matches!(err, kube::Error::Api(ref s) if s.code == 403),
         "{err}"
     );
-}
-
-/// The processes whose parent is `parent`, with their command lines.
-fn children_of(parent: u32) -> Vec<(u32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let rest = &stat[stat.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(parent)
-        })
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            Some((pid, String::from_utf8_lossy(&raw).replace('\0', " ")))
-        })
-        .collect()
-}
-
-/// Whether `pid` runs (exists and is not a zombie waiting to be reaped).
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = &stat[stat.rfind(')')? + 1..];
-            rest.split_whitespace().next().map(|state| state != "Z")
-        })
-        .unwrap_or(false)
-}
-
-/// A test process killed by a signal runs no destructor: its control plane must still go (each
-/// process has a watchdog that acts when the test process is gone).
-#[test]
-fn a_killed_test_process_takes_its_control_plane_with_it() {
-    use std::io::BufRead;
-    if !real_backend_available("a_killed_test_process_takes_its_control_plane_with_it") {
-        return;
-    }
-    let mut cli = Command::new(env!("CARGO_BIN_EXE_kcr-envtest"))
-        .args(["--port", "0"])
-        .env("KCR_ENVTEST_BACKEND", "real")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = cli.stdout.take().unwrap();
-    // It prints this line once the control plane is up (and exits, closing stdout, if not).
-    let ready = std::io::BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.starts_with("kcr-envtest serving on"));
-    assert!(ready, "the kcr-envtest server did not start");
-    let control_plane: Vec<(u32, String)> = children_of(cli.id())
-        .into_iter()
-        .filter(|(_, cmdline)| cmdline.contains("etcd") || cmdline.contains("kube-apiserver"))
-        .collect();
-    assert!(
-        control_plane
-            .iter()
-            .any(|(_, c)| c.contains("kube-apiserver")),
-        "{control_plane:?}"
-    );
-    assert!(
-        control_plane
-            .iter()
-            .any(|(_, c)| !c.contains("kube-apiserver")),
-        "{control_plane:?}"
-    );
-
-    cli.kill().unwrap(); // SIGKILL: no destructor runs
-    cli.wait().unwrap();
-    // Bounded wait for the watchdogs to act (they wake as soon as the pipe closes).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let left: Vec<&(u32, String)> = control_plane
-            .iter()
-            .filter(|(pid, _)| running(*pid))
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still running 30 s after the test process was killed: {left:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }

@@ -59,6 +59,9 @@ async fn every_test_gets_the_same_server() {
     assert_eq!(a.addr(), b.addr());
     assert_ne!(a.namespace(), b.namespace());
     assert_ne!(a.unique_name("role"), b.unique_name("role"));
+    // A unique name never is a test namespace's name, even with the namespace's own prefix.
+    assert_ne!(a.unique_name("same"), a.namespace());
+    assert_eq!(a.unique_name("same"), a.unique_name("same"));
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 //! token, which the written kubeconfig carries), in a fresh namespace deleted on exit.
 //!
 //! ```text
-//! cargo run -p kcr-envtest -- --port 6443 --kubeconfig /tmp/envtest.kubeconfig --nodes 3
+//! cargo run -p kcr-envtest-cli -- --port 6443 --kubeconfig /tmp/envtest.kubeconfig --nodes 3
 //! KUBECONFIG=/tmp/envtest.kubeconfig kubectl get nodes
 //! ```
 
