@@ -1,10 +1,15 @@
 //! core/v1 and events.k8s.io/v1 Events are one set of objects served through both APIs with
 //! field conversion (regarding ↔ involvedObject, note ↔ message, ...), as on a real API server.
+//!
+//! Each test works in a namespace of its own ([`NS`]): a real control plane may record Events
+//! of its own in `default` (kube-apiserver's cluster-IP repair controller, about the
+//! `kubernetes` Service it creates at start), which a list or watch of `default` would see
+//! too.
 
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Namespace};
 use k8s_openapi::api::events::v1::Event as NewEvent;
 use kcr_envtest::TestApiServer;
 use kube::Resource;
@@ -17,9 +22,23 @@ use serde_json::json;
 /// Safety net only: every awaited event is produced by the server without any timer.
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// The namespace the tests write their Events (and ConfigMaps) in.
+const NS: &str = "events-test";
+
+/// Creates [`NS`] on `server`; returns its client.
+async fn client_with_namespace(server: &TestApiServer) -> kube::Client {
+    let client = server.client();
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    client
+}
+
 fn new_event(name: &str) -> NewEvent {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": NS},
         "eventTime": "2026-01-02T03:04:05.000000Z",
         "reportingController": "example.com/ctl",
         "reportingInstance": "ctl-0",
@@ -27,7 +46,7 @@ fn new_event(name: &str) -> NewEvent {
         "reason": "Synced",
         "type": "Normal",
         "note": "all good",
-        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": "default", "uid": "u-1"},
+        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": NS, "uid": "u-1"},
         "related": {"kind": "Node", "name": "n1"},
         "series": {"count": 2, "lastObservedTime": "2026-01-02T03:04:06.000000Z"},
     }))
@@ -37,9 +56,9 @@ fn new_event(name: &str) -> NewEvent {
 #[tokio::test]
 async fn events_k8s_io_writes_are_core_events_and_back() {
     let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), "default");
-    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let client = client_with_namespace(&server).await;
+    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), NS);
+    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), NS);
 
     // A create through events.k8s.io/v1 must leave the core-only (`deprecated*`) fields unset
     // and fill in the new-style ones: 422 naming each field (core/v1 names).
@@ -160,6 +179,7 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
     core2.reporting_component = Some("kubelet".into());
     core2.involved_object.kind = Some("Pod".into());
     core2.involved_object.name = Some("p".into());
+    core2.involved_object.namespace = Some(NS.into());
     core_api
         .create(&PostParams::default(), &core2)
         .await
@@ -288,11 +308,11 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
 #[tokio::test]
 async fn core_watch_sees_events_k8s_io_writes_converted() {
     let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), "default");
-    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let client = client_with_namespace(&server).await;
+    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), NS);
+    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), NS);
     // Unrelated writes to other resources do not show up.
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
 
     let rv = server.resource_version().await.unwrap().to_string();
     let mut core_watch = core_api
@@ -316,6 +336,7 @@ async fn core_watch_sees_events_k8s_io_writes_converted() {
     let mut core_ev = CoreEvent::default();
     core_ev.metadata.name = Some("w2".into());
     core_ev.message = Some("core message".into());
+    core_ev.involved_object.namespace = Some(NS.into());
     core_api
         .create(&PostParams::default(), &core_ev)
         .await
@@ -373,8 +394,8 @@ async fn core_watch_sees_events_k8s_io_writes_converted() {
 #[tokio::test]
 async fn recorder_events_appear_in_a_core_list() {
     let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let client = client_with_namespace(&server).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("target".into());
     let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
@@ -392,7 +413,7 @@ async fn recorder_events_appear_in_a_core_list() {
     // The second identical event becomes a series (a merge patch through events.k8s.io/v1).
     recorder.publish(&event, &reference).await.unwrap();
 
-    let core_api: Api<CoreEvent> = Api::namespaced(client, "default");
+    let core_api: Api<CoreEvent> = Api::namespaced(client, NS);
     let list = core_api.list(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1, "{list:?}");
     let e = &list.items[0];

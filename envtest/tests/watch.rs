@@ -484,8 +484,13 @@ async fn kube_runtime_event_recorder() {
     };
     recorder.publish(&ev, &obj.object_ref(&())).await.unwrap();
     recorder.publish(&ev, &obj.object_ref(&())).await.unwrap();
+    // The events about this ConfigMap: the control plane may record its own in `default`.
     let events: Api<K8sEvent> = Api::namespaced(server.client(), "default");
-    let list = events.list(&ListParams::default()).await.unwrap();
+    let about = format!("regarding.uid={}", obj.metadata.uid.as_deref().unwrap());
+    let list = events
+        .list(&ListParams::default().fields(&about))
+        .await
+        .unwrap();
     assert_eq!(
         list.items.len(),
         1,
