@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kcr_controller::leader::LeaderElectionError;
 use kcr_controller::{LeaderElectionConfig, Manager, ManagerError, ManagerOptions, WatchOptions};
 use kcr_envtest::TestApiServer;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -453,11 +453,15 @@ async fn a_stolen_lease_is_noticed_on_the_next_renewal() {
         r.mgr.is_leader()
     })
     .await;
+    // A merge patch, not a read-modify-write: the leader renews every 250 ms, and a replace
+    // carrying the resourceVersion read before a renewal would be a 409 Conflict.
     let leases: Api<Lease> = Api::namespaced(server.client(), "default");
-    let mut lease = leases.get("kcr-test-leader").await.unwrap();
-    lease.spec.as_mut().unwrap().holder_identity = Some("intruder".into());
     leases
-        .replace("kcr-test-leader", &PostParams::default(), &lease)
+        .patch(
+            "kcr-test-leader",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"holderIdentity": "intruder"}})),
+        )
         .await
         .unwrap();
     let outcome = r.ended(LEASE * 2).await;
