@@ -426,3 +426,98 @@ async fn recorder_events_appear_in_a_core_list() {
     assert_eq!(e.involved_object.uid, cm.metadata.uid);
     assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
 }
+
+/// An Event's namespace must match its involved object's, as kube-apiserver's
+/// `legacyValidateEvent` checks on every write through either API: an old-style Event (no
+/// `eventTime`) about a cluster-scoped object lives in `default`, one about a namespaced object
+/// in that object's namespace; a new-style Event about a cluster-scoped object only in
+/// `default` or `kube-system`.
+#[tokio::test]
+async fn an_events_namespace_must_match_its_involved_objects() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = client_with_namespace(&server).await;
+    let core = |ns: &str| Api::<CoreEvent>::namespaced(client.clone(), ns);
+    let new = |ns: &str| Api::<NewEvent>::namespaced(client.clone(), ns);
+    let old_style = |name: &str, involved_ns: Option<&str>| -> CoreEvent {
+        let mut e = CoreEvent::default();
+        e.metadata.name = Some(name.into());
+        e.reason = Some("Old".into());
+        e.involved_object.kind = Some("Node".into());
+        e.involved_object.name = Some("n1".into());
+        e.involved_object.namespace = involved_ns.map(str::to_string);
+        e
+    };
+    let mismatch = |err: kube::Error, involved_ns: &str| {
+        let kube::Error::Api(status) = err else {
+            panic!("expected an API error, got {err:?}")
+        };
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+        let causes = status.details.unwrap().causes;
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "involvedObject.namespace");
+        assert_eq!(
+            causes[0].message,
+            format!("Invalid value: \"{involved_ns}\": does not match event.namespace")
+        );
+    };
+    let pp = PostParams::default();
+
+    // Old style: no involved namespace is for default only; otherwise the same namespace.
+    core("default")
+        .create(&pp, &old_style("cluster-scoped", None))
+        .await
+        .unwrap();
+    mismatch(
+        core(NS)
+            .create(&pp, &old_style("cluster-scoped", None))
+            .await
+            .unwrap_err(),
+        "",
+    );
+    mismatch(
+        core(NS)
+            .create(&pp, &old_style("elsewhere", Some("default")))
+            .await
+            .unwrap_err(),
+        "default",
+    );
+    let here = core(NS)
+        .create(&pp, &old_style("here", Some(NS)))
+        .await
+        .unwrap();
+    // An update is checked too.
+    let mut moved = here.clone();
+    moved.involved_object.namespace = Some("default".into());
+    mismatch(
+        core(NS).replace("here", &pp, &moved).await.unwrap_err(),
+        "default",
+    );
+
+    // New style (eventTime set): no regarding namespace is for default and kube-system only;
+    // a namespaced object may be in another namespace.
+    let new_style = |name: &str, regarding_ns: Option<&str>| -> NewEvent {
+        let mut e = new_event(name);
+        e.metadata.namespace = None;
+        let regarding = e.regarding.as_mut().unwrap();
+        regarding.kind = Some("Node".into());
+        regarding.namespace = regarding_ns.map(str::to_string);
+        e
+    };
+    for ns in ["default", "kube-system"] {
+        new(ns)
+            .create(&pp, &new_style("new-cluster-scoped", None))
+            .await
+            .unwrap();
+    }
+    mismatch(
+        new(NS)
+            .create(&pp, &new_style("new-cluster-scoped", None))
+            .await
+            .unwrap_err(),
+        "",
+    );
+    new(NS)
+        .create(&pp, &new_style("new-elsewhere", Some("default")))
+        .await
+        .unwrap();
+}
