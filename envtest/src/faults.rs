@@ -3,7 +3,8 @@
 //! Obtained from [`crate::TestApiServer::faults`]. Rules match on `(verb, resource)` where
 //! `verb` is the Kubernetes verb (`get`, `list`, `watch`, `create`, `update`, `patch`,
 //! `delete`, `deletecollection`) and `resource` the plural name, with `/status` appended for
-//! the status subresource (`pods/status`); `"*"` matches anything.
+//! the status subresource (`pods/status`); `"*"` matches anything. A rule of
+//! [`Faults::fail_next_in`] also matches on the namespace in the request's path only.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +20,8 @@ use crate::error::ApiError;
 struct Rule {
     verb: String,
     resource: String,
+    /// Only requests in this namespace (`/namespaces/{ns}/{resource}...`); `None`: any.
+    namespace: Option<String>,
     remaining: usize,
     error: ApiError,
 }
@@ -67,6 +70,11 @@ impl Faults {
     /// Fail the next `n` requests matching `(verb, resource)` with HTTP `code` (the Status
     /// reason follows the code: 404 NotFound, 409 Conflict, 500 InternalError, 503
     /// ServiceUnavailable, ...).
+    ///
+    /// kube's client (`kube::Config::default_retry`, on in [`crate::TestApiServer::client`])
+    /// retries a 429, 503 or 504 by itself, up to 15 times from 5 ms on, before its caller
+    /// sees it: each retry is a request of its own here. Use another code (500) for a
+    /// failure the caller must see at once.
     pub fn fail_next(&self, verb: &str, resource: &str, n: usize, code: u16) {
         self.fail_next_with(
             verb,
@@ -78,12 +86,33 @@ impl Faults {
 
     /// Fail the next `n` requests matching `(verb, resource)` with the given error.
     pub fn fail_next_with(&self, verb: &str, resource: &str, n: usize, error: ApiError) {
+        self.push(None, verb, resource, n, error);
+    }
+
+    /// Like [`Faults::fail_next`], for requests in `namespace` only (its objects' paths,
+    /// `/namespaces/{namespace}/{resource}...`; cluster-wide and cluster-scoped requests never
+    /// match): the watch of one namespace can be refused while another's goes on.
+    pub fn fail_next_in(&self, namespace: &str, verb: &str, resource: &str, n: usize, code: u16) {
+        self.push(
+            Some(namespace),
+            verb,
+            resource,
+            n,
+            ApiError::from_code(
+                code,
+                format!("injected fault for {verb} {resource} in namespace {namespace}"),
+            ),
+        );
+    }
+
+    fn push(&self, namespace: Option<&str>, verb: &str, resource: &str, n: usize, error: ApiError) {
         if n == 0 {
             return;
         }
         self.inner.lock().rules.push(Rule {
             verb: verb.to_string(),
             resource: resource.to_string(),
+            namespace: namespace.map(str::to_string),
             remaining: n,
             error,
         });
@@ -170,17 +199,26 @@ impl Faults {
     }
 
     /// Count a request and return the injected failure it must get, if any, and the latency.
-    pub(crate) fn on_request(&self, verb: &str, resource: &str) -> (Option<ApiError>, Duration) {
+    /// `namespace` is the one in the request's path, if any.
+    pub(crate) fn on_request(
+        &self,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> (Option<ApiError>, Duration) {
         let mut inner = self.inner.lock();
         *inner
             .counts
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
         let latency = inner.latency;
-        let pos = inner
-            .rules
-            .iter()
-            .position(|r| matches(&r.verb, verb) && matches(&r.resource, resource));
+        let pos = inner.rules.iter().position(|r| {
+            matches(&r.verb, verb)
+                && matches(&r.resource, resource)
+                && r.namespace
+                    .as_deref()
+                    .is_none_or(|ns| namespace == Some(ns))
+        });
         let error = pos.map(|i| {
             let rule = &mut inner.rules[i];
             rule.remaining -= 1;
@@ -213,5 +251,43 @@ impl Faults {
 
     pub(crate) fn close_watches_receiver(&self) -> watch::Receiver<u64> {
         self.close_watches.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn faults() -> Faults {
+        Faults::new(Arc::new(|| {}))
+    }
+
+    #[test]
+    fn a_namespaced_rule_fails_only_requests_in_its_namespace() {
+        let f = faults();
+        f.fail_next_in("team-b", "watch", "configmaps", 2, 503);
+        let code = |ns: Option<&str>| f.on_request("watch", "configmaps", ns).0.map(|e| e.code);
+        assert_eq!(code(Some("team-a")), None);
+        assert_eq!(code(None), None, "a cluster-wide watch");
+        assert_eq!(code(Some("team-b")), Some(503));
+        assert_eq!(code(Some("team-b")), Some(503));
+        assert_eq!(code(Some("team-b")), None, "two failures, then none");
+        assert_eq!(f.request_count("watch", "configmaps"), 5, "all counted");
+    }
+
+    #[test]
+    fn a_rule_without_namespace_fails_any_request() {
+        let f = faults();
+        f.fail_next("get", "*", 2, 500);
+        assert_eq!(
+            f.on_request("get", "pods", Some("a")).0.map(|e| e.code),
+            Some(500)
+        );
+        assert_eq!(
+            f.on_request("get", "nodes", None).0.map(|e| e.code),
+            Some(500)
+        );
+        assert!(f.on_request("get", "pods", Some("a")).0.is_none());
+        assert_eq!(f.pending_failures(), 0);
     }
 }

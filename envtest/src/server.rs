@@ -231,7 +231,7 @@ impl TestApiServerBuilder {
             bookmark_interval: self.bookmark_interval.unwrap_or(DEFAULT_BOOKMARK_INTERVAL),
             shutdown: watch::channel(false).0,
         });
-        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        for ns in crate::bootstrap::SYSTEM_NAMESPACES {
             let t = shared
                 .store
                 .lock()

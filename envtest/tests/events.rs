@@ -1,10 +1,15 @@
 //! core/v1 and events.k8s.io/v1 Events are one set of objects served through both APIs with
 //! field conversion (regarding ↔ involvedObject, note ↔ message, ...), as on a real API server.
+//!
+//! Each test works in a namespace of its own ([`NS`]): a real control plane may record Events
+//! of its own in `default` (kube-apiserver's cluster-IP repair controller, about the
+//! `kubernetes` Service it creates at start), which a list or watch of `default` would see
+//! too.
 
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Namespace};
 use k8s_openapi::api::events::v1::Event as NewEvent;
 use kcr_envtest::TestApiServer;
 use kube::Resource;
@@ -17,9 +22,23 @@ use serde_json::json;
 /// Safety net only: every awaited event is produced by the server without any timer.
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// The namespace the tests write their Events (and ConfigMaps) in.
+const NS: &str = "events-test";
+
+/// Creates [`NS`] on `server`; returns its client.
+async fn client_with_namespace(server: &TestApiServer) -> kube::Client {
+    let client = server.client();
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    client
+}
+
 fn new_event(name: &str) -> NewEvent {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": NS},
         "eventTime": "2026-01-02T03:04:05.000000Z",
         "reportingController": "example.com/ctl",
         "reportingInstance": "ctl-0",
@@ -27,7 +46,7 @@ fn new_event(name: &str) -> NewEvent {
         "reason": "Synced",
         "type": "Normal",
         "note": "all good",
-        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": "default", "uid": "u-1"},
+        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": NS, "uid": "u-1"},
         "related": {"kind": "Node", "name": "n1"},
         "series": {"count": 2, "lastObservedTime": "2026-01-02T03:04:06.000000Z"},
     }))
@@ -37,9 +56,9 @@ fn new_event(name: &str) -> NewEvent {
 #[tokio::test]
 async fn events_k8s_io_writes_are_core_events_and_back() {
     let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), "default");
-    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let client = client_with_namespace(&server).await;
+    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), NS);
+    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), NS);
 
     // A create through events.k8s.io/v1 must leave the core-only (`deprecated*`) fields unset
     // and fill in the new-style ones: 422 naming each field (core/v1 names).
@@ -160,6 +179,7 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
     core2.reporting_component = Some("kubelet".into());
     core2.involved_object.kind = Some("Pod".into());
     core2.involved_object.name = Some("p".into());
+    core2.involved_object.namespace = Some(NS.into());
     core_api
         .create(&PostParams::default(), &core2)
         .await
@@ -288,11 +308,11 @@ async fn events_k8s_io_writes_are_core_events_and_back() {
 #[tokio::test]
 async fn core_watch_sees_events_k8s_io_writes_converted() {
     let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), "default");
-    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let client = client_with_namespace(&server).await;
+    let new_api: Api<NewEvent> = Api::namespaced(client.clone(), NS);
+    let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), NS);
     // Unrelated writes to other resources do not show up.
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
 
     let rv = server.resource_version().await.unwrap().to_string();
     let mut core_watch = core_api
@@ -316,6 +336,7 @@ async fn core_watch_sees_events_k8s_io_writes_converted() {
     let mut core_ev = CoreEvent::default();
     core_ev.metadata.name = Some("w2".into());
     core_ev.message = Some("core message".into());
+    core_ev.involved_object.namespace = Some(NS.into());
     core_api
         .create(&PostParams::default(), &core_ev)
         .await
@@ -373,8 +394,8 @@ async fn core_watch_sees_events_k8s_io_writes_converted() {
 #[tokio::test]
 async fn recorder_events_appear_in_a_core_list() {
     let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let client = client_with_namespace(&server).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("target".into());
     let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
@@ -392,7 +413,7 @@ async fn recorder_events_appear_in_a_core_list() {
     // The second identical event becomes a series (a merge patch through events.k8s.io/v1).
     recorder.publish(&event, &reference).await.unwrap();
 
-    let core_api: Api<CoreEvent> = Api::namespaced(client, "default");
+    let core_api: Api<CoreEvent> = Api::namespaced(client, NS);
     let list = core_api.list(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1, "{list:?}");
     let e = &list.items[0];
@@ -404,4 +425,99 @@ async fn recorder_events_appear_in_a_core_list() {
     assert_eq!(e.involved_object.name.as_deref(), Some("target"));
     assert_eq!(e.involved_object.uid, cm.metadata.uid);
     assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
+}
+
+/// An Event's namespace must match its involved object's, as kube-apiserver's
+/// `legacyValidateEvent` checks on every write through either API: an old-style Event (no
+/// `eventTime`) about a cluster-scoped object lives in `default`, one about a namespaced object
+/// in that object's namespace; a new-style Event about a cluster-scoped object only in
+/// `default` or `kube-system`.
+#[tokio::test]
+async fn an_events_namespace_must_match_its_involved_objects() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = client_with_namespace(&server).await;
+    let core = |ns: &str| Api::<CoreEvent>::namespaced(client.clone(), ns);
+    let new = |ns: &str| Api::<NewEvent>::namespaced(client.clone(), ns);
+    let old_style = |name: &str, involved_ns: Option<&str>| -> CoreEvent {
+        let mut e = CoreEvent::default();
+        e.metadata.name = Some(name.into());
+        e.reason = Some("Old".into());
+        e.involved_object.kind = Some("Node".into());
+        e.involved_object.name = Some("n1".into());
+        e.involved_object.namespace = involved_ns.map(str::to_string);
+        e
+    };
+    let mismatch = |err: kube::Error, involved_ns: &str| {
+        let kube::Error::Api(status) = err else {
+            panic!("expected an API error, got {err:?}")
+        };
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+        let causes = status.details.unwrap().causes;
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "involvedObject.namespace");
+        assert_eq!(
+            causes[0].message,
+            format!("Invalid value: \"{involved_ns}\": does not match event.namespace")
+        );
+    };
+    let pp = PostParams::default();
+
+    // Old style: no involved namespace is for default only; otherwise the same namespace.
+    core("default")
+        .create(&pp, &old_style("cluster-scoped", None))
+        .await
+        .unwrap();
+    mismatch(
+        core(NS)
+            .create(&pp, &old_style("cluster-scoped", None))
+            .await
+            .unwrap_err(),
+        "",
+    );
+    mismatch(
+        core(NS)
+            .create(&pp, &old_style("elsewhere", Some("default")))
+            .await
+            .unwrap_err(),
+        "default",
+    );
+    let here = core(NS)
+        .create(&pp, &old_style("here", Some(NS)))
+        .await
+        .unwrap();
+    // An update is checked too.
+    let mut moved = here.clone();
+    moved.involved_object.namespace = Some("default".into());
+    mismatch(
+        core(NS).replace("here", &pp, &moved).await.unwrap_err(),
+        "default",
+    );
+
+    // New style (eventTime set): no regarding namespace is for default and kube-system only;
+    // a namespaced object may be in another namespace.
+    let new_style = |name: &str, regarding_ns: Option<&str>| -> NewEvent {
+        let mut e = new_event(name);
+        e.metadata.namespace = None;
+        let regarding = e.regarding.as_mut().unwrap();
+        regarding.kind = Some("Node".into());
+        regarding.namespace = regarding_ns.map(str::to_string);
+        e
+    };
+    for ns in ["default", "kube-system"] {
+        new(ns)
+            .create(&pp, &new_style("new-cluster-scoped", None))
+            .await
+            .unwrap();
+    }
+    mismatch(
+        new(NS)
+            .create(&pp, &new_style("new-cluster-scoped", None))
+            .await
+            .unwrap_err(),
+        "",
+    );
+    new(NS)
+        .create(&pp, &new_style("new-elsewhere", Some("default")))
+        .await
+        .unwrap();
 }

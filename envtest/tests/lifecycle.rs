@@ -360,6 +360,16 @@ async fn fault_injection() {
     assert_eq!(api_err(api.get("c").await.unwrap_err()).code, 500);
     assert!(api.get("c").await.is_ok());
 
+    // A rule for one namespace leaves the others' (and cluster-wide) requests alone.
+    let system: Api<ConfigMap> = Api::namespaced(server.client(), "kube-system");
+    let everywhere: Api<ConfigMap> = Api::all(server.client());
+    faults.fail_next_in("default", "list", "configmaps", 1, 500);
+    assert!(system.list(&ListParams::default()).await.is_ok());
+    assert!(everywhere.list(&ListParams::default()).await.is_ok());
+    let err = api_err(api.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (500, "InternalError"));
+    assert!(api.list(&ListParams::default()).await.is_ok());
+
     // 429 with Retry-After: kube's client retries by itself after the advertised delay, so
     // the server sees two requests and the caller a success.
     faults.reset_counts();

@@ -444,18 +444,20 @@ async fn ephemeral_containers() {
     );
 }
 
-/// The `kubernetes` Service, bootstrap RBAC and each namespace's `default` ServiceAccount.
+/// The system namespaces, the `kubernetes` Service, bootstrap RBAC and each namespace's
+/// `default` ServiceAccount.
 #[tokio::test]
 async fn bootstrap_objects() {
     let ns = TestNamespace::new("bootstrap").await.unwrap();
     let client = ns.client();
-    // kube-apiserver writes it moments after it is ready; kcr-envtest before it answers.
-    let path = "/api/v1/namespaces/default/services/kubernetes";
-    eventually("the kubernetes Service", LIMIT, || async {
-        get(&client, path).await.0 == 200
-    })
-    .await;
-    let (_, svc) = get(&client, path).await;
+    // kube-apiserver writes the namespaces and the Service moments after it is ready; both
+    // backends' start returns only once they exist.
+    for system in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let (code, _) = get(&client, &format!("/api/v1/namespaces/{system}")).await;
+        assert_eq!(code, 200, "namespace {system}");
+    }
+    let (code, svc) = get(&client, "/api/v1/namespaces/default/services/kubernetes").await;
+    assert_eq!(code, 200, "{svc}");
     assert_eq!(svc["spec"]["clusterIP"], "10.0.0.1");
     assert_eq!(svc["spec"]["ports"][0]["port"], 443);
     assert_eq!(svc["spec"]["ports"][0]["name"], "https");

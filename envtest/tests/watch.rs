@@ -130,13 +130,19 @@ async fn resume_from_resource_version_and_from_now() {
 async fn send_initial_events_ends_with_annotated_bookmark() {
     let server = TestApiServer::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut written = String::new();
     for n in ["x", "y"] {
-        api.create(&PostParams::default(), &cm(n, json!({})))
+        let created = api
+            .create(&PostParams::default(), &cm(n, json!({})))
             .await
             .unwrap();
+        written = created.metadata.resource_version.unwrap();
     }
+    // The initial events are the state at a resourceVersion not older than the one asked for:
+    // with y's, both objects. ("0" would allow any state, and kube-apiserver serves it from its
+    // watch cache, which may not have seen y yet: y then comes after the bookmark.)
     let wp = WatchParams::default().initial_events();
-    let mut s = api.watch(&wp, "0").await.unwrap().boxed();
+    let mut s = api.watch(&wp, &written).await.unwrap().boxed();
     assert_eq!(
         next_n(&mut s, 3).await,
         ["ADDED x", "ADDED y", "BOOKMARK end"]
@@ -484,8 +490,13 @@ async fn kube_runtime_event_recorder() {
     };
     recorder.publish(&ev, &obj.object_ref(&())).await.unwrap();
     recorder.publish(&ev, &obj.object_ref(&())).await.unwrap();
+    // The events about this ConfigMap: the control plane may record its own in `default`.
     let events: Api<K8sEvent> = Api::namespaced(server.client(), "default");
-    let list = events.list(&ListParams::default()).await.unwrap();
+    let about = format!("regarding.uid={}", obj.metadata.uid.as_deref().unwrap());
+    let list = events
+        .list(&ListParams::default().fields(&about))
+        .await
+        .unwrap();
     assert_eq!(
         list.items.len(),
         1,

@@ -268,20 +268,6 @@ async fn namespace_lists_are_checked_before_any_watch_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_of_one_namespace_keeps_the_other_namespaces_objects() {
-    // The set-up races a refused watch's backoff (800 ms or more) against the other watch's
-    // immediate return; a loaded machine can lose that race (a request counter shows it), and
-    // then the scenario starts over on a fresh server.
-    for attempt in 1..=3 {
-        if relist_keeps_the_other_namespaces_objects().await {
-            return;
-        }
-        eprintln!("attempt {attempt}: a third watch request came before every watch was refused");
-    }
-    panic!("the refused watch retried before every watch was refused, in 3 attempts");
-}
-
-/// The scenario of the test above; `false` when its set-up race was lost (nothing checked).
-async fn relist_keeps_the_other_namespaces_objects() -> bool {
     let server = TestApiServer::start().await.expect("envtest starts");
     let apis = setup(&server).await;
     for api in &apis[..2] {
@@ -301,12 +287,13 @@ async fn relist_keeps_the_other_namespaces_objects() -> bool {
             .all(|(what, _, initial)| *what == "create" && *initial)
     );
 
-    // Cut both watches. The first to come back is refused once (its watcher backs off for
-    // 800 ms or more); the other is open again at once. Then every watch is refused, so the
-    // refused one stays down while both namespaces change.
+    // Cut both watches while team-b's are refused: team-a's is open again at once, team-b's
+    // stays down while both namespaces change. The refusal is a 500, which kube's client
+    // does not retry (it retries a 503 by itself after 5 ms), so team-b's watcher sees it
+    // and retries with its backoff (800 ms or more).
     let faults = server.faults();
     // Both namespaces' watches must be open (asked for) before they are cut: a watch asked for
-    // after the cut would stay open, and the count below would wait for the wrong requests.
+    // after the cut would stay open.
     let deadline = tokio::time::Instant::now() + WAIT;
     while faults.request_count("watch", "configmaps") < 2 {
         assert!(
@@ -316,19 +303,26 @@ async fn relist_keeps_the_other_namespaces_objects() -> bool {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let watches = faults.request_count("watch", "configmaps");
-    faults.fail_next("watch", "configmaps", 1, 503);
+    const REFUSALS: usize = 1_000_000;
+    faults.fail_next_in("team-b", "watch", "configmaps", REFUSALS, 500);
     faults.close_watches();
+    // Both old watches have ended once each watcher asked again: team-b's was refused (a
+    // failure used), team-a's (every other new request) is open. (A refusal is counted and
+    // used at once: two equal readings of the refusals around the count make them agree.)
+    let refused = || (REFUSALS - faults.pending_failures()) as u64;
     let deadline = tokio::time::Instant::now() + WAIT;
-    while faults.request_count("watch", "configmaps") < watches + 2 {
+    loop {
+        let before = refused();
+        let asked = faults.request_count("watch", "configmaps") - watches;
+        let reopened = asked.checked_sub(before);
+        if before == refused() && before >= 1 && reopened >= Some(1) {
+            break;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the watches never came back"
+            "the watches never came back: {before} refused, {asked} asked"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    faults.fail_next("watch", "configmaps", 1_000_000, 503);
-    if faults.request_count("watch", "configmaps") != watches + 2 {
-        return false;
     }
     for api in &apis[..2] {
         set_value(api, "change", "2").await;
@@ -340,23 +334,15 @@ async fn relist_keeps_the_other_namespaces_objects() -> bool {
     // The namespace outside the scope changes too, unseen.
     create(&apis[2], "new").await;
     // The open watch delivers its namespace's changes live; the refused one nothing.
-    let live_events = next_n(&mut started.events, 3).await;
-    let live = live_events[0]
-        .1
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_string();
     assert_eq!(
-        live_events,
+        next_n(&mut started.events, 3).await,
         [
-            ("update", format!("{live}/change"), false),
-            ("delete", format!("{live}/drop"), false),
-            ("create", format!("{live}/new"), false),
+            ("update", "team-a/change".into(), false),
+            ("delete", "team-a/drop".into(), false),
+            ("create", "team-a/new".into(), false),
         ]
     );
     quiet(&mut started.events).await;
-    let relisted = if live == "team-a" { "team-b" } else { "team-a" };
 
     // The refused watch resumes from a compacted resourceVersion: 410, a relist of its
     // namespace alone (the open watch has read everything, so it goes on).
@@ -367,9 +353,9 @@ async fn relist_keeps_the_other_namespaces_objects() -> bool {
         next_n(&mut started.events, 3).await,
         [
             // found by the relist: a list create, an unknown-state delete
-            ("update", format!("{relisted}/change"), false),
-            ("delete", format!("{relisted}/drop"), true),
-            ("create", format!("{relisted}/new"), true),
+            ("update", "team-b/change".into(), false),
+            ("delete", "team-b/drop".into(), true),
+            ("create", "team-b/new".into(), true),
         ]
     );
     quiet(&mut started.events).await;
@@ -400,5 +386,4 @@ async fn relist_keeps_the_other_namespaces_objects() -> bool {
             ("update", "team-b/keep".into(), false),
         ]
     );
-    true
 }

@@ -140,21 +140,24 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
     } else {
         route(&shared.store.lock().registry, &path, &query, user_agent)
     };
-    let (verb, resource) = match &routed {
+    let (verb, resource, namespace) = match &routed {
         Ok(Target::Resource(r)) => (
             verb_of(&parts.method, r, &query).to_string(),
             match &r.subresource {
                 Some(sub) => format!("{}/{sub}", r.t.plural),
                 None => r.t.plural.clone(),
             },
+            r.namespace.clone(),
         ),
-        _ => (parts.method.as_str().to_lowercase(), path.clone()),
+        _ => (parts.method.as_str().to_lowercase(), path.clone(), None),
     };
     // A watch is open from the moment it is counted: `close_watches` after that (while the
     // watch is on its way to its stream) ends it as soon as it starts, as on the real backend's
     // proxy. Subscribed before counting, so no close can fall between the two.
     let closes = shared.faults.close_watches_receiver();
-    let (fault, latency) = shared.faults.on_request(&verb, &resource);
+    let (fault, latency) = shared
+        .faults
+        .on_request(&verb, &resource, namespace.as_deref());
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }

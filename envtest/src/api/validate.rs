@@ -73,6 +73,10 @@ fn validate_builtin(
             );
         }
     }
+    let is_core_event = t.custom.is_none() && t.group.is_empty() && t.plural == "events";
+    if is_core_event || crate::convert::is_events_v1(t) {
+        causes.extend(event_namespace_mismatch(route, obj));
+    }
     if crate::convert::is_events_v1(t) && operation == "CREATE" {
         let unset = |v: &Value| match v {
             Value::Null => true,
@@ -134,6 +138,36 @@ fn validate_builtin(
         }
     }
     causes
+}
+
+/// Upstream's `legacyValidateEvent` check of an Event's namespace against its involved
+/// object's (`regarding` through events.k8s.io/v1), on every create and update through either
+/// API, reported under the core/v1 name: an old-style Event (no `eventTime`) about an object
+/// without a namespace lives in `default` (or no namespace), one about a namespaced object in
+/// that object's namespace; a new-style Event about an object without a namespace only in
+/// `default` or `kube-system`.
+fn event_namespace_mismatch(route: &Route, obj: &Value) -> Option<(String, String, String)> {
+    let involved = if crate::convert::is_events_v1(&route.t) {
+        &obj["regarding"]
+    } else {
+        &obj["involvedObject"]
+    };
+    let involved_ns = involved["namespace"].as_str().unwrap_or_default();
+    let ns = route.ns();
+    let old_style = obj["eventTime"].as_str().is_none_or(str::is_empty);
+    let matches = match (old_style, involved_ns.is_empty()) {
+        (true, true) => matches!(ns, "" | "default"),
+        (true, false) => ns == involved_ns,
+        (false, true) => matches!(ns, "default" | "kube-system"),
+        (false, false) => true,
+    };
+    (!matches).then(|| {
+        (
+            "involvedObject.namespace".into(),
+            "FieldValueInvalid".into(),
+            format!("Invalid value: \"{involved_ns}\": does not match event.namespace"),
+        )
+    })
 }
 
 /// events.k8s.io/v1 fields that hold core/v1-only data, with their core/v1 names.

@@ -11,6 +11,11 @@
 
 use serde_json::{Value, json};
 
+/// The namespaces a control plane creates at start (kube-apiserver's system namespaces
+/// controller).
+pub(crate) const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
 /// The first address of the service range (10.0.0.0/24, kube-apiserver's default), which the
 /// `kubernetes` Service takes.
 pub(crate) const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";

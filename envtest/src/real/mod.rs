@@ -11,7 +11,10 @@
 //!    (TokenRequest, TokenReview), the ServiceAccount admission plugin off (as
 //!    controller-runtime's envtest: no pod needs a token) and
 //!    `OwnerReferencesPermissionEnforcement` on ([`ENABLED_ADMISSION_PLUGINS`]), and waits for
-//!    `/readyz`;
+//!    `/readyz` (which covers the bootstrap RBAC policy and the local APIServices), then for
+//!    what kube-apiserver writes only after it is ready (`bootstrap_objects`: the four system
+//!    namespaces and the `kubernetes` Service), so that a test starts on the state the
+//!    in-process server has at start;
 //! 5. starts kube-controller-manager with only the controllers API objects rely on without a
 //!    kubelet: the garbage collector, the namespace controller, and the service-account and
 //!    token controllers (skipped when the binary directory has none, as setup-envtest's);
@@ -55,6 +58,33 @@ fn lost_a_port(e: &EnvtestError) -> bool {
 
 /// How long the API server may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the objects of `bootstrap_objects` may take to appear once the API server is ready
+/// (milliseconds on an idle machine: a safety net, not a wait).
+const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often [`wait_bootstrapped`] looks again.
+const BOOTSTRAP_POLL: Duration = Duration::from_millis(10);
+
+/// What kube-apiserver writes after `/readyz` answers ok, from controllers its post-start
+/// hooks only start (`start-system-namespaces-controller`, `bootstrap-controller`), as
+/// `(what, path)`: the namespaces and the `kubernetes` Service the in-process server seeds
+/// before it answers. (The bootstrap RBAC policy and the local APIServices are in `/readyz`
+/// already: `poststarthook/rbac/bootstrap-roles`, `autoregister-completion`.)
+fn bootstrap_objects() -> Vec<(String, String)> {
+    crate::bootstrap::SYSTEM_NAMESPACES
+        .iter()
+        .map(|ns| {
+            (
+                format!("namespace {ns}"),
+                format!("/api/v1/namespaces/{ns}"),
+            )
+        })
+        .chain([(
+            "Service default/kubernetes".to_string(),
+            "/api/v1/namespaces/default/services/kubernetes".to_string(),
+        )])
+        .collect()
+}
+
 /// The controllers kube-controller-manager runs.
 const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller";
 
@@ -66,6 +96,15 @@ struct Processes {
 }
 
 impl Processes {
+    /// The startup error of etcd or kube-apiserver if either has exited.
+    fn exited(&mut self) -> Option<EnvtestError> {
+        if let Some(status) = self.etcd.exited() {
+            return Some(self.etcd.startup_error(format!("exited: {status}")));
+        }
+        let status = self.apiserver.exited()?;
+        Some(self.apiserver.startup_error(format!("exited: {status}")))
+    }
+
     fn stop(&mut self) {
         if let Some(p) = &mut self.controller_manager {
             p.kill();
@@ -272,6 +311,7 @@ impl ControlPlane {
         let direct =
             kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))?;
         wait_ready(&direct, &mut processes).await?;
+        wait_bootstrapped(&direct, &mut processes).await?;
 
         let kcm_kubeconfig = path("pki/controller-manager.kubeconfig");
         if let Some(kcm) = &binaries.kube_controller_manager {
@@ -396,13 +436,8 @@ async fn wait_ready(client: &kube::Client, processes: &mut Processes) -> Result<
     let deadline = Instant::now() + READY_TIMEOUT;
     let mut last;
     loop {
-        if let Some(status) = processes.etcd.exited() {
-            return Err(processes.etcd.startup_error(format!("exited: {status}")));
-        }
-        if let Some(status) = processes.apiserver.exited() {
-            return Err(processes
-                .apiserver
-                .startup_error(format!("exited: {status}")));
+        if let Some(exited) = processes.exited() {
+            return Err(exited);
         }
         let req = http::Request::get("/readyz")
             .body(Vec::new())
@@ -419,6 +454,46 @@ async fn wait_ready(client: &kube::Client, processes: &mut Processes) -> Result<
             )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Wait until every object of `bootstrap_objects` exists (a 200 to its GET), failing early when a
+/// process exits and after [`BOOTSTRAP_TIMEOUT`] with the objects that never appeared.
+async fn wait_bootstrapped(
+    client: &kube::Client,
+    processes: &mut Processes,
+) -> Result<(), EnvtestError> {
+    let deadline = Instant::now() + BOOTSTRAP_TIMEOUT;
+    let mut missing = bootstrap_objects();
+    let mut last = String::new();
+    loop {
+        if let Some(exited) = processes.exited() {
+            return Err(exited);
+        }
+        let mut still = Vec::new();
+        for (what, path) in missing {
+            let req = http::Request::get(path.as_str())
+                .body(Vec::new())
+                .map_err(|e| EnvtestError::Client(e.to_string()))?;
+            if let Err(e) = client.request_text(req).await {
+                last = format!("{what}: {e}");
+                still.push((what, path));
+            }
+        }
+        missing = still;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let names: Vec<&str> = missing.iter().map(|(what, _)| what.as_str()).collect();
+            return Err(processes.apiserver.startup_error(format!(
+                "ready, but {} still missing after {} s (kube-apiserver creates them once ready); \
+                 last answer: {last}",
+                names.join(", "),
+                BOOTSTRAP_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::time::sleep(BOOTSTRAP_POLL).await;
     }
 }
 

@@ -341,7 +341,10 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<ProxyBody> {
     let mut closed = state.faults.close_watches_receiver();
     closed.borrow_and_update();
     state.faults.wait_unpaused().await;
-    let (fault, latency) = state.faults.on_request(&info.verb, &info.resource);
+    let (fault, latency) =
+        state
+            .faults
+            .on_request(&info.verb, &info.resource, info.namespace.as_deref());
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }

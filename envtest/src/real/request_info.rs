@@ -11,6 +11,8 @@ use http::Method;
 pub(crate) struct RequestInfo {
     pub verb: String,
     pub resource: String,
+    /// The namespace of `/namespaces/{ns}/{resource}...` (not of a Namespace's own path).
+    pub namespace: Option<String>,
     /// Whether this is a resource request (and not discovery or a health check).
     pub is_resource: bool,
 }
@@ -35,6 +37,7 @@ impl RequestInfo {
         let other = || RequestInfo {
             verb: method.as_str().to_ascii_lowercase(),
             resource: path.to_string(),
+            namespace: None,
             is_resource: false,
         };
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -44,11 +47,11 @@ impl RequestInfo {
             _ => return other(),
         };
         // namespaces/{ns}/{resource}/... except namespaces/{name}/{status|finalize}.
-        let rest = match rest {
-            ["namespaces", _ns, third, ..] if *third != "status" && *third != "finalize" => {
-                &rest[2..]
+        let (namespace, rest) = match rest {
+            ["namespaces", ns, third, ..] if *third != "status" && *third != "finalize" => {
+                (Some(ns.to_string()), &rest[2..])
             }
-            _ => rest,
+            _ => (None, rest),
         };
         let (resource, name, sub) = match rest {
             [] => return other(),
@@ -73,6 +76,7 @@ impl RequestInfo {
                 Some(sub) => format!("{resource}/{sub}"),
                 None => resource.to_string(),
             },
+            namespace,
             is_resource: true,
         }
     }
@@ -179,6 +183,20 @@ mod tests {
         for (method, path, verb, resource) in cases {
             assert_eq!(info(method, path), (verb.into(), resource.into()), "{path}");
         }
+    }
+
+    #[test]
+    fn the_namespace_is_that_of_the_objects_path() {
+        let ns = |path: &str| RequestInfo::of(&Method::GET, path, None).namespace;
+        assert_eq!(ns("/api/v1/namespaces/a/configmaps").as_deref(), Some("a"));
+        assert_eq!(
+            ns("/apis/apps/v1/namespaces/b/deployments/d/scale").as_deref(),
+            Some("b")
+        );
+        assert_eq!(ns("/api/v1/configmaps"), None);
+        assert_eq!(ns("/api/v1/namespaces/a"), None);
+        assert_eq!(ns("/api/v1/namespaces/a/status"), None);
+        assert_eq!(ns("/api/v1/nodes/n1"), None);
     }
 
     #[test]
