@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{configmap, eventually, manager_options};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kcr_controller::{Action, Context, Manager, ObjectReconciler, WatchOptions};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_handler::{EnqueueRequestsFromMapFunc, Request};
 use kcr_source::{DynamicResource, Event, WatchScope};
 use kube::ResourceExt;
@@ -88,8 +88,8 @@ fn filter_log(seen: Arc<Mutex<Vec<String>>>) -> impl Fn(&Event<DynamicObject>) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dynamic_configmap_is_reconciled_when_its_dynamic_secrets_change() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let client = server.client();
+    let ns = TestNamespace::new("dyn-cm").await.expect("envtest starts");
+    let client = ns.client();
     let mgr = Manager::new(client.clone(), manager_options())
         .await
         .expect("manager");
@@ -99,11 +99,11 @@ async fn a_dynamic_configmap_is_reconciled_when_its_dynamic_secrets_change() {
         .named("dynamic-configmaps")
         .for_dynamic(
             DynamicResource::of::<ConfigMap>(),
-            WatchOptions::new().namespace("default"),
+            WatchOptions::new().namespace(ns.namespace()),
         )
         .owns_dynamic(
             DynamicResource::of::<Secret>(),
-            WatchOptions::new().namespace("default"),
+            WatchOptions::new().namespace(ns.namespace()),
         )
         .with_event_filter(filter_log(filtered.clone()))
         .complete_objects(log.clone())
@@ -111,7 +111,7 @@ async fn a_dynamic_configmap_is_reconciled_when_its_dynamic_secrets_change() {
     let reader = mgr
         .reader_dynamic(
             &DynamicResource::of::<ConfigMap>(),
-            WatchScope::all().namespace("default"),
+            WatchScope::all().namespace(ns.namespace()),
         )
         .expect("reader");
     let (mgr, stop, run) = common::spawn_manager(mgr);
@@ -121,7 +121,7 @@ async fn a_dynamic_configmap_is_reconciled_when_its_dynamic_secrets_change() {
         "the reader shares the controller's watch"
     );
 
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.namespace());
     let parent = configmaps
         .create(&PostParams::default(), &configmap("parent", "v1"))
         .await
@@ -131,13 +131,13 @@ async fn a_dynamic_configmap_is_reconciled_when_its_dynamic_secrets_change() {
     })
     .await;
     let cached = reader
-        .get("parent", Some("default"))
+        .get("parent", Some(ns.namespace()))
         .expect("watched")
         .expect("cached");
     assert_eq!(cached.data["data"]["value"], "v1");
 
     // A Secret controlled by the ConfigMap enqueues the ConfigMap; one it does not own, nothing.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.namespace());
     let owned: Secret = serde_json::from_value(json!({
         "metadata": {
             "name": "child",
@@ -207,9 +207,10 @@ fn gadgets() -> DynamicResource {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resource_chosen_at_run_time_is_the_primary_kind() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    server
-        .install_crd_value(json!({
+    let ns = TestNamespace::new("dyn-gadget")
+        .await
+        .expect("envtest starts");
+    ns.install_crd_value(json!({
             "metadata": {"name": "gadgets.dyn.kcr.io"},
             "spec": {
                 "group": "dyn.kcr.io",
@@ -229,7 +230,7 @@ async fn a_custom_resource_chosen_at_run_time_is_the_primary_kind() {
         }))
         .await
         .expect("CRD installed");
-    let client = server.client();
+    let client = ns.client();
     let mgr = Manager::new(client.clone(), manager_options())
         .await
         .expect("manager");
@@ -240,10 +241,16 @@ async fn a_custom_resource_chosen_at_run_time_is_the_primary_kind() {
     let configmaps = DynamicResource::of::<ConfigMap>();
     let configmap_source = mgr
         .cache()
-        .kind_dynamic(&configmaps, WatchScope::all().labels("gadget"))
+        .kind_dynamic(
+            &configmaps,
+            WatchScope::all().namespace(ns.namespace()).labels("gadget"),
+        )
         .expect("kind");
     mgr.controller()
-        .for_dynamic(resource.clone(), WatchOptions::new())
+        .for_dynamic(
+            resource.clone(),
+            WatchOptions::new().namespace(ns.namespace()),
+        )
         .watches_dynamic(
             &configmaps.resource,
             configmap_source,
@@ -259,7 +266,7 @@ async fn a_custom_resource_chosen_at_run_time_is_the_primary_kind() {
     let (_mgr, stop, run) = common::spawn_manager(mgr);
 
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "default", &resource.resource);
+        Api::namespaced_with(client.clone(), ns.namespace(), &resource.resource);
     let gadget = DynamicObject::new("g1", &resource.resource).data(json!({"spec": {"size": 1}}));
     api.create(&PostParams::default(), &gadget)
         .await
@@ -283,7 +290,7 @@ async fn a_custom_resource_chosen_at_run_time_is_the_primary_kind() {
         "metadata": {"name": "poke", "labels": {"gadget": "g1"}}
     }))
     .expect("valid ConfigMap");
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
+    Api::<ConfigMap>::namespaced(client.clone(), ns.namespace())
         .create(&PostParams::default(), &poke)
         .await
         .expect("create");

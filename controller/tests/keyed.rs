@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{configmap, eventually, manager_options};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::{Action, Context, Manager, Reconciler, WatchOptions};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_handler::{EnqueueRequestsFromMapFunc, Funcs};
 use kcr_source::WatchScope;
 use kube::ResourceExt;
@@ -43,22 +43,19 @@ impl Reconciler<Tenant> for PerTenant {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_keyed_by_tenant_reconciles_each_tenant() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut ns = Namespace::default();
-    ns.metadata.name = Some("team-b".into());
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    // Two tenants: two namespaces on the binary's shared server, the only ones watched.
+    let team_a = TestNamespace::new("team-a").await.unwrap();
+    let team_b = TestNamespace::new("team-b").await.unwrap();
+    let (a, b) = (team_a.namespace(), team_b.namespace());
+    let client = team_a.client();
 
     let mgr = Manager::new(client.clone(), manager_options())
         .await
         .unwrap();
     let reconciler = PerTenant::default();
-    let configmaps = mgr.cache().kind::<ConfigMap>(WatchScope::all()).unwrap();
-    let deletes_too = mgr.cache().kind::<ConfigMap>(WatchScope::all()).unwrap();
+    let tenants = WatchScope::all().namespaces([a, b]);
+    let configmaps = mgr.cache().kind::<ConfigMap>(tenants.clone()).unwrap();
+    let deletes_too = mgr.cache().kind::<ConfigMap>(tenants).unwrap();
     mgr.keyed_controller::<Tenant>()
         .named("tenants")
         .watches(
@@ -87,7 +84,7 @@ async fn a_controller_keyed_by_tenant_reconciles_each_tenant() {
         .unwrap();
     let (_mgr, stop, run) = common::spawn_manager(mgr);
 
-    for ns in ["default", "team-b"] {
+    for ns in [a, b] {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         for i in 0..3 {
             api.create(&PostParams::default(), &configmap(&format!("app-{i}"), "v"))
@@ -95,7 +92,7 @@ async fn a_controller_keyed_by_tenant_reconciles_each_tenant() {
                 .unwrap();
         }
     }
-    let want: BTreeSet<Tenant> = [Tenant("default".into()), Tenant("team-b".into())].into();
+    let want: BTreeSet<Tenant> = [Tenant(a.into()), Tenant(b.into())].into();
     eventually(
         "both tenants reconciled",
         Duration::from_secs(20),
@@ -105,7 +102,7 @@ async fn a_controller_keyed_by_tenant_reconciles_each_tenant() {
         },
     )
     .await;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), b);
     api.delete("app-0", &Default::default()).await.unwrap();
     eventually(
         "the delete handler's key reconciled",
@@ -114,11 +111,10 @@ async fn a_controller_keyed_by_tenant_reconciles_each_tenant() {
             reconciler
                 .seen
                 .lock()
-                .contains(&Tenant("team-b-deleted".into()))
+                .contains(&Tenant(format!("{b}-deleted")))
         },
     )
     .await;
     stop.cancel();
     run.await.unwrap().unwrap();
-    server.shutdown();
 }

@@ -11,12 +11,13 @@ use std::time::Duration;
 use common::{CopyToSecret, configmap, eventually, http_get, manager_options};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kcr_controller::{ControllerError, Manager, ManagerError, WatchOptions};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, TestNamespace};
 use kube::api::{Api, PostParams};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manager_reconciles_and_serves_probes_metrics_and_events() {
+    // A server of its own: it pauses the server.
     let server = TestApiServer::start().await.unwrap();
     let client = server.client();
     // hold the API server until the readiness probe has been seen failing
@@ -140,12 +141,12 @@ async fn manager_reconciles_and_serves_probes_metrics_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_crd_fails_startup_with_a_clear_error() {
-    let server = TestApiServer::start().await.unwrap();
-    let mgr = Manager::new(server.client(), manager_options())
-        .await
-        .unwrap();
+    // The Widget CRD is missing until this test installs it: no other test of this binary may
+    // install it.
+    let ns = TestNamespace::new("mgr-crd").await.unwrap();
+    let mgr = Manager::new(ns.client(), manager_options()).await.unwrap();
     mgr.controller()
-        .for_kind::<common::Widget>(WatchOptions::new())
+        .for_kind::<common::Widget>(WatchOptions::new().namespace(ns.namespace()))
         .cache_sync_timeout(Duration::from_secs(2))
         .complete(kcr_controller::reconciler_fn(
             |_r: kcr_handler::Request, _c: kcr_controller::Context| async {
@@ -176,12 +177,10 @@ async fn missing_crd_fails_startup_with_a_clear_error() {
     }
 
     // With the CRD installed, the same controller starts fine.
-    server.install_crd::<common::Widget>().await.unwrap();
-    let mgr = Manager::new(server.client(), manager_options())
-        .await
-        .unwrap();
+    ns.install_crd::<common::Widget>().await.unwrap();
+    let mgr = Manager::new(ns.client(), manager_options()).await.unwrap();
     mgr.controller()
-        .for_kind::<common::Widget>(WatchOptions::new())
+        .for_kind::<common::Widget>(WatchOptions::new().namespace(ns.namespace()))
         .cache_sync_timeout(Duration::from_secs(10))
         .complete(kcr_controller::reconciler_fn(
             |_r: kcr_handler::Request, _c: kcr_controller::Context| async {
@@ -201,6 +200,7 @@ async fn missing_crd_fails_startup_with_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovers_and_converges_after_500s_429s_and_dropped_watches() {
+    // A server of its own: it injects faults and compacts the history.
     let server = TestApiServer::start().await.unwrap();
     let client = server.client();
     let mgr = Manager::new(client.clone(), manager_options())
@@ -282,10 +282,8 @@ async fn recovers_and_converges_after_500s_429s_and_dropped_watches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runnables_without_leadership_run_and_their_failure_stops_the_manager() {
-    let server = TestApiServer::start().await.unwrap();
-    let mgr = Manager::new(server.client(), manager_options())
-        .await
-        .unwrap();
+    let ns = TestNamespace::new("mgr-runnables").await.unwrap();
+    let mgr = Manager::new(ns.client(), manager_options()).await.unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     mgr.add_runnable("fails-later", false, move |_token| async move {
         let _ = rx.await;
@@ -328,9 +326,9 @@ async fn runnables_without_leadership_run_and_their_failure_stops_the_manager() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_is_bounded_by_its_timeout() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("mgr-shutdown").await.unwrap();
     let options = manager_options().graceful_shutdown_timeout(Duration::from_millis(300));
-    let mgr = Manager::new(server.client(), options).await.unwrap();
+    let mgr = Manager::new(ns.client(), options).await.unwrap();
     mgr.add_runnable("stubborn", false, |_token| async move {
         // ignores its token
         std::future::pending::<()>().await;

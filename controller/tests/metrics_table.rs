@@ -13,7 +13,7 @@ use common::{http_get, manager_options, spawn_manager};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::metrics::{DocumentedMetric, ScrapedFamily, documented, parse_exposition};
 use kcr_controller::{Action, LeaderElectionConfig, Manager, WatchOptions, reconciler_fn};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, PostParams};
 
 /// Differences between the table and a scrape, as readable lines (empty when they agree).
@@ -47,30 +47,30 @@ fn differences(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_metrics_match_the_documented_table() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("metrics-table").await.unwrap();
     let options = manager_options()
         .leader_election(
             LeaderElectionConfig::new("metrics-table")
-                .namespace("default")
+                .namespace(ns.namespace())
                 .timings(
                     Duration::from_secs(4),
                     Duration::from_secs(3),
                     Duration::from_millis(500),
                 ),
         )
-        .api_server_host(server.addr().to_string());
-    let mgr = Manager::new(server.client(), options).await.unwrap();
+        .api_server_host(ns.addr().to_string());
+    let mgr = Manager::new(ns.client(), options).await.unwrap();
     let metrics = mgr.metrics_addr().unwrap();
     mgr.controller()
         .named("tabled")
-        .for_kind::<ConfigMap>(WatchOptions::new().namespace("default"))
+        .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns.namespace()))
         .complete(reconciler_fn(|_req, _ctx| async move {
             Ok::<_, anyhow::Error>(Action::done())
         }))
         .unwrap();
     let (mgr, stop, run) = spawn_manager(mgr);
 
-    Api::<ConfigMap>::namespaced(server.client(), "default")
+    Api::<ConfigMap>::default_namespaced(ns.client())
         .create(&PostParams::default(), &common::configmap("tabled", "1"))
         .await
         .unwrap();
@@ -119,7 +119,7 @@ async fn served_metrics_match_the_documented_table() {
             && l.contains("name=\"tabled\"")),
         "{text}"
     );
-    let host = format!("host=\"{}\"", server.addr());
+    let host = format!("host=\"{}\"", ns.addr());
     assert!(
         text.lines()
             .any(|l| l.starts_with("rest_client_requests_total")
@@ -160,14 +160,14 @@ async fn served_metrics_match_the_documented_table() {
 /// A request refused by the API server is counted under its status code.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_requests_are_counted_by_status() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("metrics-refused").await.unwrap();
     let mgr = Manager::new(
-        server.client(),
+        ns.client(),
         manager_options().api_server_host("refusals.test:443"),
     )
     .await
     .unwrap();
-    let missing = Api::<ConfigMap>::namespaced(mgr.client(), "default")
+    let missing = Api::<ConfigMap>::namespaced(mgr.client(), ns.namespace())
         .get("no-such-configmap")
         .await;
     assert!(

@@ -8,16 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{configmap, eventually, manager_options};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kcr_controller::{Action, Context, Manager, ManagerError, ObjectReconciler, WatchOptions};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_handler::{EnqueueRequestsFromMapFunc, Request};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use serde_json::json;
 
-const NAMESPACES: [&str; 3] = ["team-a", "team-b", "team-c"];
 const WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Default)]
@@ -56,17 +55,6 @@ impl ObjectReconciler for Log {
     }
 }
 
-async fn create_namespaces(client: &kube::Client) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    for ns in NAMESPACES {
-        let namespace: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": ns}})).expect("valid Namespace");
-        api.create(&PostParams::default(), &namespace)
-            .await
-            .expect("create namespace");
-    }
-}
-
 async fn set_value(api: &Api<ConfigMap>, name: &str, value: &str) {
     api.patch(
         name,
@@ -79,10 +67,15 @@ async fn set_value(api: &Api<ConfigMap>, name: &str, value: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_listed_namespaces_are_reconciled_and_others_are_refused() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let client = server.client();
-    create_namespaces(&client).await;
-    let apis: Vec<Api<ConfigMap>> = NAMESPACES
+    // team-a, team-b and team-c: three namespaces on the binary's shared server.
+    let teams = [
+        TestNamespace::new("team-a").await.expect("envtest starts"),
+        TestNamespace::new("team-b").await.expect("envtest starts"),
+        TestNamespace::new("team-c").await.expect("envtest starts"),
+    ];
+    let [a, b, c] = [0, 1, 2].map(|i| teams[i].namespace());
+    let client = teams[0].client();
+    let apis: Vec<Api<ConfigMap>> = [a, b, c]
         .iter()
         .map(|ns| Api::namespaced(client.clone(), ns))
         .collect();
@@ -96,14 +89,18 @@ async fn only_the_listed_namespaces_are_reconciled_and_others_are_refused() {
         .await
         .expect("manager");
     let log = Log::default();
-    // Secrets in every namespace map to the ConfigMap of the same name: the one in team-c
+    // Secrets in all three namespaces map to the ConfigMap of the same name: the one in team-c
     // asks for an object outside the primary kind's cache.
     let secrets = mgr
         .cache()
-        .kind::<Secret>(kcr_source::WatchScope::all().labels("test=namespaces"))
+        .kind::<Secret>(
+            kcr_source::WatchScope::all()
+                .namespaces([a, b, c])
+                .labels("test=namespaces"),
+        )
         .expect("secrets");
     mgr.controller()
-        .for_kind::<ConfigMap>(WatchOptions::new().namespaces(["team-b", "team-a"]))
+        .for_kind::<ConfigMap>(WatchOptions::new().namespaces([b, a]))
         .watches(
             secrets,
             EnqueueRequestsFromMapFunc::new(|s: &Secret| {
@@ -121,7 +118,7 @@ async fn only_the_listed_namespaces_are_reconciled_and_others_are_refused() {
     let (_mgr, stop, run) = common::spawn_manager(mgr);
 
     eventually("team-a and team-b reconciled", WAIT, || async {
-        log.count("team-a/x=v1") == 1 && log.count("team-b/x=v1") == 1
+        log.count(&format!("{a}/x=v1")) == 1 && log.count(&format!("{b}/x=v1")) == 1
     })
     .await;
     for api in &apis {
@@ -130,7 +127,7 @@ async fn only_the_listed_namespaces_are_reconciled_and_others_are_refused() {
     eventually(
         "the updates of team-a and team-b reconciled",
         WAIT,
-        || async { log.count("team-a/x=v2") == 1 && log.count("team-b/x=v2") == 1 },
+        || async { log.count(&format!("{a}/x=v2")) == 1 && log.count(&format!("{b}/x=v2")) == 1 },
     )
     .await;
 
@@ -139,7 +136,7 @@ async fn only_the_listed_namespaces_are_reconciled_and_others_are_refused() {
         "metadata": {"name": "x", "labels": {"test": "namespaces"}}
     }))
     .expect("valid Secret");
-    let team_c: Api<Secret> = Api::namespaced(client.clone(), "team-c");
+    let team_c: Api<Secret> = Api::namespaced(client.clone(), c);
     team_c
         .create(&PostParams::default(), &secret)
         .await
@@ -160,16 +157,21 @@ async fn only_the_listed_namespaces_are_reconciled_and_others_are_refused() {
         .await
         .expect("create marker");
     eventually("the marker reconciled", WAIT, || async {
-        log.count("team-b/marker=m") == 1
+        log.count(&format!("{b}/marker=m")) == 1
     })
     .await;
     let entries = log.entries.lock().clone();
     assert!(
-        entries.iter().all(|e| !e.contains("team-c")),
+        entries.iter().all(|e| !e.contains(c)),
         "team-c reached the reconciler: {entries:?}"
     );
-    for entry in ["team-a/x=v1", "team-b/x=v1", "team-a/x=v2", "team-b/x=v2"] {
-        assert_eq!(log.count(entry), 1, "{entry} in {entries:?}");
+    for entry in [
+        format!("{a}/x=v1"),
+        format!("{b}/x=v1"),
+        format!("{a}/x=v2"),
+        format!("{b}/x=v2"),
+    ] {
+        assert_eq!(log.count(&entry), 1, "{entry} in {entries:?}");
     }
 
     stop.cancel();
@@ -178,8 +180,10 @@ async fn only_the_listed_namespaces_are_reconciled_and_others_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_namespace_list_fails_the_build() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let mgr = Manager::new(server.client(), manager_options())
+    let ns = TestNamespace::new("ns-bad-list")
+        .await
+        .expect("envtest starts");
+    let mgr = Manager::new(ns.client(), manager_options())
         .await
         .expect("manager");
     let error = mgr

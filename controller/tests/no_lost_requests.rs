@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::{
     Action, Builder, Context, ControllerError, Reconciler, SourceWatch, Watch, WatchOptions,
 };
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, TestNamespace};
 use kcr_handler::{EnqueueRequestForObject, Request};
 use kcr_predicate::IgnoreStatusOnlyUpdates;
 use kcr_queue::WorkQueue;
@@ -35,23 +35,40 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Counts reconciles per request; each reconcile first waits until the gate is open.
 #[derive(Clone)]
 struct Gated {
+    /// The namespace of the requests [`below`](Self::below) looks at.
+    namespace: String,
     counts: Arc<Mutex<BTreeMap<String, usize>>>,
     gate: watch::Receiver<bool>,
 }
 
 impl Gated {
-    fn new() -> (Self, watch::Sender<bool>) {
+    fn new(namespace: &str) -> (Self, watch::Sender<bool>) {
         let (open, gate) = watch::channel(true);
         let counts = Arc::default();
-        (Gated { counts, gate }, open)
+        let namespace = namespace.to_string();
+        (
+            Gated {
+                namespace,
+                counts,
+                gate,
+            },
+            open,
+        )
     }
 
-    /// Requests reconciled fewer than `n` times, among `names`.
+    /// Requests reconciled fewer than `n` times, among `names` (in the namespace).
     fn below(&self, names: &[String], n: usize) -> Vec<String> {
         let counts = self.counts.lock();
+        let namespace = &self.namespace;
         names
             .iter()
-            .filter(|name| counts.get(&format!("default/{name}")).copied().unwrap_or(0) < n)
+            .filter(|name| {
+                counts
+                    .get(&format!("{namespace}/{name}"))
+                    .copied()
+                    .unwrap_or(0)
+                    < n
+            })
             .cloned()
             .collect()
     }
@@ -85,8 +102,8 @@ fn pending(names: Vec<String>) -> Result<(), String> {
 /// construction.
 #[tokio::test(flavor = "current_thread")]
 async fn a_lagged_channel_still_gets_every_request_reconciled() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("lagged").await.expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     let names: Vec<String> = (0..24).map(|i| format!("cm-{i:02}")).collect();
     let mut objects = Vec::new();
     for name in &names {
@@ -98,11 +115,11 @@ async fn a_lagged_channel_still_gets_every_request_reconciled() {
     }
 
     let channel = Channel::<ConfigMap>::with_overflow(1, Overflow::Lag);
-    let (reconciler, open) = Gated::new();
+    let (reconciler, open) = Gated::new(ns.namespace());
     let controller = Builder::new()
-        .cache(Cache::new(server.client()))
+        .cache(Cache::new(ns.client()))
         .named("slow")
-        .for_kind::<ConfigMap>(WatchOptions::new().namespace("default"))
+        .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns.namespace()))
         .watches(
             channel.clone(),
             EnqueueRequestForObject,
@@ -147,7 +164,7 @@ async fn a_lagged_channel_still_gets_every_request_reconciled() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_lag_without_a_primary_kind_stops_the_controller() {
     let channel = Channel::<ConfigMap>::with_overflow(1, Overflow::Lag);
-    let (reconciler, _open) = Gated::new();
+    let (reconciler, _open) = Gated::new("default");
     let controller = Builder::new()
         .named("no-primary")
         .watches(
@@ -185,6 +202,7 @@ async fn a_lag_without_a_primary_kind_stops_the_controller() {
 /// low priority, so a fresh change enqueued after it is still handed out first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_found_by_a_relist_queue_at_low_priority() {
+    // A server of its own: it injects faults, counts requests and compacts the history.
     let server = TestApiServer::start().await.expect("envtest starts");
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     api.create(&PostParams::default(), &configmap("before", "1"))
@@ -252,15 +270,17 @@ async fn creates_found_by_a_relist_queue_at_low_priority() {
 /// status-only update and must be reconciled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_filter_that_reads_data_sees_configmap_data_edits() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("data-edits")
+        .await
+        .expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     api.create(&PostParams::default(), &configmap("edited", "1"))
         .await
         .expect("create");
-    let (reconciler, _open) = Gated::new();
+    let (reconciler, _open) = Gated::new(ns.namespace());
     let controller = Builder::new()
-        .cache(Cache::new(server.client()))
-        .for_kind::<ConfigMap>(WatchOptions::new().namespace("default"))
+        .cache(Cache::new(ns.client()))
+        .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns.namespace()))
         .with_event_filter(IgnoreStatusOnlyUpdates)
         .build(reconciler.clone())
         .expect("builds");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{configmap, eventually, manager_options};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kcr_controller::{Action, Context, Manager, ManagerError, ObjectReconciler, WatchOptions};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_handler::Request;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -56,20 +56,20 @@ impl ObjectReconciler for SecretsOnly {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_gets_the_cached_object_and_a_deleted_one_goes_the_gone_path() {
-    let server = TestApiServer::start().await.unwrap();
-    let client = server.client();
+    let ns = TestNamespace::new("object-reconciler").await.unwrap();
+    let client = ns.client();
     let mgr = Manager::new(client.clone(), manager_options())
         .await
         .unwrap();
     let seen = Seen::default();
     mgr.controller()
-        .for_kind::<ConfigMap>(WatchOptions::new().namespace("default"))
+        .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns.namespace()))
         .named("objects")
         .complete_objects(seen.clone())
         .unwrap();
     let (_mgr, stop, run) = common::spawn_manager(mgr);
 
-    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client, ns.namespace());
     cms.create(&PostParams::default(), &configmap("first", "v1"))
         .await
         .unwrap();
@@ -99,18 +99,15 @@ async fn the_reconciler_gets_the_cached_object_and_a_deleted_one_goes_the_gone_p
 
     stop.cancel();
     run.await.unwrap().unwrap();
-    server.shutdown();
 }
 
 #[tokio::test]
 async fn an_object_reconciler_of_another_kind_than_for_kind_is_refused() {
-    let server = TestApiServer::start().await.unwrap();
-    let mgr = Manager::new(server.client(), manager_options())
-        .await
-        .unwrap();
+    let ns = TestNamespace::new("object-mismatch").await.unwrap();
+    let mgr = Manager::new(ns.client(), manager_options()).await.unwrap();
     let err = mgr
         .controller()
-        .for_kind::<ConfigMap>(WatchOptions::new())
+        .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns.namespace()))
         .named("mismatch")
         .complete_objects(SecretsOnly)
         .unwrap_err();
@@ -130,5 +127,4 @@ async fn an_object_reconciler_of_another_kind_than_for_kind_is_refused() {
         matches!(&err, ManagerError::Builder { reason } if reason.contains("needs for_kind::<Secret>()")),
         "{err}"
     );
-    server.shutdown();
 }

@@ -10,7 +10,7 @@ use kcr_controller::objects::{
     Applier, Conflicts, FinalizerError, FinalizerEvent, ObjectError, OperationResult,
     create_or_patch, create_or_update, finalizer,
 };
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
@@ -56,8 +56,8 @@ fn set(cm: &mut ConfigMap, key: &str, value: &str) {
 
 #[tokio::test]
 async fn create_or_update_reports_created_updated_unchanged_and_refuses_bad_mutations() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("cou").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let ok = Ok::<(), std::convert::Infallible>;
 
     let mut cm = named_configmap("cou");
@@ -132,14 +132,13 @@ async fn create_or_update_reports_created_updated_unchanged_and_refuses_bad_muta
         .await
         .unwrap_err();
     assert!(matches!(err, ObjectError::NoName { ref kind } if kind == "ConfigMap"));
-    server.shutdown();
 }
 
 #[tokio::test]
 async fn create_or_patch_patches_spec_and_status_separately_and_keeps_other_writers_fields() {
-    let server = TestApiServer::start().await.unwrap();
-    server.install_crd::<Gizmo>().await.unwrap();
-    let api: Api<Gizmo> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("cop").await.unwrap();
+    ns.install_crd::<Gizmo>().await.unwrap();
+    let api: Api<Gizmo> = Api::default_namespaced(ns.client());
     let ok = Ok::<(), std::convert::Infallible>;
     let fresh = || Gizmo::new("g", GizmoSpec::default());
 
@@ -202,13 +201,12 @@ async fn create_or_patch_patches_spec_and_status_separately_and_keeps_other_writ
     assert_eq!(stored.spec.size, 5);
     assert_eq!(stored.status, Some(GizmoStatus { seen: 3 }));
     assert_eq!(stored.labels()["owner"], "someone");
-    server.shutdown();
 }
 
 #[tokio::test]
 async fn apply_conflicts_fail_or_force_as_chosen_and_omission_removes() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("apply").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let a = Applier::new("manager-a").unwrap();
     let b = Applier::new("manager-b").unwrap();
     let desired = |pairs: &[(&str, &str)]| {
@@ -262,7 +260,6 @@ async fn apply_conflicts_fail_or_force_as_chosen_and_omission_removes() {
     ));
     assert!(Applier::new("m".repeat(129)).is_err());
     assert!(Applier::new("m".repeat(128)).is_ok());
-    server.shutdown();
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -273,8 +270,8 @@ const FIN: &str = "objects.kcr.io/cleanup";
 
 #[tokio::test]
 async fn finalizer_is_added_before_apply_kept_on_failed_cleanup_and_removed_after_cleanup() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("finalizer").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let created = api
         .create(&Default::default(), &named_configmap("fin"))
         .await
@@ -363,13 +360,12 @@ async fn finalizer_is_added_before_apply_kept_on_failed_cleanup_and_removed_afte
         err,
         FinalizerError::Finalizer(ObjectError::InvalidFinalizer { .. })
     ));
-    server.shutdown();
 }
 
 #[tokio::test]
 async fn finalizer_patches_never_overwrite_a_concurrent_edit() {
-    let server = TestApiServer::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("finalizer-race").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
     let stale = api
         .create(&Default::default(), &named_configmap("race"))
         .await
@@ -415,5 +411,4 @@ async fn finalizer_patches_never_overwrite_a_concurrent_edit() {
         || async { api.get_opt("race").await.unwrap().is_none() },
     )
     .await;
-    server.shutdown();
 }

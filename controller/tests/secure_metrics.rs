@@ -15,7 +15,7 @@ use common::{http_get, manager_options, spawn_manager};
 use futures::future::BoxFuture;
 use kcr_controller::Manager;
 use kcr_controller::secure_metrics::{Reviewer, SecureMetrics, SecureMetricsError, UserInfo};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_tls::{CertWatcher, CertificateAuthority};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -115,7 +115,7 @@ async fn https_get(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_authorized_callers_read_metrics_over_tls() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("metrics-tls").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ca = CertificateAuthority::generate("metrics test CA").unwrap();
     ca.issue(&["127.0.0.1"])
@@ -129,7 +129,7 @@ async fn only_authorized_callers_read_metrics_over_tls() {
             .cache_ttl(Duration::from_secs(60))
             .reviewer(stub.clone()),
     );
-    let mgr = Manager::new(server.client(), options).await.unwrap();
+    let mgr = Manager::new(ns.client(), options).await.unwrap();
     let metrics = mgr.metrics_addr().unwrap();
     let probes = mgr.health_probe_addr().unwrap();
     let (_mgr, stop, run) = spawn_manager(mgr);
@@ -204,11 +204,11 @@ async fn only_authorized_callers_read_metrics_over_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_certificate_the_endpoint_is_not_ready() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("metrics-no-cert").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let options = manager_options()
         .secure_metrics(SecureMetrics::from_dir(dir.path()).reviewer(Stub::default()));
-    let mgr = Manager::new(server.client(), options).await.unwrap();
+    let mgr = Manager::new(ns.client(), options).await.unwrap();
     let metrics = mgr.metrics_addr().unwrap();
     let probes = mgr.health_probe_addr().unwrap();
     let (_mgr, stop, run) = spawn_manager(mgr);
@@ -243,14 +243,14 @@ async fn without_a_certificate_the_endpoint_is_not_ready() {
 
 #[tokio::test]
 async fn a_zero_cache_size_fails_manager_creation() {
-    let server = TestApiServer::start().await.unwrap();
+    let ns = TestNamespace::new("metrics-zero-cache").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let options = manager_options().secure_metrics(
         SecureMetrics::from_dir(dir.path())
             .cache_size(0)
             .reviewer(Stub::default()),
     );
-    let err = Manager::new(server.client(), options).await.unwrap_err();
+    let err = Manager::new(ns.client(), options).await.unwrap_err();
     assert!(
         matches!(
             err,

@@ -14,6 +14,7 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_reconciles_and_exits_zero_on_sigterm() {
+    // A server of its own: the operator (a child process) manages pools and nodes cluster-wide.
     let env = Embedded::start(2).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

@@ -226,6 +226,7 @@ struct SeedReport {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_converge_under_seeded_churn() {
+    // A server of its own: the operator manages pools, nodes and RuntimeClasses cluster-wide.
     let env = Embedded::start(0).await.unwrap();
     let operator = env.start_operator(&env.run_options(), true).await.unwrap();
     let started = Instant::now();

@@ -1,6 +1,12 @@
 //! End to end: the operator running as in production (manager, shared cache, controller, HTTPS
 //! webhook server), pointed at kcr-envtest.
 //!
+//! Every test has an API server of its own (`Embedded::start`, a `TestApiServer` with
+//! simulated nodes): the operator manages NodePools, Nodes and RuntimeClasses, all
+//! cluster-scoped, cluster-wide (it cannot be scoped to a namespace), and the convergence
+//! checks list every pool, node and RuntimeClass, so one test's operator would act on another
+//! test's pools and nodes on a shared server.
+//!
 //! These tests wait on a real API server and real timers, so they poll (every 50 ms, bounded by
 //! a timeout) for the state they expect; nothing sleeps and hopes.
 
@@ -107,6 +113,7 @@ async fn start(nodes: usize) -> (Embedded, RunningOperator) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_lifecycle_create_change_repair_delete() {
+    // A server of its own: the operator is cluster-wide (module docs).
     let (env, op) = start(3).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());
@@ -326,6 +333,7 @@ async fn pool_lifecycle_create_change_repair_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_moved_from_pool_a_to_b_carries_exactly_b() {
+    // A server of its own: the operator is cluster-wide (module docs).
     let (env, op) = start(2).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());
@@ -382,6 +390,7 @@ async fn node_moved_from_pool_a_to_b_carries_exactly_b() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_through_the_api_server() {
+    // A server of its own: the operator is cluster-wide (module docs).
     let (env, op) = start(1).await;
     let pools: Api<NodePool> = Api::all(env.client.clone());
     // Refused at create, with every violation listed.
@@ -443,6 +452,7 @@ async fn webhooks_through_the_api_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn converges_through_500s_409s_and_dropped_watches() {
+    // A server of its own: the operator is cluster-wide (module docs); it injects faults.
     let (env, op) = start(6).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());
@@ -481,6 +491,7 @@ async fn converges_through_500s_409s_and_dropped_watches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_midway_loses_and_leaves_nothing() {
+    // A server of its own: the operator is cluster-wide (module docs).
     let env = Embedded::start(40).await.unwrap();
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());
@@ -575,6 +586,7 @@ async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_metrics_and_leader_election_with_two_replicas() {
+    // A server of its own: the operator is cluster-wide (module docs).
     let env = Embedded::start(2).await.unwrap();
     let pools: Api<NodePool> = Api::all(env.client.clone());
     let nodes: Api<Node> = Api::all(env.client.clone());
@@ -681,6 +693,7 @@ async fn probes_metrics_and_leader_election_with_two_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_reconcile_is_reported_in_status_and_events_then_recovers() {
+    // A server of its own: the operator is cluster-wide (module docs); it injects faults.
     let (env, op) = start(2).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());
@@ -753,6 +766,7 @@ async fn a_failing_reconcile_is_reported_in_status_and_events_then_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_cause_no_writes_and_status_is_not_rewritten() {
+    // A server of its own: the operator is cluster-wide (module docs); it counts requests.
     let (env, op) = start(3).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());
@@ -813,6 +827,7 @@ async fn heartbeats_cause_no_writes_and_status_is_not_rewritten() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_member_pools_wanting_one_label_do_not_fight() {
+    // A server of its own: the operator is cluster-wide (module docs).
     let (env, op) = start(1).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());
@@ -941,6 +956,7 @@ async fn warning_event(env: &Embedded, reason: &str) -> String {
 /// as if the node kept changing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_node_patch_is_reported_as_what_it_is() {
+    // A server of its own: the operator is cluster-wide (module docs); faults, request counts.
     let (env, op) = start(2).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let pools: Api<NodePool> = Api::all(env.client.clone());

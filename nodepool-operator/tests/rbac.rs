@@ -427,6 +427,7 @@ fn forbidden_lines() -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lifecycle_runs_as_the_service_account_with_the_shipped_roles() {
     let _serial = SERIAL.lock().await;
+    // A server of its own: a cluster-wide operator, the shipped ClusterRoles (fixed names).
     let env = Embedded::start(3).await.unwrap();
     let test = "the_lifecycle_runs_as_the_service_account_with_the_shipped_roles";
     let Some(sa) = service_account_client(&env, test).await else {
@@ -1050,6 +1051,7 @@ fn every_role_bound_to_the_service_account_is_checked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_verb_of_the_shipped_roles_is_needed() {
     let _serial = SERIAL.lock().await;
+    // A server of its own: a cluster-wide operator, the shipped ClusterRoles, injected 409s.
     let env = Embedded::start(0).await.unwrap();
     let Some(sa) = service_account_client(&env, "every_verb_of_the_shipped_roles_is_needed").await
     else {

@@ -148,6 +148,8 @@ async fn https_get(addr: SocketAddr, ca_pem: &str, token: Option<&str>) -> (u16,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scrapes_are_authenticated_and_authorized_by_the_api_server() {
+    // A server of its own: it impersonates a ServiceAccount (client_as) and binds the shipped
+    // ClusterRoles under their fixed names.
     let server = TestApiServer::start().await.unwrap();
     let admin = server.client();
 

@@ -2,6 +2,8 @@
 //! kcr-envtest on either backend: a built-in kind (ConfigMap, erased) and a custom resource
 //! known only by its group, version and kind; two dynamic kinds in one cache never mix.
 //!
+//! Both tests share the binary's server, each in a `TestNamespace` of its own.
+//!
 //! Real clock: every wait is bounded by a deadline that only expires when the behaviour is
 //! wrong.
 
@@ -10,7 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_source::{Cache, CacheError, DynamicResource, Event, EventStream, Source, WatchScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -42,8 +44,8 @@ fn gadgets() -> DynamicResource {
     DynamicResource::new(ApiResource::from_gvk(&gvk), Scope::Namespaced)
 }
 
-async fn install_gadget_crd(server: &TestApiServer) {
-    server
+async fn install_gadget_crd(ns: &TestNamespace) {
+    ns
         .install_crd_value(json!({
             "metadata": {"name": "gadgets.dyn.kcr.io"},
             "spec": {
@@ -72,21 +74,23 @@ fn gadget(name: &str, size: i64) -> DynamicObject {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resource_known_only_at_run_time_is_cached_and_watched() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    install_gadget_crd(&server).await;
+    let ns = TestNamespace::new("dyn-gadget")
+        .await
+        .expect("envtest starts");
+    install_gadget_crd(&ns).await;
     let resource = gadgets();
     let api: Api<DynamicObject> =
-        Api::namespaced_with(server.client(), "default", &resource.resource);
+        Api::namespaced_with(ns.client(), ns.namespace(), &resource.resource);
     api.create(&PostParams::default(), &gadget("small", 1))
         .await
         .expect("create");
 
-    let cache = Cache::new(server.client());
+    let cache = Cache::new(ns.client());
     let kind = cache
-        .kind_dynamic(&resource, WatchScope::all().namespace("default"))
+        .kind_dynamic(&resource, WatchScope::all().namespace(ns.namespace()))
         .expect("kind");
     let reader = cache
-        .reader_dynamic(&resource, WatchScope::all().namespace("default"))
+        .reader_dynamic(&resource, WatchScope::all().namespace(ns.namespace()))
         .expect("reader");
     assert_eq!(cache.informer_count(), 1, "kind and reader share one watch");
     let mut started = kind.start().expect("start");
@@ -137,7 +141,7 @@ async fn a_custom_resource_known_only_at_run_time_is_cached_and_watched() {
     quiet(&mut started.events).await;
 
     let small = reader
-        .get("small", Some("default"))
+        .get("small", Some(ns.namespace()))
         .expect("a watched namespace")
         .expect("cached");
     assert_eq!(small.data["spec"]["size"], 2);
@@ -148,13 +152,15 @@ async fn a_custom_resource_known_only_at_run_time_is_cached_and_watched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_dynamic_kinds_in_one_cache_do_not_mix() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let configmaps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let secrets: Api<Secret> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("dyn-mix").await.expect("envtest starts");
+    let configmaps: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
+    let secrets: Api<Secret> = Api::namespaced(ns.client(), ns.namespace());
+    // Every namespace is watched, for objects with a label value no other test uses.
+    let label = ns.unique_name("dynamic");
     // The same name in both kinds.
     for name in ["shared", "cm-only"] {
         let cm: ConfigMap = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"test": "dynamic"}},
+            "metadata": {"name": name, "labels": {"test": label}},
             "data": {"kind": "configmap"}
         }))
         .expect("valid ConfigMap");
@@ -164,7 +170,7 @@ async fn two_dynamic_kinds_in_one_cache_do_not_mix() {
             .expect("create");
     }
     let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "shared", "labels": {"test": "dynamic"}},
+        "metadata": {"name": "shared", "labels": {"test": label}},
         "stringData": {"kind": "secret"}
     }))
     .expect("valid Secret");
@@ -173,8 +179,8 @@ async fn two_dynamic_kinds_in_one_cache_do_not_mix() {
         .await
         .expect("create");
 
-    let cache = Cache::new(server.client());
-    let scope = WatchScope::all().labels("test=dynamic");
+    let cache = Cache::new(ns.client());
+    let scope = WatchScope::all().labels(format!("test={label}"));
     // Secrets keep only their keys' names: a transform of one dynamic kind only.
     let secret_resource = DynamicResource::of::<Secret>();
     cache
@@ -208,7 +214,7 @@ async fn two_dynamic_kinds_in_one_cache_do_not_mix() {
     );
     assert_eq!(names(&secret_reader), BTreeSet::from(["shared".into()]));
     let cm = cm_reader
-        .get("shared", Some("default"))
+        .get("shared", Some(ns.namespace()))
         .expect("watched")
         .expect("cached");
     assert_eq!(cm.data["data"]["kind"], "configmap");
@@ -220,7 +226,7 @@ async fn two_dynamic_kinds_in_one_cache_do_not_mix() {
         Some(("v1", "ConfigMap"))
     );
     let secret = secret_reader
-        .get("shared", Some("default"))
+        .get("shared", Some(ns.namespace()))
         .expect("watched")
         .expect("cached");
     assert_eq!(secret.data["data"]["kind"], "", "the Secret transform ran");

@@ -1,5 +1,8 @@
 //! `Kind` and `Cache` against a real (in-process) API server: kcr-envtest.
 //!
+//! Tests that inject faults, count requests or list cluster-wide start a `TestApiServer` of
+//! their own; the others share the binary's server, each in a `TestNamespace`.
+//!
 //! These tests talk HTTP over loopback, so they run on the real clock; every wait is bounded by
 //! a timeout that only fires when the behaviour is wrong.
 
@@ -7,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, TestNamespace};
 use kcr_source::{Cache, Event, EventStream, Source, WatchScope, wait_for_sync};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -74,16 +77,18 @@ async fn set_value(api: &Api<ConfigMap>, name: &str, value: &str) -> ConfigMap {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kind_sees_create_update_with_old_and_delete() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("kind-crud")
+        .await
+        .expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     let before = api
         .create(&PostParams::default(), &cm("pre", "0"))
         .await
         .expect("create");
 
-    let cache = Cache::new(server.client());
+    let cache = Cache::new(ns.client());
     let kind = cache
-        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
+        .kind::<ConfigMap>(WatchScope::all().namespace(ns.namespace()))
         .expect("kind");
     let mut started = kind.start().expect("start");
     wait_for_sync([&started.sync], WAIT).await.expect("synced");
@@ -132,7 +137,10 @@ async fn kind_sees_create_update_with_old_and_delete() {
     quiet(&mut started.events).await;
 
     // a second namespace is not watched
-    let other_ns: Api<ConfigMap> = Api::namespaced(server.client(), "kube-system");
+    let other = TestNamespace::new("kind-crud-other")
+        .await
+        .expect("a second namespace");
+    let other_ns: Api<ConfigMap> = Api::namespaced(ns.client(), other.namespace());
     other_ns
         .create(&PostParams::default(), &cm("elsewhere", "x"))
         .await
@@ -142,6 +150,7 @@ async fn kind_sees_create_update_with_old_and_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relist_after_410_yields_updates_and_unknown_deletes() {
+    // A server of its own: it injects faults, counts requests and compacts the history.
     let server = TestApiServer::start().await.expect("envtest starts");
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     for n in ["changed", "vanished", "same"] {
@@ -226,6 +235,7 @@ async fn relist_after_410_yields_updates_and_unknown_deletes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_consumers_share_one_watch_and_one_store() {
+    // A server of its own: it counts requests and watches every Node (a pristine cluster).
     let server = TestApiServer::start().await.expect("envtest starts");
     server.add_nodes(2).await.expect("nodes");
     let faults = server.faults();
@@ -306,6 +316,7 @@ async fn two_consumers_share_one_watch_and_one_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_are_validated_and_metadata_only_watches_work() {
+    // A server of its own: it injects faults and lists ConfigMaps of every namespace.
     let server = TestApiServer::start().await.expect("envtest starts");
     let cache = Cache::new(server.client());
 
@@ -397,17 +408,19 @@ async fn options_are_validated_and_metadata_only_watches_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_subscriber_is_resynced_and_does_not_block_the_fast_one() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("kind-slow")
+        .await
+        .expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     api.create(&PostParams::default(), &cm("hot", "0"))
         .await
         .expect("create");
     api.create(&PostParams::default(), &cm("doomed", "0"))
         .await
         .expect("create");
-    let cache = Cache::with_subscriber_buffer(server.client(), 2);
+    let cache = Cache::with_subscriber_buffer(ns.client(), 2);
     let kind = cache
-        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
+        .kind::<ConfigMap>(WatchScope::all().namespace(ns.namespace()))
         .expect("kind");
     let mut fast = kind.start().expect("start");
     let mut slow = kind.start().expect("start");
@@ -465,13 +478,13 @@ async fn slow_subscriber_is_resynced_and_does_not_block_the_fast_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reader_indexes_follow_the_watch_and_are_shared() {
-    let server = TestApiServer::start().await.expect("envtest");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("kind-index").await.expect("envtest");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     api.create(&PostParams::default(), &configmap_owned("early", "x"))
         .await
         .expect("create early");
-    let cache = Cache::new(server.client());
-    let options = WatchScope::all().namespace("default");
+    let cache = Cache::new(ns.client());
+    let options = WatchScope::all().namespace(ns.namespace());
     let reader = cache.reader::<ConfigMap>(options.clone()).expect("reader");
     reader.wait_for_sync(WAIT).await.expect("synced");
     reader
@@ -535,9 +548,11 @@ fn configmap_owned(name: &str, owner: &str) -> ConfigMap {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let client = server.client();
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let ns = TestNamespace::new("kind-transform")
+        .await
+        .expect("envtest starts");
+    let client = ns.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns.namespace());
     let stored = api
         .create(&PostParams::default(), &cm("t", "1"))
         .await
@@ -550,15 +565,15 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
     // Default: managedFields are gone from the cache, the rest is intact.
     let cache = Cache::new(client.clone());
     let reader = cache
-        .reader::<ConfigMap>(WatchScope::all().namespace("default"))
+        .reader::<ConfigMap>(WatchScope::all().namespace(ns.namespace()))
         .expect("reader");
     let kind = cache
-        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
+        .kind::<ConfigMap>(WatchScope::all().namespace(ns.namespace()))
         .expect("kind");
     let mut started = kind.start().expect("start");
     wait_for_sync([&started.sync], WAIT).await.expect("synced");
     let cached = reader
-        .get("t", Some("default"))
+        .get("t", Some(ns.namespace()))
         .expect("a watched namespace")
         .expect("cached");
     assert_eq!(cached.metadata.managed_fields, None);
@@ -593,7 +608,7 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
         })
         .expect("before any watch");
     custom.keep_whole::<Secret>().expect("before any watch");
-    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    let secrets: Api<Secret> = Api::namespaced(client, ns.namespace());
     secrets
         .create(
             &PostParams::default(),
@@ -602,24 +617,24 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
         .await
         .expect("create secret");
     let cms = custom
-        .reader::<ConfigMap>(WatchScope::all().namespace("default"))
+        .reader::<ConfigMap>(WatchScope::all().namespace(ns.namespace()))
         .expect("reader");
     let secret_reader = custom
-        .reader::<Secret>(WatchScope::all().namespace("default"))
+        .reader::<Secret>(WatchScope::all().namespace(ns.namespace()))
         .expect("reader");
     let _cm_kind = custom
-        .kind::<ConfigMap>(WatchScope::all().namespace("default"))
+        .kind::<ConfigMap>(WatchScope::all().namespace(ns.namespace()))
         .expect("kind")
         .start()
         .expect("start");
     let _secret_kind = custom
-        .kind::<Secret>(WatchScope::all().namespace("default"))
+        .kind::<Secret>(WatchScope::all().namespace(ns.namespace()))
         .expect("kind")
         .start()
         .expect("start");
     custom.wait_for_sync(WAIT).await.expect("synced");
     let t = cms
-        .get("t", Some("default"))
+        .get("t", Some(ns.namespace()))
         .expect("a watched namespace")
         .expect("cached");
     assert_eq!(t.data, None);
@@ -627,25 +642,26 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
     // A custom transform replaces the default: managedFields stay unless it drops them.
     assert!(t.metadata.managed_fields.is_some());
     let secret = secret_reader
-        .get("whole", Some("default"))
+        .get("whole", Some(ns.namespace()))
         .expect("a watched namespace")
         .expect("cached secret");
     assert!(secret.metadata.managed_fields.is_some(), "{secret:?}");
-    server.shutdown();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_list_fills_the_cache_and_then_watches() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("kind-stream")
+        .await
+        .expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     for i in 0..5 {
         api.create(&PostParams::default(), &cm(&format!("s{i}"), "1"))
             .await
             .expect("create");
     }
-    let cache = Cache::new(server.client());
+    let cache = Cache::new(ns.client());
     let scope = WatchScope::all()
-        .namespace("default")
+        .namespace(ns.namespace())
         .labels("app=demo")
         .streaming_list();
     let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
@@ -675,5 +691,4 @@ async fn a_streaming_list_fills_the_cache_and_then_watches() {
         other => panic!("expected update, got {other:?}"),
     }
     quiet(&mut started.events).await;
-    server.shutdown();
 }

@@ -1,6 +1,9 @@
 //! Several namespaces per type (one watch per namespace, one store) against kcr-envtest, on
 //! either backend (`KCR_ENVTEST_BACKEND=real` runs them against kube-apiserver).
 //!
+//! The test that injects faults and counts requests starts a `TestApiServer` of its own; the
+//! others share the binary's server, in `TestNamespace`s of their own.
+//!
 //! Real clock: every wait is bounded by a deadline that only expires when the behaviour is
 //! wrong.
 
@@ -9,7 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::{TestApiServer, TestNamespace};
 use kcr_source::{Cache, CacheError, Event, EventStream, ReadError, Source, WatchScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -122,21 +125,25 @@ fn keys(list: &[&str]) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_of_three_namespaces_are_cached_read_and_watched() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let apis = setup(&server).await;
+    let teams = [
+        TestNamespace::new("team-a").await.expect("envtest starts"),
+        TestNamespace::new("team-b").await.expect("envtest starts"),
+        TestNamespace::new("team-c").await.expect("envtest starts"),
+    ];
+    let [a, b, c] = [0, 1, 2].map(|i| teams[i].namespace());
+    let apis: Vec<Api<ConfigMap>> = teams
+        .iter()
+        .map(|t| Api::default_namespaced(t.client()))
+        .collect();
     for api in &apis {
         create(api, "x").await;
     }
     create(&apis[0], "y").await;
 
-    let cache = Cache::new(server.client());
+    let cache = Cache::new(teams[0].client());
     // The order of the list does not matter: both are one informer.
-    let kind = cache
-        .kind::<ConfigMap>(scope(&["team-b", "team-a"]))
-        .expect("kind");
-    let reader = cache
-        .reader::<ConfigMap>(scope(&["team-a", "team-b"]))
-        .expect("reader");
+    let kind = cache.kind::<ConfigMap>(scope(&[b, a])).expect("kind");
+    let reader = cache.reader::<ConfigMap>(scope(&[a, b])).expect("reader");
     assert_eq!(cache.informer_count(), 1);
     let mut started = kind.start().expect("start");
     reader
@@ -146,9 +153,9 @@ async fn two_of_three_namespaces_are_cached_read_and_watched() {
     assert_eq!(
         next_n(&mut started.events, 3).await,
         [
-            ("create", "team-a/x".into(), true),
-            ("create", "team-a/y".into(), true),
-            ("create", "team-b/x".into(), true),
+            ("create", format!("{a}/x"), true),
+            ("create", format!("{a}/y"), true),
+            ("create", format!("{b}/x"), true),
         ]
     );
     quiet(&mut started.events).await;
@@ -156,33 +163,35 @@ async fn two_of_three_namespaces_are_cached_read_and_watched() {
     // Reads see both namespaces; a read of the third is an error, not "not found".
     assert_eq!(
         cached_keys(&reader),
-        keys(&["team-a/x", "team-a/y", "team-b/x"])
+        keys(&[
+            format!("{a}/x").as_str(),
+            format!("{a}/y").as_str(),
+            format!("{b}/x").as_str()
+        ])
     );
     assert_eq!(
         reader.namespaces(),
-        Some(&["team-a".to_string(), "team-b".to_string()][..])
+        Some(&[a.to_string(), b.to_string()][..])
     );
-    assert!(reader.get("x", Some("team-b")).expect("watched").is_some());
-    assert!(reader.get("y", Some("team-b")).expect("watched").is_none());
-    assert_eq!(reader.list_in("team-a").expect("watched").len(), 2);
-    let error = reader
-        .get("x", Some("team-c"))
-        .expect_err("team-c is not watched");
+    assert!(reader.get("x", Some(b)).expect("watched").is_some());
+    assert!(reader.get("y", Some(b)).expect("watched").is_none());
+    assert_eq!(reader.list_in(a).expect("watched").len(), 2);
+    let error = reader.get("x", Some(c)).expect_err("team-c is not watched");
     assert_eq!(
         error,
         ReadError::UnknownNamespace {
             kind: "ConfigMap".into(),
-            namespace: "team-c".into(),
+            namespace: c.into(),
             name: Some("x".into()),
-            watched: vec!["team-a".into(), "team-b".into()],
+            watched: vec![a.into(), b.into()],
         }
     );
     assert!(
-        error.to_string().contains("unable to get team-c/x"),
+        error.to_string().contains(&format!("unable to get {c}/x")),
         "{error}"
     );
     assert!(matches!(
-        reader.list_in("team-c"),
+        reader.list_in(c),
         Err(ReadError::UnknownNamespace { name: None, .. })
     ));
 
@@ -199,26 +208,31 @@ async fn two_of_three_namespaces_are_cached_read_and_watched() {
     assert_eq!(
         next_n(&mut started.events, 4).await,
         [
-            ("delete", "team-a/y".into(), false),
-            ("create", "team-a/z".into(), false),
-            ("update", "team-b/x".into(), false),
-            ("create", "team-b/z".into(), false),
+            ("delete", format!("{a}/y"), false),
+            ("create", format!("{a}/z"), false),
+            ("update", format!("{b}/x"), false),
+            ("create", format!("{b}/z"), false),
         ]
     );
     quiet(&mut started.events).await;
     assert_eq!(
         cached_keys(&reader),
-        keys(&["team-a/x", "team-a/z", "team-b/x", "team-b/z"])
+        keys(&[
+            format!("{a}/x").as_str(),
+            format!("{a}/z").as_str(),
+            format!("{b}/x").as_str(),
+            format!("{b}/z").as_str()
+        ])
     );
     // A second subscriber starts from the store: the same four objects, once each.
     let mut late = kind.start().expect("start");
     assert_eq!(
         next_n(&mut late.events, 4).await,
         [
-            ("create", "team-a/x".into(), true),
-            ("create", "team-a/z".into(), true),
-            ("create", "team-b/x".into(), true),
-            ("create", "team-b/z".into(), true),
+            ("create", format!("{a}/x"), true),
+            ("create", format!("{a}/z"), true),
+            ("create", format!("{b}/x"), true),
+            ("create", format!("{b}/z"), true),
         ]
     );
     quiet(&mut late.events).await;
@@ -226,8 +240,10 @@ async fn two_of_three_namespaces_are_cached_read_and_watched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_lists_are_checked_before_any_watch_starts() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let cache = Cache::new(server.client());
+    let ns = TestNamespace::new("ns-lists")
+        .await
+        .expect("envtest starts");
+    let cache = Cache::new(ns.client());
     let none: [&str; 0] = [];
     assert_eq!(
         cache
@@ -268,6 +284,7 @@ async fn namespace_lists_are_checked_before_any_watch_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_of_one_namespace_keeps_the_other_namespaces_objects() {
+    // A server of its own: it injects faults, counts requests and compacts the history.
     let server = TestApiServer::start().await.expect("envtest starts");
     let apis = setup(&server).await;
     for api in &apis[..2] {

@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcr_controller::{
     Action, Context, LeaderElectionConfig, Manager, ManagerOptions, Reconciler, WatchOptions,
 };
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_handler::Request;
 use kcr_source::Reader;
 use kcr_tests::{RunningManager, eventually};
@@ -235,8 +235,12 @@ fn random_suffix() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_scenario_on_envtest() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    scenario(server.client()).await;
+    // The scenario makes a namespace of its own, as on a real cluster: the TestNamespace gives
+    // it the binary's shared server.
+    let ns = TestNamespace::new("any-cluster")
+        .await
+        .expect("envtest starts");
+    scenario(ns.client()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

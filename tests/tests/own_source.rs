@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::{Action, Context, Manager, ManagerOptions, Reconciler, WatchOptions};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_handler::{EnqueueRequestForObject, Request};
 use kcr_source::{Event, Source, SourceError, Started, SyncHandle};
 use kcr_tests::{RunningManager, eventually};
@@ -21,6 +21,7 @@ const WAIT: Duration = Duration::from_secs(20);
 /// timer, a message queue): delivered as generic events for objects that carry only a name.
 /// Single-use, like most hand-written sources.
 struct Resync {
+    namespace: String,
     names: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
 }
 
@@ -33,12 +34,16 @@ impl Source<ConfigMap> for Resync {
             .ok_or_else(|| SourceError::AlreadyStarted {
                 source_name: self.name(),
             })?;
-        let events = futures::stream::unfold(names, |mut names| async move {
-            let name = names.recv().await?;
-            let mut object = ConfigMap::default();
-            object.metadata.name = Some(name);
-            object.metadata.namespace = Some("default".to_string());
-            Some((Ok(Event::generic(object)), names))
+        let namespace = self.namespace.clone();
+        let events = futures::stream::unfold(names, move |mut names| {
+            let namespace = namespace.clone();
+            async move {
+                let name = names.recv().await?;
+                let mut object = ConfigMap::default();
+                object.metadata.name = Some(name);
+                object.metadata.namespace = Some(namespace);
+                Some((Ok(Event::generic(object)), names))
+            }
         })
         .boxed();
         // Nothing to list first: in sync from the start.
@@ -78,8 +83,10 @@ impl Seen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let client = server.client();
+    let ns = TestNamespace::new("own-source")
+        .await
+        .expect("envtest starts");
+    let client = ns.client();
     let options = ManagerOptions::default()
         .metrics_bind_address("0")
         .expect("metrics off")
@@ -92,9 +99,10 @@ async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
     let seen = Seen::default();
     mgr.controller()
         .named("configmaps")
-        .for_kind::<ConfigMap>(WatchOptions::new())
+        .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns.namespace()))
         .watches(
             Resync {
+                namespace: ns.namespace().to_string(),
                 names: Mutex::new(Some(names)),
             },
             EnqueueRequestForObject,
@@ -105,7 +113,8 @@ async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
     let running = RunningManager::start(mgr);
 
     // From the cluster, through the cached watch.
-    let configmaps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, ns.namespace());
+    let key = |name: &str| format!("{}/{name}", ns.namespace());
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("settings".into());
     configmaps
@@ -113,7 +122,7 @@ async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
         .await
         .expect("create");
     eventually("the create is reconciled", WAIT, || async {
-        seen.count("default/settings") == 1
+        seen.count(&key("settings")) == 1
     })
     .await;
 
@@ -124,7 +133,7 @@ async fn a_source_of_your_own_feeds_the_same_queue_as_a_cached_watch() {
         .send("not-yet-created".to_string())
         .expect("source running");
     eventually("both triggers are reconciled", WAIT, || async {
-        seen.count("default/settings") == 2 && seen.count("default/not-yet-created") == 1
+        seen.count(&key("settings")) == 2 && seen.count(&key("not-yet-created")) == 1
     })
     .await;
 

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use kcr_controller::{
     Action, Context, LeaderElectionConfig, Manager, ManagerOptions, ObjectReconciler, WatchOptions,
 };
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_handler::Request;
 use kcr_predicate::GenerationChanged;
 use kcr_tests::{RunningManager, eventually};
@@ -68,14 +68,17 @@ fn pod_template(app: &str) -> PodTemplateSpec {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let client = server.client();
+    // The README's controller exactly: it watches Deployments and ReplicaSets in every
+    // namespace, which on the binary's shared server only this test writes.
+    let ns = TestNamespace::new("readme").await.expect("envtest starts");
+    let client = ns.client();
+    let key = |name: &str| format!("{}/{name}", ns.namespace());
     let options = ManagerOptions::default()
         .metrics_bind_address("127.0.0.1:0")
         .expect("an address")
         .health_probe_bind_address("127.0.0.1:0")
         .expect("an address")
-        .leader_election(LeaderElectionConfig::new("hello").namespace("default"));
+        .leader_election(LeaderElectionConfig::new("hello").namespace(ns.namespace()));
     let mgr = Manager::new(client.clone(), options)
         .await
         .expect("manager");
@@ -88,18 +91,18 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
         .expect("controller");
     let running = RunningManager::start(mgr);
 
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.namespace());
     let web = deployments
         .create(&PostParams::default(), &deployment("web", 1))
         .await
         .expect("create web");
     eventually("web is reconciled once", WAIT, || async {
-        hello.count("default/web") == 1
+        hello.count(&key("web")) == 1
     })
     .await;
 
     // The leader holds the Lease the example names.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns.namespace());
     let lease = leases.get("hello").await.expect("the lease exists");
     assert!(
         lease
@@ -124,11 +127,11 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
         .await
         .expect("create db");
     eventually("db is reconciled", WAIT, || async {
-        hello.count("default/db") == 1
+        hello.count(&key("db")) == 1
     })
     .await;
     assert_eq!(
-        hello.count("default/web"),
+        hello.count(&key("web")),
         1,
         "a metadata-only change was filtered"
     );
@@ -143,7 +146,7 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
         .await
         .expect("scale web");
     eventually("web is reconciled after its spec changed", WAIT, || async {
-        hello.count("default/web") == 2
+        hello.count(&key("web")) == 2
     })
     .await;
 
@@ -166,16 +169,16 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
         controller: Some(true),
         block_owner_deletion: Some(true),
     }]);
-    let replicasets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let replicasets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns.namespace());
     replicasets
         .create(&PostParams::default(), &rs)
         .await
         .expect("create the replicaset");
     eventually("web is reconciled for its replicaset", WAIT, || async {
-        hello.count("default/web") == 3
+        hello.count(&key("web")) == 3
     })
     .await;
-    assert_eq!(hello.count("default/web-5d9c"), 0);
+    assert_eq!(hello.count(&key("web-5d9c")), 0);
 
     running.stop(WAIT).await;
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_predicate::{LabelsChanged, PredicateStreamExt};
 use kcr_queue::WorkQueue;
 use kcr_source::{Event, EventKind, Kind, Source};
@@ -37,8 +37,10 @@ fn value_of(cm: &ConfigMap) -> Option<usize> {
 /// worked on by both workers at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kcr_queue_behind_a_plain_kube_runtime_watcher() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("queue-watcher")
+        .await
+        .expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     let queue = WorkQueue::<String>::new("standalone");
 
     let feed = tokio::spawn({
@@ -129,8 +131,10 @@ async fn kcr_queue_behind_a_plain_kube_runtime_watcher() {
 /// controller: a data-only update is dropped, a label change passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_filtered_by_a_predicate_without_a_controller() {
-    let server = TestApiServer::start().await.expect("envtest starts");
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let ns = TestNamespace::new("kind-predicate")
+        .await
+        .expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
     let kind =
         Kind::from_watcher(watcher(api.clone(), watcher::Config::default()).default_backoff())
             .expect("a kind");

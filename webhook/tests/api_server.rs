@@ -2,6 +2,10 @@
 //! `KCR_ENVTEST_BACKEND` names (in-process by default, `real` for kube-apiserver): the webhook
 //! server listens on 127.0.0.1 and the configurations point at it by URL with the test CA as
 //! `caBundle`.
+//!
+//! The tests share the binary's server, each in a `TestNamespace`, with webhook configurations
+//! named uniquely and restricted to the test's namespace; the conversion test has a server of
+//! its own (a CRD's conversion webhook serves every namespace).
 
 mod common;
 
@@ -9,9 +13,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Hooks, SLOW, api_server, install_widget_crd, wait_for_defaulting, widget};
+use common::{
+    Hooks, SLOW, api_server, install_widget_crd, install_widget_crd_in, wait_for_defaulting, widget,
+};
 use kcr_controller::{Manager, ManagerOptions};
-use kcr_envtest::TestApiServer;
+use kcr_envtest::TestNamespace;
 use kcr_webhook::example::{WidgetDefaulter, WidgetValidator, v1, v1alpha1};
 use kcr_webhook::{
     AdmissionError, AdmissionRequest, Conversion, FailurePolicy, ManagerWebhookExt, ServerOptions,
@@ -24,9 +30,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-async fn widgets_env() -> (TestApiServer, Hooks) {
-    let env = api_server().await;
-    install_widget_crd(&env, None).await;
+async fn widgets_env(prefix: &str) -> (TestNamespace, Hooks) {
+    let env = TestNamespace::new(prefix).await.unwrap();
+    install_widget_crd_in(&env).await;
     let mut hooks = Hooks::bind().await;
     hooks
         .server
@@ -37,8 +43,8 @@ async fn widgets_env() -> (TestApiServer, Hooks) {
         .complete()
         .unwrap();
     hooks.run();
-    hooks.install(&env.client(), "widgets").await;
-    wait_for_defaulting(&env.client()).await;
+    hooks.install_in(&env, "widgets").await;
+    wait_for_defaulting(&env.client(), env.namespace()).await;
     (env, hooks)
 }
 
@@ -51,8 +57,8 @@ fn api_status(err: kube::Error) -> Box<kube::core::Status> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mutation_shows_in_the_stored_object() {
-    let (env, _hooks) = widgets_env().await;
-    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), "default");
+    let (env, _hooks) = widgets_env("wh-mutation").await;
+    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), env.namespace());
     let created = widgets
         .create(&PostParams::default(), &widget("plain", json!({})))
         .await
@@ -88,8 +94,8 @@ async fn a_mutation_shows_in_the_stored_object() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denial_reaches_the_client_with_its_causes() {
-    let (env, _hooks) = widgets_env().await;
-    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), "default");
+    let (env, _hooks) = widgets_env("wh-denial").await;
+    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), env.namespace());
     let err = widgets
         .create(
             &PostParams::default(),
@@ -205,8 +211,8 @@ impl Validator<v1::Widget> for Failing {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_internal_error_reaches_the_client_as_a_500() {
-    let env = api_server().await;
-    install_widget_crd(&env, None).await;
+    let env = TestNamespace::new("wh-internal").await.unwrap();
+    install_widget_crd_in(&env).await;
     let mut hooks = Hooks::bind().await;
     hooks
         .server
@@ -216,8 +222,8 @@ async fn an_internal_error_reaches_the_client_as_a_500() {
         .complete()
         .unwrap();
     hooks.run();
-    hooks.install(&env.client(), "failing").await;
-    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), "default");
+    hooks.install_in(&env, "failing").await;
+    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), env.namespace());
     kcr_envtest::eventually("the failing validator answers", SLOW, || {
         let widgets = widgets.clone();
         async move {
@@ -290,7 +296,7 @@ impl<K: kcr_webhook::WebhookObject> Validator<K> for Stuck {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_times_out_is_handled_by_the_failure_policy() {
     use slow::{SlowFail, SlowIgnore};
-    let env = api_server().await;
+    let env = TestNamespace::new("wh-timeout").await.unwrap();
     env.install_crd::<SlowFail>().await.unwrap();
     env.install_crd::<SlowIgnore>().await.unwrap();
     let mut hooks = Hooks::bind().await;
@@ -320,10 +326,10 @@ async fn a_webhook_that_times_out_is_handled_by_the_failure_policy() {
         .complete()
         .unwrap();
     hooks.run();
-    hooks.install(&env.client(), "slow").await;
+    hooks.install_in(&env, "slow").await;
 
     // Fail: the create is refused once the configuration is in effect.
-    let fails: Api<SlowFail> = Api::namespaced(env.client(), "default");
+    let fails: Api<SlowFail> = Api::namespaced(env.client(), env.namespace());
     let n = AtomicUsize::new(0);
     kcr_envtest::eventually("Fail refuses a create that times out", SLOW, || {
         let fails = fails.clone();
@@ -346,7 +352,7 @@ async fn a_webhook_that_times_out_is_handled_by_the_failure_policy() {
     assert!(fail_calls.load(Ordering::SeqCst) >= 1);
 
     // Ignore: the create goes through although the webhook was called and never answered.
-    let ignores: Api<SlowIgnore> = Api::namespaced(env.client(), "default");
+    let ignores: Api<SlowIgnore> = Api::namespaced(env.client(), env.namespace());
     kcr_envtest::eventually("Ignore lets a create that times out through", SLOW, || {
         let ignores = ignores.clone();
         let name = format!("i{}", n.fetch_add(1, Ordering::SeqCst));
@@ -375,8 +381,8 @@ fn fails_or<T>(r: Result<T, kube::Error>) -> Result<T, String> {
 /// of the writer's progress (a watch channel), not at times.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_rotated_mid_test_causes_no_failed_request() {
-    let (env, mut hooks) = widgets_env().await;
-    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), "default");
+    let (env, mut hooks) = widgets_env("wh-rotation").await;
+    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), env.namespace());
     let (progress_tx, mut progress) = tokio::sync::watch::channel(0usize);
     let (go_tx, mut go) = tokio::sync::watch::channel(0usize);
     const TOTAL: usize = 24;
@@ -426,7 +432,7 @@ async fn a_certificate_rotated_mid_test_causes_no_failed_request() {
         hooks.server.cert_watcher().generation(),
         1 + rotations as u64
     );
-    let list = Api::<v1::Widget>::namespaced(env.client(), "default")
+    let list = Api::<v1::Widget>::namespaced(env.client(), env.namespace())
         .list(&ListParams::default())
         .await
         .unwrap();
@@ -447,6 +453,8 @@ async fn a_certificate_rotated_mid_test_causes_no_failed_request() {
 /// webhook, which the API server calls (kcr-envtest's in-process server as kube-apiserver).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_written_as_v1alpha1_is_read_as_v1_and_back() {
+    // A server of its own: the CRD's conversion webhook serves every namespace, and the other
+    // tests install the Widget CRD without it.
     let env = api_server().await;
     let mut hooks = Hooks::bind().await;
     hooks
@@ -527,8 +535,8 @@ async fn an_object_written_as_v1alpha1_is_read_as_v1_and_back() {
 /// is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_manager_runs_the_server_and_readiness_waits_for_a_certificate() {
-    let env = api_server().await;
-    install_widget_crd(&env, None).await;
+    let env = TestNamespace::new("wh-manager").await.unwrap();
+    install_widget_crd_in(&env).await;
     let ca = kcr_webhook::CertificateAuthority::generate("manager test CA").unwrap();
     let mut certs = common::CertDir::new();
     let server = WebhookServer::bind(
@@ -583,11 +591,12 @@ async fn the_manager_runs_the_server_and_readiness_waits_for_a_certificate() {
     })
     .await;
     // The API server reaches it.
-    let (m, v) = server.webhook_configurations(
-        "managed",
+    let (mut m, mut v) = server.webhook_configurations(
+        &env.unique_name("managed"),
         &kcr_webhook::ClientTarget::url_for(server.local_addr()),
         ca.ca_pem().as_bytes(),
     );
+    common::restrict_to_namespace(&mut m, &mut v, env.namespace());
     let client = env.client();
     Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(
         client.clone(),
@@ -601,7 +610,7 @@ async fn the_manager_runs_the_server_and_readiness_waits_for_a_certificate() {
     .create(&PostParams::default(), &v)
     .await
     .unwrap();
-    wait_for_defaulting(&client).await;
+    wait_for_defaulting(&client, env.namespace()).await;
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(30), running)
         .await
@@ -616,16 +625,16 @@ async fn the_manager_runs_the_server_and_readiness_waits_for_a_certificate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_does_not_lead_serves_the_webhooks() {
     use k8s_openapi::api::coordination::v1::Lease;
-    let env = api_server().await;
+    let env = TestNamespace::new("wh-follower").await.unwrap();
     // Someone else holds the lease until 2099.
     let lease: Lease = serde_json::from_value(json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "webhook-test", "namespace": "default"},
+        "metadata": {"name": "webhook-test"},
         "spec": {"holderIdentity": "the-leader", "leaseDurationSeconds": 3600,
                  "acquireTime": "2099-01-01T00:00:00.000000Z", "renewTime": "2099-01-01T00:00:00.000000Z"}
     }))
     .unwrap();
-    Api::<Lease>::namespaced(env.client(), "default")
+    Api::<Lease>::namespaced(env.client(), env.namespace())
         .create(&PostParams::default(), &lease)
         .await
         .unwrap();
@@ -639,7 +648,7 @@ async fn a_replica_that_does_not_lead_serves_the_webhooks() {
             .unwrap()
             .leader_election(
                 kcr_controller::LeaderElectionConfig::new("webhook-test")
-                    .namespace("default")
+                    .namespace(env.namespace())
                     .identity("a-follower"),
             ),
     )

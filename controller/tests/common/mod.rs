@@ -166,12 +166,17 @@ pub struct CopyToSecret {
 }
 
 impl CopyToSecret {
-    /// A reconciler using `mgr`'s client and a cache reader.
-    pub fn new(mgr: &Manager, _controller: &str, identity: &str) -> Self {
+    /// A reconciler using `mgr`'s client and a cache reader of the `default` namespace.
+    pub fn new(mgr: &Manager, controller: &str, identity: &str) -> Self {
+        Self::in_namespace(mgr, "default", controller, identity)
+    }
+
+    /// A reconciler using `mgr`'s client and a cache reader of `namespace`.
+    pub fn in_namespace(mgr: &Manager, namespace: &str, _controller: &str, identity: &str) -> Self {
         CopyToSecret {
             client: mgr.client(),
             reader: mgr
-                .reader::<ConfigMap>(kcr_source::WatchScope::all().namespace("default"))
+                .reader::<ConfigMap>(kcr_source::WatchScope::all().namespace(namespace))
                 .unwrap(),
             recorder: None,
             identity: identity.to_string(),

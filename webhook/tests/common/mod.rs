@@ -1,5 +1,6 @@
-//! Shared set-up: an envtest API server (the backend `KCR_ENVTEST_BACKEND` names), a webhook
-//! server on 127.0.0.1 with a test CA, and HTTPS/HTTP helpers.
+//! Shared set-up: an envtest API server (the backend `KCR_ENVTEST_BACKEND` names), of the
+//! test's own or shared by the binary's tests (a `TestNamespace` each), a webhook server on
+//! 127.0.0.1 with a test CA, and HTTPS/HTTP helpers.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -12,7 +13,8 @@ use http_body_util::{BodyExt, Full};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kcr_envtest::TestApiServer;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kcr_envtest::{TestApiServer, TestNamespace};
 use kcr_webhook::example::v1::Widget;
 use kcr_webhook::{CertificateAuthority, ClientTarget, ServerOptions, ServingCert, WebhookServer};
 use kube::Api;
@@ -124,16 +126,64 @@ impl Hooks {
         let (m, v) =
             self.server
                 .webhook_configurations(name, &self.target(), self.ca.ca_pem().as_bytes());
-        let mapi: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        let vapi: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        let _ = mapi.delete(name, &DeleteParams::default()).await;
-        let _ = vapi.delete(name, &DeleteParams::default()).await;
-        if m.webhooks.as_ref().is_some_and(|w| !w.is_empty()) {
-            mapi.create(&PostParams::default(), &m).await.unwrap();
-        }
-        if v.webhooks.as_ref().is_some_and(|w| !w.is_empty()) {
-            vapi.create(&PostParams::default(), &v).await.unwrap();
-        }
+        create_configurations(client, name, m, v).await;
+    }
+
+    /// On the binary's shared server: creates the webhook configurations for every
+    /// registration, named `ns.unique_name(name)` and restricted to the test's namespace (other
+    /// tests' objects never reach these webhooks). Returns the configurations' name.
+    pub async fn install_in(&self, ns: &TestNamespace, name: &str) -> String {
+        let name = ns.unique_name(name);
+        let (mut m, mut v) =
+            self.server
+                .webhook_configurations(&name, &self.target(), self.ca.ca_pem().as_bytes());
+        restrict_to_namespace(&mut m, &mut v, ns.namespace());
+        create_configurations(&ns.client(), &name, m, v).await;
+        name
+    }
+}
+
+/// Limits every webhook of the configurations to the namespace `namespace` (a
+/// `namespaceSelector` on the label every namespace carries with its own name).
+pub fn restrict_to_namespace(
+    m: &mut MutatingWebhookConfiguration,
+    v: &mut ValidatingWebhookConfiguration,
+    namespace: &str,
+) {
+    let selector = LabelSelector {
+        match_labels: Some(
+            [(
+                "kubernetes.io/metadata.name".to_string(),
+                namespace.to_string(),
+            )]
+            .into(),
+        ),
+        ..LabelSelector::default()
+    };
+    for w in m.webhooks.iter_mut().flatten() {
+        w.namespace_selector = Some(selector.clone());
+    }
+    for w in v.webhooks.iter_mut().flatten() {
+        w.namespace_selector = Some(selector.clone());
+    }
+}
+
+/// Creates (or replaces) the configurations named `name` (those with webhooks).
+async fn create_configurations(
+    client: &kube::Client,
+    name: &str,
+    m: MutatingWebhookConfiguration,
+    v: ValidatingWebhookConfiguration,
+) {
+    let mapi: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let vapi: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let _ = mapi.delete(name, &DeleteParams::default()).await;
+    let _ = vapi.delete(name, &DeleteParams::default()).await;
+    if m.webhooks.as_ref().is_some_and(|w| !w.is_empty()) {
+        mapi.create(&PostParams::default(), &m).await.unwrap();
+    }
+    if v.webhooks.as_ref().is_some_and(|w| !w.is_empty()) {
+        vapi.create(&PostParams::default(), &v).await.unwrap();
     }
 }
 
@@ -147,6 +197,15 @@ pub async fn api_server() -> TestApiServer {
     TestApiServer::start().await.unwrap()
 }
 
+/// The Widget CRD on the binary's shared server, without a conversion webhook (a CRD's
+/// conversion webhook serves every namespace: a test that needs one has a server of its own).
+pub async fn install_widget_crd_in(ns: &TestNamespace) {
+    let crd = kcr_webhook::example::crd().unwrap();
+    ns.install_crd_value(serde_json::to_value(&crd).unwrap())
+        .await
+        .unwrap();
+}
+
 pub async fn install_widget_crd(env: &TestApiServer, conversion: Option<(&ClientTarget, &str)>) {
     let mut crd = kcr_webhook::example::crd().unwrap();
     if let Some((target, ca)) = conversion {
@@ -157,19 +216,20 @@ pub async fn install_widget_crd(env: &TestApiServer, conversion: Option<(&Client
         .unwrap();
 }
 
+/// A v1 Widget without a namespace (it goes into the namespace of the `Api` it is written to).
 pub fn widget(name: &str, spec: Value) -> Widget {
     serde_json::from_value(json!({
         "apiVersion": "example.kcr.dev/v1", "kind": "Widget",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": spec,
     }))
     .unwrap()
 }
 
-/// Waits until the webhooks are in effect (the real API server loads configurations in the
-/// background): a dry-run create comes back defaulted.
-pub async fn wait_for_defaulting(client: &kube::Client) {
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+/// Waits until the webhooks are in effect in `namespace` (the real API server loads
+/// configurations in the background): a dry-run create comes back defaulted.
+pub async fn wait_for_defaulting(client: &kube::Client, namespace: &str) {
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), namespace);
     kcr_envtest::eventually("the mutating webhook is in effect", SLOW, || {
         let widgets = widgets.clone();
         async move {
