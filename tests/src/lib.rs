@@ -1,8 +1,8 @@
 //! # kcr-tests: integration tests across the kcr crates
 //!
-//! The tests in `tests/tests/` follow the ways people use kcr, each against its own
-//! [kcr-envtest](https://docs.rs/kcr-envtest) API server (real HTTP on loopback, an unmodified
-//! `kube::Client`):
+//! The tests in `tests/tests/` follow the ways people use kcr, each in a namespace of its own on
+//! its test binary's [kcr-envtest](https://docs.rs/kcr-envtest) API server (`TestNamespace`:
+//! real HTTP on loopback, an unmodified `kube::Client`):
 //!
 //! - `readme_controller.rs`: the README's "write your own controller" example, run for real: a
 //!   `Manager` with leader election, a Deployment controller filtered by `GenerationChanged` that
@@ -11,6 +11,8 @@
 //!   user's own (a channel of "external" events mapped onto objects);
 //! - `standalone_crates.rs`: single crates without a kcr controller: kcr-queue driven by
 //!   kube-runtime's plain watcher, and kcr-source's `Kind` filtered by kcr-predicate;
+//! - `guide.rs`: every code block of the guide (`docs/guide/src/`) is the compiled code it
+//!   names;
 //! - `any_cluster.rs`: one scenario (a Manager with leader election mirroring labelled
 //!   ConfigMaps into owned Secrets) run against envtest, and, `#[ignore]`d unless
 //!   `KCR_TEST_REAL_CLUSTER=1`, against the cluster of the current kubeconfig.
