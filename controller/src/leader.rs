@@ -6,8 +6,11 @@
 //!   (never by comparing the API server's timestamps with the local wall clock, so clock skew
 //!   between nodes does not matter).
 //! - The leader renews every `retry_period`. If it cannot renew within `renew_deadline` of its last
-//!   successful renewal (or finds another holder), it has lost leadership. Since
-//!   `renew_deadline < lease_duration`, a leader always stops before anyone else may take over.
+//!   successful renewal (or finds another holder), it has lost leadership. The deadline counts
+//!   from when that renewal *began* (its write reached the API server after that, and the others
+//!   count `lease_duration` from when they observe the write), so since
+//!   `renew_deadline < lease_duration` a leader always stops before anyone else may take over,
+//!   however slow the API server's answers.
 //! - Updates use the lease's `resourceVersion` (optimistic concurrency): of two candidates racing
 //!   for an expired lease exactly one wins, the other gets `409 Conflict`.
 //! - [`LeaderElector::release`] clears the holder so that a successor takes over at once
@@ -271,6 +274,8 @@ pub struct LeaderElector {
     namespace: String,
     config: LeaderElectionConfig,
     observed: Mutex<Option<(Record, Instant)>>,
+    /// When the attempt that acquired the lease began: the renew deadline counts from there.
+    acquired_at: Mutex<Option<Instant>>,
     /// `leader_election_master_status{name}`.
     status: Gauge,
 }
@@ -300,6 +305,7 @@ impl LeaderElector {
             namespace,
             config,
             observed: Mutex::new(None),
+            acquired_at: Mutex::new(None),
             status,
         }
     }
@@ -410,12 +416,14 @@ impl LeaderElector {
         tracing::info!(lease = %self.config.lease_name, namespace = %self.namespace,
             identity = %self.config.identity, "attempting to acquire leader lease");
         loop {
+            let started = Instant::now();
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return false,
                 a = self.try_acquire_or_renew() => a,
             };
             match attempt {
                 Attempt::Held => {
+                    *self.acquired_at.lock() = Some(started);
                     tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity,
                         "successfully acquired lease");
                     self.status.set(1.0);
@@ -451,8 +459,12 @@ impl LeaderElector {
         res
     }
 
+    /// The renew deadline counts from the *start* of the last successful attempt, not from its
+    /// answer: the write reached the API server between the two, and the other candidates count
+    /// their `lease_duration` from when they observe it, so the margin `lease_duration -
+    /// renew_deadline` stays whole however slowly the answer came back.
     async fn renew_loop(&self, cancel: &CancellationToken) -> Result<(), LeaderElectionError> {
-        let mut last_renew = Instant::now();
+        let mut last_renew = self.acquired_at.lock().take().unwrap_or_else(Instant::now);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
@@ -461,13 +473,14 @@ impl LeaderElector {
             let deadline = last_renew + self.config.renew_deadline;
             let mut last_failure = String::from("no attempt finished");
             loop {
+                let started = Instant::now();
                 let attempt = tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
                     a = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => a,
                 };
                 match attempt {
                     Ok(Attempt::Held) => {
-                        last_renew = Instant::now();
+                        last_renew = started;
                         break;
                     }
                     Ok(Attempt::HeldBy(holder)) => {
