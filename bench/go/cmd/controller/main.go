@@ -12,11 +12,16 @@
 // the queue is empty with nothing in flight.
 //
 // It prints `controller-bench impl=controller-runtime workers=<n> ops=<reconciles> secs=<s>
-// rate=<reconciles/s>` lines. Queue metrics: off by default (an unnamed client-go queue), as kcr
-// runs without a metrics recorder; BENCH_METRICS=1 uses controller-runtime's default queue (named,
-// with its Prometheus metrics), as the Rust example's BENCH_METRICS=1 installs a recorder.
-// controller-runtime's own reconcile metrics are always recorded. GOMAXPROCS defaults to
-// BENCH_THREADS (default 2), the Rust example's tokio worker threads.
+// rate=<reconciles/s>` lines. The queue is client-go's rate-limiting work queue with
+// controller-runtime's default controller rate limiter: since controller-runtime v0.23 the
+// default queue is its priority queue (UsePriorityQueue defaults to true), so the options set
+// UsePriorityQueue to false, which also keeps the rate limiter (DefaultTypedControllerRateLimiter)
+// of the client-go queue; the priority queue is measured on its own in cmd/queue. Queue metrics:
+// off by default (an unnamed client-go queue), as kcr runs without a metrics recorder;
+// BENCH_METRICS=1 names the queue, which is controller-runtime's default queue with
+// UsePriorityQueue false (with its Prometheus metrics), as the Rust example's BENCH_METRICS=1
+// installs a recorder. controller-runtime's own reconcile metrics are always recorded. GOMAXPROCS
+// defaults to BENCH_THREADS (default 2), the Rust example's tokio worker threads.
 package main
 
 import (
@@ -85,6 +90,9 @@ func bench(objs []cm, events, workers int, withMetrics bool) (int64, float64) {
 	ctrl, err := controller.NewTypedUnmanaged[reconcile.Request](fmt.Sprintf("bench-%d", workers), controller.TypedOptions[reconcile.Request]{
 		MaxConcurrentReconciles: workers,
 		SkipNameValidation:      ptr.To(true),
+		// The client-go queue below and, as before v0.23, DefaultTypedControllerRateLimiter
+		// (with the priority queue on, the default rate limiter is the per-item exponential one).
+		UsePriorityQueue: ptr.To(false),
 		Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 			reconciles.Add(1)
 			return reconcile.Result{}, nil
@@ -92,7 +100,7 @@ func bench(objs []cm, events, workers int, withMetrics bool) (int64, float64) {
 		NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 			config := workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{}
 			if withMetrics {
-				config.Name = name // controller-runtime's default queue
+				config.Name = name // controller-runtime's default queue with UsePriorityQueue false
 			}
 			tracked = &trackedQueue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(rl, config)}
 			close(ready)
