@@ -31,7 +31,8 @@ pub const SCHEDULE_VALID: &str = "ScheduleValid";
     group = "batch.example.kcr.dev",
     version = "v1",
     kind = "CronJob",
-    namespaced
+    namespaced,
+    doc = "Runs a Job from `spec.jobTemplate` at every time `spec.schedule` names."
 )]
 #[kube(status = "CronJobStatus")]
 #[kube(printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#)]

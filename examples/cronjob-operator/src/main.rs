@@ -11,6 +11,8 @@
 //! kubeconfig's namespace), so several replicas can run; only the leader reconciles. SIGTERM
 //! or Ctrl-C shut it down gracefully.
 
+use std::io::Write as _;
+
 use cronjob_operator::CronJob;
 use kcr_controller::{LeaderElectionConfig, Manager, ManagerOptions};
 use kube::CustomResourceExt;
@@ -57,7 +59,9 @@ async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("crd") => {
-            print!("{}", serde_saphyr::to_string(&CronJob::crd())?);
+            // An error, not a panic, when stdout is closed early (`crd | head`).
+            let yaml = serde_saphyr::to_string(&CronJob::crd())?;
+            std::io::stdout().write_all(yaml.as_bytes())?;
             Ok(())
         }
         Some("run") => run(RunArgs::parse(args).unwrap_or_else(|e| usage(&e))).await,
