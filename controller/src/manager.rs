@@ -127,6 +127,14 @@ impl ManagerOptions {
         self
     }
 
+    /// Sets the `reportingController` of recorded events (default `kcr-controller`):
+    /// each controller's recorder reports as `<reporter>/<controller name>`.
+    #[must_use]
+    pub fn event_reporter(mut self, reporter: impl Into<String>) -> Self {
+        self.event_reporter = reporter.into();
+        self
+    }
+
     /// Sets the graceful shutdown timeout.
     pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.graceful_shutdown_timeout = timeout;

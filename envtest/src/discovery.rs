@@ -8,16 +8,25 @@ use serde_json::{Value, json};
 use crate::resources::kinds::GET_PATCH_UPDATE;
 use crate::resources::{Registry, ResourceType};
 
+/// The Kubernetes release whose API the in-process server follows: `/version` reports it (as
+/// `v1.37.0-kcr-envtest`), and its behaviour is measured against kube-apiserver of this minor
+/// release by the conformance suite.
+pub const EMULATED_KUBERNETES_VERSION: &str = "v1.37.0";
+
 /// `/version`.
 pub fn version() -> Value {
+    let minor = EMULATED_KUBERNETES_VERSION
+        .split('.')
+        .nth(1)
+        .unwrap_or_default();
     json!({
         "major": "1",
-        "minor": "34",
-        "gitVersion": "v1.34.0-kcr-envtest",
+        "minor": minor,
+        "gitVersion": format!("{EMULATED_KUBERNETES_VERSION}-kcr-envtest"),
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2025-01-01T00:00:00Z",
-        "goVersion": "go1.24.0",
+        "goVersion": "go1.26.0",
         "compiler": "gc",
         "platform": "linux/amd64",
     })

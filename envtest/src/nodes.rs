@@ -35,7 +35,7 @@ pub fn simulated_node(name: &str, now: &str) -> Value {
             "nodeInfo": {
                 "architecture": "amd64",
                 "operatingSystem": "linux",
-                "kubeletVersion": "v1.34.0",
+                "kubeletVersion": crate::discovery::EMULATED_KUBERNETES_VERSION,
                 "containerRuntimeVersion": "envtest://0.1.0",
                 "kernelVersion": "", "osImage": "kcr-envtest", "kubeProxyVersion": "",
                 "machineID": "", "systemUUID": "", "bootID": "",

@@ -110,7 +110,7 @@ pub fn group_version(reg: &Registry, gv: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (kcr-envtest)", "version": "v1.34.0"},
+        "info": {"title": "Kubernetes (kcr-envtest)", "version": crate::discovery::EMULATED_KUBERNETES_VERSION},
         "paths": paths,
         "components": {"schemas": {}},
     }))

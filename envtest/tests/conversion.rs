@@ -1,7 +1,8 @@
 //! CRDs in several versions, as the real API server serves them: objects stored in the storage
 //! version, read and written in any served version through the CRD's conversion webhook (a
 //! small HTTPS webhook in the test), a list mixing stored versions after the storage version
-//! changes, watches converted too, and a failing webhook reported as a 500.
+//! changes, watches converted too, and a failing webhook reported as a 500 in kube-apiserver
+//! 1.37's words for each verb.
 
 mod common;
 
@@ -289,11 +290,50 @@ async fn a_failing_conversion_webhook_is_a_500_naming_it() {
         kube::Error::Api(s) => s,
         other => panic!("expected an API error, got {other}"),
     };
+    // kube-apiserver 1.37 converts a custom resource as it reads it from storage: a failure
+    // there is a "corrupt object" storage error, whose words differ by verb.
+    let failed = "conversion webhook for conv.kcr.dev/v1, Kind=Fail failed: the test webhook refuses to convert";
+    let rv = v1
+        .get("a")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let key = format!("/conv.kcr.dev/fails/{}/a", ns.namespace());
+    let corrupt = format!(
+        "StorageError: corrupt object, Code: 7, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision={rv}: {failed}"
+    );
     assert_eq!(status.code, 500, "{status:?}");
-    assert_eq!(status.reason, "", "{status:?}");
+    assert_eq!(status.reason, "InternalError", "{status:?}");
     assert_eq!(
         status.message,
-        "conversion webhook for conv.kcr.dev/v1, Kind=Fail failed: the test webhook refuses to convert"
+        format!("Internal error occurred: {corrupt}")
+    );
+    let causes = status.details.map(|d| d.causes).unwrap_or_default();
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0].message, corrupt);
+    // An update reads the object first: the decoding error alone, without a reason.
+    let status = match v2
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (500, ""),
+        "{status:?}"
+    );
+    assert_eq!(
+        status.message,
+        format!("object not decodable revision={rv}: {failed}")
     );
     let status = match v2
         .create(
@@ -318,9 +358,44 @@ async fn a_failing_conversion_webhook_is_a_500_naming_it() {
         other => panic!("expected an API error, got {other}"),
     };
     assert_eq!(status.code, 500, "{status:?}");
+    assert_eq!(status.reason, "StorageReadError", "{status:?}");
+    let registry_key = format!("/registry{key}");
+    let corrupt_in_list = corrupt.replace(&key, &registry_key);
     assert_eq!(
         status.message,
-        "conversion webhook for conv.kcr.dev/v1, Kind=Fail failed: the test webhook refuses to convert"
+        format!(
+            "failed to read one or more fails.conv.kcr.dev from the storage: {corrupt_in_list}"
+        )
+    );
+    let details = status.details.unwrap();
+    assert_eq!(
+        (
+            details.name.as_str(),
+            details.group.as_str(),
+            details.kind.as_str()
+        ),
+        ("list", "conv.kcr.dev", "fails")
+    );
+    assert_eq!(details.causes.len(), 1);
+    assert_eq!(details.causes[0].reason, "UnexpectedServerResponse");
+    assert_eq!(details.causes[0].field, registry_key);
+    assert_eq!(details.causes[0].message, corrupt_in_list);
+    // A delete reads the object as a get does.
+    let status = match v2.delete("a", &Default::default()).await.unwrap_err() {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (500, "InternalError")
+    );
+    assert_eq!(
+        status.message,
+        format!("Internal error occurred: {corrupt}")
+    );
+    assert!(
+        v1.get_opt("a").await.unwrap().is_some(),
+        "nothing was deleted"
     );
 }
 
@@ -346,10 +421,12 @@ async fn a_conversion_that_changes_the_uid_is_refused() {
         other => panic!("expected an API error, got {other}"),
     };
     assert_eq!(status.code, 500, "{status:?}");
+    let rv = created.metadata.resource_version.unwrap();
     assert_eq!(
         status.message,
         format!(
-            "conversion webhook for conv.kcr.dev/v1, Kind=Uid returned invalid object: must have the same UID: {uid} != changed-by-the-webhook"
+            "Internal error occurred: StorageError: corrupt object, Code: 7, Key: /conv.kcr.dev/uids/{}/a, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision={rv}: conversion webhook for conv.kcr.dev/v1, Kind=Uid returned invalid object: must have the same UID: {uid} != changed-by-the-webhook",
+            ns.namespace()
         )
     );
 }

@@ -283,7 +283,7 @@ async fn delete_preconditions_and_bodies_of_another_kind() {
     let (_, status) = send(&c, "POST", &leases, JSON, &cm_as_lease.to_string()).await;
     assert_eq!(
         status["message"],
-        "ConfigMap in version \"v1\" cannot be handled as a Lease: no kind \"ConfigMap\" is registered for version \"coordination.k8s.io/v1\" in scheme \"pkg/runtime/scheme.go:110\""
+        "ConfigMap in version \"v1\" cannot be handled as a Lease: no kind \"ConfigMap\" is registered for version \"coordination.k8s.io/v1\" in scheme \"pkg/runtime/scheme.go:111\""
     );
 }
 
@@ -452,10 +452,22 @@ async fn json_syntax_finalizer_and_conflict_texts() {
         "{not json",
     )
     .await;
-    assert_eq!(code, 400);
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
+    // kube-apiserver 1.37 checks that the body is JSON before anything else (1.34 said "error
+    // decoding patch: invalid character 'n' looking for beginning of object key string").
+    assert_eq!(status["message"], "invalid JSON patch");
+    // The same for an object that does not exist: the check comes before the read.
+    let (code, status) = send(
+        &c,
+        "PATCH",
+        &format!("{cms}/texts-absent"),
+        "application/json-patch+json",
+        "[{not json",
+    )
+    .await;
     assert_eq!(
-        status["message"],
-        "error decoding patch: invalid character 'n' looking for beginning of object key string"
+        (code, status["message"].as_str()),
+        (400, Some("invalid JSON patch"))
     );
 
     // Conflicts name an updater with its apiVersion, an applier alone.
@@ -506,7 +518,8 @@ async fn json_syntax_finalizer_and_conflict_texts() {
         json!([{"reason": "FieldManagerConflict", "message": "conflict with \"bob\"", "field": ".data.a"}])
     );
 
-    // New finalizers on an object being deleted: Go's `%#v` of the set, the cause twice.
+    // New finalizers on an object being deleted: Go's `%#v` of the set, the cause once
+    // (kube-apiserver 1.34 listed it twice).
     let (code, _) = send(&c, "DELETE", &path, "", "").await;
     assert_eq!(code, 200);
     let (_, current) = send(&c, "GET", &path, "", "").await;
@@ -518,11 +531,10 @@ async fn json_syntax_finalizer_and_conflict_texts() {
     let message = "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"texts.kcr.dev/a\", \"texts.kcr.dev/b\"}";
     assert_eq!(
         status["message"],
-        // Identical messages are listed once (upstream's aggregate), the causes twice.
         format!("ConfigMap \"texts-j1\" is invalid: metadata.finalizers: {message}")
     );
     let cause = json!({"reason": "FieldValueForbidden", "message": message, "field": "metadata.finalizers"});
-    assert_eq!(status["details"]["causes"], json!([cause, cause]));
+    assert_eq!(status["details"]["causes"], json!([cause]));
     let released = json!({"metadata": {"finalizers": null}}).to_string();
     assert_eq!(
         send(

@@ -739,3 +739,30 @@ async fn pod_binding_and_eviction() {
     let (code, _) = post(&client, &path, eviction("evicted")).await;
     assert_eq!(code, 404);
 }
+
+/// `/version` names the Kubernetes release: in process the one kcr-envtest follows
+/// (`EMULATED_KUBERNETES_VERSION`, with a `-kcr-envtest` suffix so that nobody mistakes it for a
+/// real server), on the real backend the release of the binaries it runs.
+#[tokio::test]
+async fn version_names_the_release() {
+    let ns = TestNamespace::new("version").await.unwrap();
+    let (status, v) = get(&ns.client(), "/version").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["major"], "1", "{v}");
+    let git = v["gitVersion"].as_str().unwrap_or_default().to_string();
+    let minor = v["minor"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_end_matches('+');
+    assert!(
+        git.starts_with(&format!("v1.{minor}.")),
+        "gitVersion {git} and minor {minor} disagree"
+    );
+    if ns.backend() == kcr_envtest::Backend::InProcess {
+        assert_eq!(
+            git,
+            format!("{}-kcr-envtest", kcr_envtest::EMULATED_KUBERNETES_VERSION)
+        );
+        assert_eq!(minor, "37");
+    }
+}

@@ -5,8 +5,9 @@
 //!
 //! Run it with `cargo run --release -p kcr-envtest-conformance` (`-- --check` exits non-zero
 //! on a difference that `known_differences.txt` does not list; `-- --area NAME` runs one area;
-//! `-- --verbose` prints the known differences' details too). The last line it prints is
-//! `fidelity: E of N exchanges equal`.
+//! `-- --verbose` prints the known differences' details too; `-- --known PATH` compares with
+//! another list, as `.ci/matrix-oldest` does for the oldest supported release). The last line it
+//! prints is `fidelity: E of N exchanges equal (against kube-apiserver vX.Y.Z)`.
 //!
 //! Known differences: `known_differences.txt` lists every exchange expected to differ today,
 //! as `name | root causes | fingerprint | reason`. The fingerprint hashes the differing paths

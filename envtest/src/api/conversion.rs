@@ -43,6 +43,148 @@ pub(crate) async fn served(
     Ok(objs)
 }
 
+/// The verbs that read a stored object before they answer, each of which reports a stored
+/// object its conversion webhook cannot convert in words of its own (kube-apiserver 1.37 decodes,
+/// and so converts, a custom resource as it reads it from etcd, and a failure there is a
+/// "corrupt object" storage error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StorageRead {
+    /// A get or a delete: 500 `InternalError`, the storage error as its one cause.
+    GetOrDelete,
+    /// An update or a patch: 500 without a reason, the decoding error alone.
+    Update,
+}
+
+/// The etcd key kube-apiserver names in a storage error: `/<group>/<plural>/[<ns>/]<name>`
+/// (a list's errors carry the `/registry` prefix as well).
+fn etcd_key(route: &Route, stored: &Value) -> String {
+    let t = &route.t;
+    let meta = &stored["metadata"];
+    let name = meta["name"].as_str().unwrap_or_default();
+    match meta["namespace"].as_str().filter(|n| !n.is_empty()) {
+        Some(ns) => format!("/{}/{}/{ns}/{name}", t.group, t.plural),
+        None => format!("/{}/{}/{name}", t.group, t.plural),
+    }
+}
+
+/// `object not decodable revision=<rv>: <conversion error>`.
+fn undecodable(rv: u64, e: &ApiError) -> String {
+    format!("object not decodable revision={rv}: {}", e.message)
+}
+
+/// Go's `StorageError` text for an object that cannot be decoded (converted).
+fn corrupt(key: &str, rv: u64, e: &ApiError) -> String {
+    format!(
+        "StorageError: corrupt object, Code: 7, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {}",
+        undecodable(rv, e)
+    )
+}
+
+/// A conversion failure of a stored object read by `verb`, as kube-apiserver 1.37 reports it.
+fn storage_read_error(
+    verb: StorageRead,
+    route: &Route,
+    stored: &Value,
+    rv: u64,
+    e: ApiError,
+) -> ApiError {
+    match verb {
+        StorageRead::GetOrDelete => {
+            let cause = corrupt(&etcd_key(route, stored), rv, &e);
+            ApiError::internal(format!("Internal error occurred: {cause}"))
+                .with_details(json!({"causes": [{"message": cause}]}))
+        }
+        StorageRead::Update => ApiError::new(500, "", undecodable(rv, &e)),
+    }
+}
+
+/// Most corrupt objects a list reports before it gives up (upstream's
+/// `maxCorruptObjErrsToAggregate`).
+const MAX_LIST_ERRORS: usize = 100;
+
+/// The stored objects of a list page as served at the route's version. As kube-apiserver 1.37
+/// reads a list, each object is converted on its own; the objects that cannot be are reported
+/// together, as one 500 `StorageReadError` naming the first and counting the others, with a
+/// cause per object.
+pub(crate) async fn served_list(
+    route: &Route,
+    mut objs: Vec<Arc<StoredObject>>,
+) -> Result<Vec<Arc<StoredObject>>, ApiError> {
+    let t = &route.t;
+    let mut failures: Vec<(String, String)> = Vec::new();
+    let mut too_many = false;
+    for i in 0..objs.len() {
+        if !needs_webhook(t, &objs[i].value, &route.version) {
+            continue;
+        }
+        let rv = objs[i].rv;
+        match convert(t, vec![objs[i].value.clone()], &route.version).await {
+            Ok(mut out) => match out.pop() {
+                Some(value) => objs[i] = StoredObject::new(value, rv, false),
+                None => return Err(ApiError::internal("the conversion returned no object")),
+            },
+            Err(e) => {
+                let key = format!("/registry{}", etcd_key(route, &objs[i].value));
+                failures.push((corrupt(&key, rv, &e), key));
+                if failures.len() >= MAX_LIST_ERRORS {
+                    too_many = true;
+                    break;
+                }
+            }
+        }
+    }
+    let Some((first, _)) = failures.first() else {
+        return Ok(objs);
+    };
+    let resource = if t.group.is_empty() {
+        t.plural.clone()
+    } else {
+        format!("{}.{}", t.plural, t.group)
+    };
+    let mut message = format!("failed to read one or more {resource} from the storage: {first}");
+    if failures.len() > 1 {
+        message = format!("{message} (and {} more)", failures.len() - 1);
+    }
+    let mut causes: Vec<Value> = failures
+        .iter()
+        .map(|(m, key)| json!({"reason": "UnexpectedServerResponse", "message": m, "field": key}))
+        .collect();
+    if too_many {
+        causes.push(
+            json!({"reason": "TooMany", "message": "too many errors, the list is truncated"}),
+        );
+    }
+    Err(
+        ApiError::new(500, "StorageReadError", message).with_details(
+            json!({"name": "list", "group": t.group, "kind": t.plural, "causes": causes}),
+        ),
+    )
+}
+
+/// A stored object read by a get or a delete, as served at the route's version; a conversion
+/// failure is the storage error kube-apiserver reports for it ([`StorageRead::GetOrDelete`]).
+pub(crate) async fn read_one(
+    route: &Route,
+    obj: Arc<StoredObject>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let (value, rv) = (obj.value.clone(), obj.rv);
+    served_one(route, obj)
+        .await
+        .map_err(|e| storage_read_error(StorageRead::GetOrDelete, route, &value, rv, e))
+}
+
+/// A stored object's value in the route's version for a verb that reads it before it writes
+/// ([`view`]), a conversion failure reported as that verb reports it.
+pub(crate) async fn view_stored(
+    verb: StorageRead,
+    route: &Route,
+    stored: &StoredObject,
+) -> Result<Value, ApiError> {
+    view(route, &stored.value)
+        .await
+        .map_err(|e| storage_read_error(verb, route, &stored.value, stored.rv, e))
+}
+
 /// One stored object as served at the route's version (see [`served`]).
 pub(crate) async fn served_one(
     route: &Route,

@@ -152,7 +152,7 @@ fn wrong_kind(route: &Route, obj: &Value, kind: &str) -> ApiError {
         )
     } else {
         format!(
-            "no kind {kind:?} is registered for version {api_version:?} in scheme \"pkg/runtime/scheme.go:110\""
+            "no kind {kind:?} is registered for version {api_version:?} in scheme \"pkg/runtime/scheme.go:111\""
         )
     };
     ApiError::bad_request(format!(

@@ -70,7 +70,9 @@ async fn admit_delete(
     dry: bool,
     stored: &StoredObject,
 ) -> Result<(), ApiError> {
-    let old = super::conversion::view(route, &stored.value).await?;
+    let old =
+        super::conversion::view_stored(super::conversion::StorageRead::GetOrDelete, route, stored)
+            .await?;
     super::admission::admit(shared, route, "DELETE", Some(&old), old.clone(), dry)
         .await
         .map(|_| ())

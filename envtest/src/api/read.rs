@@ -53,7 +53,7 @@ pub(crate) async fn get(
     let current = shared.store.lock().rv();
     super::options::get_rv(q, current)?;
     let obj = existing_object(shared, route, name)?;
-    let obj = super::conversion::served_one(route, obj).await?;
+    let obj = super::conversion::read_one(route, obj).await?;
     Ok(json_bytes(StatusCode::OK, render(&obj, route, mode)))
 }
 
@@ -99,7 +99,7 @@ pub(crate) async fn list(
         .unwrap_or_default();
     // As upstream, the count is given when no selector filters the list.
     let remaining = (page.remaining > 0 && sel.is_everything()).then_some(page.remaining);
-    let items = super::conversion::served(route, page.items).await?;
+    let items = super::conversion::served_list(route, page.items).await?;
     Ok(json_bytes(
         StatusCode::OK,
         render_list(route, &items, list_rv, &continue_token, remaining, mode),

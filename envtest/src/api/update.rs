@@ -174,7 +174,9 @@ pub(crate) async fn update(call: &Call<'_>) -> Result<Response<Body>, ApiError> 
     }
     loop {
         let current = existing_object(shared, route, &name)?;
-        let current_view = view(route, &current.value).await?;
+        let current_view =
+            super::conversion::view_stored(super::conversion::StorageRead::Update, route, &current)
+                .await?;
         let candidate =
             match prepare_update(shared, route, q, &current_view, obj.clone(), true).await? {
                 Prepared::DryRun(response) => return Ok(response),
@@ -204,10 +206,20 @@ pub(crate) async fn patch(call: &Call<'_>) -> Result<Response<Body>, ApiError> {
         .ok_or_else(ApiError::no_handler_for_media_type)?;
     super::options::check_write(q, "PatchOptions")?;
     super::options::check_force(q, patch_type == crate::patch::PatchType::Apply)?;
+    // kube-apiserver 1.37 checks that a JSON, merge or strategic merge patch is JSON at all
+    // before it reads the object (so also for an absent one), in Go's words.
+    if patch_type != crate::patch::PatchType::Apply
+        && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err()
+    {
+        return Err(ApiError::bad_request("invalid JSON patch"));
+    }
     loop {
         let current = stored_object(shared, route, &name);
         let current_view = match &current {
-            Some(c) => Some(view(route, &c.value).await?),
+            Some(c) => Some(
+                super::conversion::view_stored(super::conversion::StorageRead::Update, route, c)
+                    .await?,
+            ),
             None => None,
         };
         if current.is_none() && route.subresource.is_some() {

@@ -16,7 +16,8 @@
 //! A failure is a 500 without a reason whose message is the real server's:
 //! `conversion webhook for <group>/<version>, Kind=<Kind> failed: <webhook message or call
 //! error>`, or `... returned invalid object: must have the same UID: <a> != <b>` (and the like)
-//! when the converted object is wrong.
+//! when the converted object is wrong. Reads of a stored object wrap it as kube-apiserver 1.37's
+//! storage errors do (`crate::api::conversion`).
 //!
 //! Not supported: `clientConfig.service` (no in-cluster services; such a conversion fails like
 //! an unreachable webhook).

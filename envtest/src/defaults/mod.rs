@@ -371,11 +371,11 @@ mod tests {
     #[test]
     fn node_values_given_are_kept_and_allocatable_defaults_to_capacity() {
         let mut n = json!({"metadata": {"name": "n"}, "spec": {"taints": [], "unschedulable": true},
-            "status": {"capacity": {"cpu": "4"}, "nodeInfo": {"kubeletVersion": "v1.34.0"},
+            "status": {"capacity": {"cpu": "4"}, "nodeInfo": {"kubeletVersion": "v1.37.0"},
                        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}});
         apply(&t("nodes"), None, &mut n);
         assert_eq!(n["spec"], json!({"taints": [], "unschedulable": true}));
-        assert_eq!(n["status"]["nodeInfo"]["kubeletVersion"], "v1.34.0");
+        assert_eq!(n["status"]["nodeInfo"]["kubeletVersion"], "v1.37.0");
         assert_eq!(n["status"]["nodeInfo"]["bootID"], "");
         assert_eq!(
             n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],

@@ -197,6 +197,12 @@ fn apiserver_args(
         format!("--etcd-servers={etcd_url}"),
         "--bind-address=127.0.0.1".into(),
         "--advertise-address=127.0.0.1".into(),
+        // No Endpoints for the `kubernetes` Service: they would hold the advertise address, and
+        // a loopback address is not a valid endpoint. kube-apiserver 1.37 refuses to start with
+        // a loopback advertise address and the default `lease` reconciler (earlier releases
+        // started, then failed every write of those Endpoints). The Service itself is still
+        // created, as kcr-envtest's in-process server does.
+        "--endpoint-reconciler-type=none".into(),
         format!("--secure-port={secure}"),
         format!("--tls-cert-file={}", p(&files.serving_cert)),
         format!("--tls-private-key-file={}", p(&files.serving_key)),

@@ -240,14 +240,9 @@ impl Store {
                         quoted.join(", ")
                     ),
                 );
-                // The real server checks object metadata twice on update (the strategy's
-                // validation and the generic BeforeUpdate): the cause comes twice.
-                return Err(ApiError::invalid(
-                    &t.group,
-                    &t.kind,
-                    name,
-                    vec![cause.clone(), cause],
-                ));
+                // Once: kube-apiserver 1.34 listed this cause twice (the strategy's validation
+                // and the generic BeforeUpdate both checked it), 1.37 once.
+                return Err(ApiError::invalid(&t.group, &t.kind, name, vec![cause]));
             }
         }
         // Deployments also count annotation changes (upstream copies them to ReplicaSets),

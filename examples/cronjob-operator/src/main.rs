@@ -80,11 +80,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Ok(namespace) = std::env::var("POD_NAMESPACE") {
         leader_election = leader_election.namespace(namespace);
     }
-    let mut options = ManagerOptions::default()
+    let options = ManagerOptions::default()
         .leader_election(leader_election)
+        .event_reporter("cronjob-operator")
         .metrics_bind_address(&args.metrics)?
         .health_probe_bind_address(&args.probes)?;
-    options.event_reporter = "cronjob-operator".into();
     let client = kube::Client::try_default().await?;
     let mgr = Manager::new(client, options).await?;
     cronjob_operator::add_to_manager(&mgr, args.namespace.as_deref())?;
