@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::conversion::{into_storage, stored_for_comparison, view, written};
+use super::conversion::{into_storage, stored_for_comparison, written};
 use super::decode::{check_type, parse_body};
 use super::query::{Query, dry_run};
 use super::read::{existing_object, stored_object, url_name};

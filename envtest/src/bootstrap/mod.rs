@@ -21,7 +21,8 @@ pub(crate) const SYSTEM_NAMESPACES: [&str; 4] =
 pub(crate) const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
 
 /// kube-apiserver's bootstrap RBAC policy (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy`),
-/// as kube-apiserver 1.34 stores it: every ClusterRole, ClusterRoleBinding, Role and
+/// as kube-apiserver 1.37 stores it (regenerate with `envtest/tools/bootstrap_rbac.py`): every
+/// ClusterRole, ClusterRoleBinding, Role and
 /// RoleBinding it writes at start, copied from the real backend without uid, resourceVersion
 /// and creationTimestamp; `<start>` stands for the time of their managedFields entries.
 const RBAC: &str = include_str!("rbac.json");
