@@ -901,6 +901,9 @@ async fn mark_registered(
     Ok(())
 }
 
+/// How often [`upsert_real`] starts over when another writer overtakes it.
+const UPSERT_ATTEMPTS: usize = 10;
+
 /// [`TestApiServer::upsert`] on the real and existing backends: a namespaced object without a
 /// namespace goes into `default_namespace`.
 async fn upsert_real(
@@ -943,20 +946,54 @@ async fn upsert_real(
             source,
         })?;
     let pp = PostParams::default();
-    let mut stored = match api.create(&pp, &typed).await {
-        Ok(o) => o,
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            let current = api
-                .get(&name)
-                .await
-                .map_err(kube_error(format!("reading {what}")))?;
-            let mut replacement = typed.clone();
-            replacement.metadata.resource_version = current.metadata.resource_version;
-            api.replace(&name, &pp, &replacement)
-                .await
-                .map_err(kube_error(format!("replacing {what}")))?
+    // Create, or replace what is there. Another writer can come between the read and the
+    // replace (a CRD's status is written by the API server itself just after its creation, and
+    // the tests of one binary install the same CRDs concurrently on a shared server): a 409 on
+    // the replace, or a 404 when the object went away, starts over from the current state.
+    let mut last_error = None;
+    let mut stored = None;
+    for _ in 0..UPSERT_ATTEMPTS {
+        let current = match api.create(&pp, &typed).await {
+            Ok(o) => {
+                stored = Some(o);
+                break;
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => match api.get(&name).await {
+                Ok(current) => current,
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    last_error = Some(kube::Error::Api(s));
+                    continue;
+                }
+                Err(e) => return Err(kube_error(format!("reading {what}"))(e)),
+            },
+            Err(e) => return Err(kube_error(format!("creating {what}"))(e)),
+        };
+        let mut replacement = typed.clone();
+        replacement.metadata.resource_version = current.metadata.resource_version;
+        match api.replace(&name, &pp, &replacement).await {
+            Ok(o) => {
+                stored = Some(o);
+                break;
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                last_error = Some(kube::Error::Api(s));
+            }
+            Err(e) => return Err(kube_error(format!("replacing {what}"))(e)),
         }
-        Err(e) => return Err(kube_error(format!("creating {what}"))(e)),
+    }
+    let mut stored = match (stored, last_error) {
+        (Some(stored), _) => stored,
+        (None, Some(e)) => {
+            return Err(kube_error(format!(
+                "replacing {what} ({UPSERT_ATTEMPTS} attempts, each overtaken by another writer)"
+            ))(e));
+        }
+        (None, None) => {
+            return Err(EnvtestError::Api {
+                what,
+                error: Box::new(ApiError::new(409, "Conflict", "no attempt was made")),
+            });
+        }
     };
     let has_status_subresource = caps.subresources.iter().any(|(r, _)| r.plural == "status");
     if let Some(status) = status

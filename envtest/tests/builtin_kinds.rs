@@ -1,6 +1,6 @@
 //! Built-in kinds as their descriptors declare them: selectable fields with the API server's
 //! defaults, and a kind added as one descriptor entry (PersistentVolumeClaim) served, listed and
-//! printed as kube-apiserver v1.34 does. Everything goes through the Kubernetes API, so these
+//! printed as kube-apiserver v1.37 does. Everything goes through the Kubernetes API, so these
 //! hold on a real API server too.
 
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! What the server serves besides the workload kinds: RBAC, Ingress, EndpointSlice, Endpoints,
 //! ReplicationController, CertificateSigningRequest and APIService objects, the computed
 //! `componentstatuses` and `serviceaccounts/token`, `pods/ephemeralcontainers`, discovery as
-//! kube-apiserver 1.34 writes it, and the objects a control plane holds before any client
+//! kube-apiserver 1.37 writes it, and the objects a control plane holds before any client
 //! writes. Everything goes through the API, so these hold on the real backend too.
 
 use std::time::Duration;

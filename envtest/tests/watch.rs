@@ -92,7 +92,7 @@ async fn resume_from_resource_version_and_from_now() {
     );
 
     // From "0": ADDED for the current state, the bookmark that ends it (kube's watches allow
-    // bookmarks, and kube-apiserver 1.34 sends it without sendInitialEvents too), then live
+    // bookmarks, and kube-apiserver 1.37 sends it without sendInitialEvents too), then live
     // events.
     let mut s0 = api
         .watch(&WatchParams::default(), "0")

@@ -3,7 +3,7 @@
 //! A watch starts either from a resourceVersion (every later event of the resource, in order)
 //! or from "now" (synthetic ADDED events for the current state, then live events). With
 //! `sendInitialEvents=true`, or from "now" with `allowWatchBookmarks=true` (as kube-apiserver
-//! 1.34 does), the initial state ends with a BOOKMARK annotated
+//! 1.37 does), the initial state ends with a BOOKMARK annotated
 //! `k8s.io/initial-events-end: "true"`. Events are read from the store's bounded log in
 //! batches, filtered by namespace and selectors (an object leaving the selection is sent as
 //! DELETED, one entering it as ADDED) and written in one chunk per batch. Falling out of the
@@ -260,7 +260,7 @@ async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
         }
     }
     drop(initial);
-    // kube-apiserver 1.34 ends the initial state with the annotated bookmark also for a
+    // kube-apiserver 1.37 ends the initial state with the annotated bookmark also for a
     // plain watch from "now" (no resourceVersion or "0") that allows bookmarks.
     if spec.send_initial || (from_now && spec.bookmarks) {
         buf.extend_from_slice(&bookmark(&spec.route, cursor, true));

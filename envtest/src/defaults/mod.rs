@@ -22,7 +22,7 @@
 //! - [`prepare_create`] (the strategy's `PrepareForCreate`: a new object's first status) and,
 //!   for Services, [`allocate`] (cluster IP and node ports) run in the store on every create.
 //!
-//! They do only what the real server is known to do (checked against kube-apiserver 1.34):
+//! They do only what the real server is known to do (checked against kube-apiserver 1.37):
 //!
 //! | Kind | When | Written |
 //! |---|---|---|

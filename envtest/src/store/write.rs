@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::resources::{ResourceType, from_crd};
 
 /// Whether the real API server keeps `metadata.generation` for objects of `t` (checked against
-/// kube-apiserver 1.34): custom resources, CRDs, the apps and batch workloads, pods,
+/// kube-apiserver 1.37): custom resources, CRDs, the apps and batch workloads, pods,
 /// ReplicationControllers, Ingresses, EndpointSlices and the admission webhook configurations. Other kinds (ConfigMap, Secret, Service, Namespace, Node,
 /// Lease, Event, ...) store whatever a create sent (usually nothing) and never change it.
 pub fn tracks_generation(t: &ResourceType) -> bool {

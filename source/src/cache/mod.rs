@@ -111,7 +111,7 @@ pub struct WatchScope {
     /// Fill the cache with a streaming list (a watch with `sendInitialEvents=true`, ended by
     /// the `k8s.io/initial-events-end` bookmark) instead of paged LISTs: the API server sends
     /// objects one by one from its watch cache, so neither side holds the whole list in memory
-    /// at once. Needs an API server that serves `WatchList` (kube-apiserver 1.34 does, as this
+    /// at once. Needs an API server that serves `WatchList` (kube-apiserver 1.34 and later do, as this
     /// crate's tests on kcr-envtest's real backend show; kcr-envtest serves it in process); a
     /// server without it refuses the watch, and the cache does not sync (a sync timeout says
     /// so).
