@@ -154,3 +154,32 @@ async fn crds_install_on_the_shared_server() {
         .unwrap();
     assert_eq!(stored["metadata"]["namespace"], ns.namespace());
 }
+
+/// Concurrent upserts of one object (the tests of a binary installing the same CRD at once):
+/// each succeeds, whoever overtakes whom between its read and its replace, and the object ends
+/// as one of them wrote it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_upserts_of_one_object_all_succeed() {
+    let ns = TestNamespace::new("upserts").await.unwrap();
+    let name = ns.unique_name("shared");
+    let writers = 8;
+    let tasks: Vec<_> = (0..writers)
+        .map(|i| {
+            let ns = &ns;
+            let name = name.clone();
+            async move {
+                ns.upsert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name}, "data": {"writer": i.to_string()}}))
+                    .await
+            }
+        })
+        .collect();
+    let results = futures::future::join_all(tasks).await;
+    for (i, r) in results.iter().enumerate() {
+        assert!(r.is_ok(), "writer {i}: {r:?}");
+    }
+    let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
+    let last = cms.get(&name).await.unwrap();
+    let writer: usize = last.data.unwrap()["writer"].parse().unwrap();
+    assert!(writer < writers, "{writer}");
+}
