@@ -23,7 +23,11 @@
 //! no "after the last test" hook, and a process exit runs no destructors, so the real backend's
 //! processes are stopped by their watchdogs (see `real/process.rs`), which also remove its
 //! temporary directory; they act however the process ends (normal exit, a panic, a signal,
-//! SIGKILL). A dropped [`TestNamespace`] deletes its namespace in the background.
+//! SIGKILL). A dropped [`TestNamespace`] sends its namespace's deletion and waits until the API
+//! server accepts it (the namespace controller then removes it in the background). On the
+//! `existing` backend the shared server's own `kcr-test-*` namespace (empty: every test works in
+//! a namespace of its own) stays when the process ends; it carries the label
+//! `app.kubernetes.io/managed-by=kcr-envtest` to find it by.
 //!
 //! A start that fails is reported to every test that asks (with the original error), and is
 //! not retried: a missing binary fails each test at once rather than once per test.
@@ -358,16 +362,29 @@ impl TestNamespace {
     }
 }
 
+/// How long dropping a [`TestNamespace`] waits for the API server to accept the namespace's
+/// deletion.
+const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Drop for TestNamespace {
+    /// Sends the namespace's DELETE from the shared server's runtime and waits (up to
+    /// [`DELETE_WAIT`]) until the API server has accepted it; the namespace controller then
+    /// removes it in the background. Waiting matters on the `existing` backend: the process can
+    /// end right after its last test, and a DELETE that never went out would leave the
+    /// namespace in someone's cluster.
     fn drop(&mut self) {
         let server = self.shared.server.clone();
         let namespace = std::mem::take(&mut self.namespace);
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         self.shared.runtime.spawn(async move {
             let api: Api<Namespace> = Api::all(server.client());
             if let Err(e) = api.delete(&namespace, &DeleteParams::default()).await {
                 tracing::warn!(%namespace, error = %e, "cannot delete a test namespace");
             }
+            let _ = done_tx.send(());
         });
+        // Another runtime's threads send the DELETE, so blocking this one cannot deadlock.
+        let _ = done_rx.recv_timeout(DELETE_WAIT);
     }
 }
 

@@ -137,6 +137,21 @@ async fn a_bad_registration_is_an_error_and_installs_nothing() {
         matches!(err, kcr_testkit::TestkitError::Webhook(_)),
         "{err}"
     );
+    // Nothing was written: this server's proxy saw no create of any webhook configuration
+    // (it counts this test's requests only, also on an existing cluster that other tests share).
+    let faults = server.faults();
+    assert_eq!(
+        faults.request_count("create", "mutatingwebhookconfigurations")
+            + faults.request_count("create", "validatingwebhookconfigurations"),
+        0,
+        "{:?}",
+        faults.request_counts()
+    );
+    if server.backend() == kcr_envtest::Backend::Existing {
+        // The cluster's configurations are shared with every other test: the counters above
+        // are the check there.
+        return;
+    }
     let configs: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
         Api::all(server.client());
     let names: Vec<String> = configs
