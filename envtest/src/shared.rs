@@ -1,53 +1,5 @@
-//! One API server per test binary, shared by its tests, each test in a namespace of its own
-//! ([`TestNamespace`]).
-//!
-//! Starting a real control plane takes seconds (etcd, kube-apiserver and
-//! kube-controller-manager); a test binary whose tests each start one spends most of its time
-//! waiting for them. [`TestNamespace::new`] instead starts one server for the whole test
-//! binary on its first use (on the backend `KCR_ENVTEST_BACKEND` names) and gives each test a
-//! fresh namespace on it, with a client whose default namespace is that namespace.
-//!
-//! # Isolation, and what needs a server of its own
-//! - Namespaced objects are isolated by the namespace: use [`TestNamespace::namespace`] (or
-//!   `Api::default_namespaced`) rather than `"default"`.
-//! - Cluster-scoped objects (CRDs aside, which tests install idempotently) are seen by every
-//!   test of the binary: give them names from [`TestNamespace::unique_name`], and do not
-//!   assert on whole cluster-scoped lists.
-//! - Fault injection ([`Faults`](crate::Faults)) acts on the whole server, so it is not offered
-//!   here: a test that injects faults, compacts history, pauses the server, counts requests or
-//!   needs a pristine cluster starts its own [`TestApiServer`].
-//!
-//! # Lifetime
-//! The server runs on a runtime of its own (a background thread), so it outlives each test's
-//! tokio runtime. It starts on the first use and lives until the test process ends: libtest has
-//! no "after the last test" hook, and a process exit runs no destructors, so the real backend's
-//! processes are stopped by their watchdogs (see `real/process.rs`), which also remove its
-//! temporary directory; they act however the process ends (normal exit, a panic, a signal,
-//! SIGKILL). A dropped [`TestNamespace`] sends its namespace's deletion and waits until the API
-//! server accepts it (the namespace controller then removes it in the background). On the
-//! `existing` backend the shared server's own `kcr-test-*` namespace (empty: every test works in
-//! a namespace of its own) stays when the process ends; it carries the label
-//! `app.kubernetes.io/managed-by=kcr-envtest` to find it by.
-//!
-//! A start that fails is reported to every test that asks (with the original error), and is
-//! not retried: a missing binary fails each test at once rather than once per test.
-//!
-//! ```
-//! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kube::api::{Api, PostParams};
-//! use kcr_envtest::TestNamespace;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let ns = TestNamespace::new("doc").await?;
-//! let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
-//! let mut cm = ConfigMap::default();
-//! cm.metadata.name = Some("settings".into());
-//! let created = cms.create(&PostParams::default(), &cm).await?;
-//! assert_eq!(created.metadata.namespace.as_deref(), Some(ns.namespace()));
-//! # Ok(())
-//! # }
-//! ```
+//! One API server per test binary, shared by its tests, each test in a namespace of its own:
+//! [`TestNamespace`], whose docs tell how (they are the public face of this private module).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -136,10 +88,58 @@ async fn shared() -> Result<Arc<Shared>, EnvtestError> {
     }
 }
 
-/// A namespace of its own on the test binary's shared server: see the [module docs](self).
+/// One API server per test binary, shared by its tests, each test in a namespace of its own
+/// (`TestNamespace`).
 ///
-/// The namespace is created by [`TestNamespace::new`] and deleted (in the background) when the
-/// handle is dropped.
+/// Starting a real control plane takes seconds (etcd, kube-apiserver and
+/// kube-controller-manager); a test binary whose tests each start one spends most of its time
+/// waiting for them. [`TestNamespace::new`] instead starts one server for the whole test
+/// binary on its first use (on the backend `KCR_ENVTEST_BACKEND` names) and gives each test a
+/// fresh namespace on it, with a client whose default namespace is that namespace.
+///
+/// # Isolation, and what needs a server of its own
+/// - Namespaced objects are isolated by the namespace: use [`TestNamespace::namespace`] (or
+///   `Api::default_namespaced`) rather than `"default"`.
+/// - Cluster-scoped objects (CRDs aside, which tests install idempotently) are seen by every
+///   test of the binary: give them names from [`TestNamespace::unique_name`], and do not
+///   assert on whole cluster-scoped lists.
+/// - Fault injection ([`Faults`](crate::Faults)) acts on the whole server, so it is not offered
+///   here: a test that injects faults, compacts history, pauses the server, counts requests or
+///   needs a pristine cluster starts its own [`TestApiServer`].
+///
+/// # Lifetime
+/// The server runs on a runtime of its own (a background thread), so it outlives each test's
+/// tokio runtime. It starts on the first use and lives until the test process ends: libtest has
+/// no "after the last test" hook, and a process exit runs no destructors, so the real backend's
+/// processes are stopped by their watchdogs (see `real/process.rs`), which also remove its
+/// temporary directory; they act however the process ends (normal exit, a panic, a signal,
+/// SIGKILL). A dropped `TestNamespace` sends its namespace's deletion and waits until the API
+/// server accepts it (the namespace controller then removes it in the background). On the
+/// `existing` backend the shared server's own `kcr-test-*` namespace (empty: every test works in
+/// a namespace of its own) stays when the process ends; it carries the label
+/// `app.kubernetes.io/managed-by=kcr-envtest` to find it by.
+///
+/// A start that fails is reported to every test that asks (with the original error), and is
+/// not retried: a missing binary fails each test at once rather than once per test.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::{Api, PostParams};
+/// use kcr_envtest::TestNamespace;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let ns = TestNamespace::new("doc").await?;
+/// let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("settings".into());
+/// let created = cms.create(&PostParams::default(), &cm).await?;
+/// assert_eq!(created.metadata.namespace.as_deref(), Some(ns.namespace()));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The namespace is created by [`TestNamespace::new`] and deleted when the handle is dropped.
 pub struct TestNamespace {
     shared: Arc<Shared>,
     namespace: String,
@@ -368,7 +368,7 @@ const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Drop for TestNamespace {
     /// Sends the namespace's DELETE from the shared server's runtime and waits (up to
-    /// [`DELETE_WAIT`]) until the API server has accepted it; the namespace controller then
+    /// ten seconds) until the API server has accepted it; the namespace controller then
     /// removes it in the background. Waiting matters on the `existing` backend: the process can
     /// end right after its last test, and a DELETE that never went out would leave the
     /// namespace in someone's cluster.

@@ -3,7 +3,7 @@
 //! What a test of an operator needs besides an API server (which
 //! [kcr-envtest](kcr_envtest) gives):
 //!
-//! - **A manager in the background** ([`manager`], [`RunningManager`]): one call makes a
+//! - **A manager in the background** ([`manager()`], [`RunningManager`]): one call makes a
 //!   [`Manager`](kcr_controller::Manager) for the test's server with test options (metrics and
 //!   probes off, so parallel tests do not clash on ports); [`RunningManager::stop`] stops it
 //!   with a bounded wait and reports the manager's error if it failed.

@@ -1,4 +1,4 @@
-//! A [`Manager`] for a test: made for the test's server in one call ([`manager`]), run in the
+//! A [`Manager`] for a test: made for the test's server in one call ([`manager()`]), run in the
 //! background ([`RunningManager`]), stopped with a bounded wait that reports how it ended.
 //!
 //! [`options`] are a test's defaults: the metrics and health-probe servers are off (tests run

@@ -113,18 +113,18 @@ pub(crate) async fn served_list(
     let t = &route.t;
     let mut failures: Vec<(String, String)> = Vec::new();
     let mut too_many = false;
-    for i in 0..objs.len() {
-        if !needs_webhook(t, &objs[i].value, &route.version) {
+    for obj in objs.iter_mut() {
+        if !needs_webhook(t, &obj.value, &route.version) {
             continue;
         }
-        let rv = objs[i].rv;
-        match convert(t, vec![objs[i].value.clone()], &route.version).await {
+        let rv = obj.rv;
+        match convert(t, vec![obj.value.clone()], &route.version).await {
             Ok(mut out) => match out.pop() {
-                Some(value) => objs[i] = StoredObject::new(value, rv, false),
+                Some(value) => *obj = StoredObject::new(value, rv, false),
                 None => return Err(ApiError::internal("the conversion returned no object")),
             },
             Err(e) => {
-                let key = format!("/registry{}", etcd_key(route, &objs[i].value));
+                let key = format!("/registry{}", etcd_key(route, &obj.value));
                 failures.push((corrupt(&key, rv, &e), key));
                 if failures.len() >= MAX_LIST_ERRORS {
                     too_many = true;
