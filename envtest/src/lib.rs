@@ -164,7 +164,7 @@ pub use error::{ApiError, EnvtestError};
 pub use eventually::{Check, eventually};
 pub use faults::Faults;
 pub use real::service_account::{service_account_groups, service_account_user};
-pub use real::{Binaries, kubectl_for_tests, kubectl_path};
+pub use real::{Binaries, binaries_for_test, kubectl_for_tests, kubectl_path};
 pub use server::{TestApiServer, TestApiServerBuilder, kubeconfig_yaml};
 pub use shared::TestNamespace;
 pub use user::TestUser;

@@ -22,28 +22,8 @@ use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
-/// The backend of the stand-in cluster: the one `KCR_ENVTEST_BACKEND` names, in-process when
-/// that is `existing` (there is no cluster to stand in for).
-fn stand_in_backend() -> Backend {
-    match Backend::from_env().unwrap() {
-        Backend::Existing => Backend::InProcess,
-        other => other,
-    }
-}
-
-/// A stand-in cluster and its kubeconfig file (in the returned directory), which reaches it as
-/// its own clients do (the real backend: through its proxy, so its counters see the requests).
-async fn stand_in() -> (TestApiServer, tempfile::TempDir, PathBuf) {
-    let cluster = TestApiServer::builder()
-        .backend(stand_in_backend())
-        .start()
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig).unwrap();
-    (cluster, dir, kubeconfig)
-}
+mod stand_in;
+use stand_in::stand_in;
 
 /// A server on the existing backend whose cluster is the one of `kubeconfig`.
 async fn existing(kubeconfig: &PathBuf) -> TestApiServer {
@@ -399,28 +379,16 @@ async fn what_an_existing_cluster_cannot_offer_is_a_typed_error() {
     );
 }
 
-/// Whether the real backend can run here; prints why not (or panics under
-/// `KCR_REQUIRE_BINARIES=1`).
-fn real_backend_available(test: &str) -> bool {
-    match kcr_envtest::Binaries::find() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("KCR_REQUIRE_BINARIES").is_some_and(|v| v == "1") => {
-            panic!("KCR_REQUIRE_BINARIES=1 but the real backend cannot run: {e}")
-        }
-        Err(e) => {
-            println!("SKIPPED {test}: {e}");
-            false
-        }
-    }
-}
-
 /// A cluster as kind or a cloud gives it: kube-apiserver over HTTPS with its own CA and a client
 /// certificate, garbage collection and namespace deletion by kube-controller-manager. The
 /// proxy's upstream client speaks TLS and authenticates as the kubeconfig says, watches stream
 /// through, and the namespace goes when the server is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_cluster_over_https_with_a_client_certificate() {
-    if !real_backend_available("a_real_cluster_over_https_with_a_client_certificate") {
+    if kcr_envtest::binaries_for_test("a_real_cluster_over_https_with_a_client_certificate")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
         return;
     }
     let cluster = TestApiServer::builder()

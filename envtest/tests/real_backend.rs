@@ -3,7 +3,7 @@
 //! missing binaries, and a test process killed with SIGKILL, are tested through the binary in
 //! `envtest/cli/tests/cli.rs`.)
 
-use kcr_envtest::{Backend, Binaries, EnvtestError, TestApiServer};
+use kcr_envtest::{Backend, EnvtestError, TestApiServer};
 
 /// Processes whose command line mentions `needle`.
 fn processes_mentioning(needle: &str) -> Vec<String> {
@@ -17,21 +17,6 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
         .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
         .filter(|cmdline| cmdline.contains(needle))
         .collect()
-}
-
-/// Whether the real backend can run here; `None` (test skipped, saying so) when the binaries are
-/// missing and `KCR_REQUIRE_BINARIES=1` does not ask for them.
-fn real_backend_available(test: &str) -> bool {
-    match Binaries::find() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("KCR_REQUIRE_BINARIES").is_some_and(|v| v == "1") => {
-            panic!("KCR_REQUIRE_BINARIES=1 but the real backend cannot run: {e}")
-        }
-        Err(e) => {
-            println!("SKIPPED {test}: {e}");
-            false
-        }
-    }
 }
 
 #[tokio::test]
@@ -75,7 +60,10 @@ async fn options_of_one_backend_are_typed_errors_on_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_test_takes_its_control_plane_with_it() {
-    if !real_backend_available("a_panicking_test_takes_its_control_plane_with_it") {
+    if kcr_envtest::binaries_for_test("a_panicking_test_takes_its_control_plane_with_it")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
         return;
     }
     let (dir_tx, dir_rx) = tokio::sync::oneshot::channel();
@@ -110,7 +98,11 @@ async fn a_panicking_test_takes_its_control_plane_with_it() {
 async fn the_real_backend_collects_garbage_and_faults_go_through_its_proxy() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, DeleteParams, PostParams};
-    if !real_backend_available("the_real_backend_collects_garbage_and_faults_go_through_its_proxy")
+    if kcr_envtest::binaries_for_test(
+        "the_real_backend_collects_garbage_and_faults_go_through_its_proxy",
+    )
+    .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+    .is_none()
     {
         return;
     }
@@ -171,7 +163,10 @@ async fn rbac_is_enforced_for_other_users() {
         panic!("client_as worked in process");
     };
     assert!(matches!(err, EnvtestError::Unsupported { .. }), "{err}");
-    if !real_backend_available("rbac_is_enforced_for_other_users") {
+    if kcr_envtest::binaries_for_test("rbac_is_enforced_for_other_users")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
         return;
     }
     let server = TestApiServer::builder()

@@ -5,25 +5,10 @@
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kcr_envtest::{
-    Backend, Binaries, EnvtestError, TestApiServer, service_account_groups, service_account_user,
+    Backend, EnvtestError, TestApiServer, service_account_groups, service_account_user,
 };
 use kube::api::{Api, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions};
-
-/// Whether the real backend can run here; prints why not (or panics under
-/// `KCR_REQUIRE_BINARIES=1`).
-fn real_backend_available(test: &str) -> bool {
-    match Binaries::find() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("KCR_REQUIRE_BINARIES").is_some_and(|v| v == "1") => {
-            panic!("KCR_REQUIRE_BINARIES=1 but the real backend cannot run: {e}")
-        }
-        Err(e) => {
-            println!("SKIPPED {test}: {e}");
-            false
-        }
-    }
-}
 
 /// Who the API server says `client` is: user name and groups (sorted).
 async fn whoami(client: kube::Client) -> (String, Vec<String>) {
@@ -57,7 +42,10 @@ async fn a_service_account_client_is_who_the_accounts_token_is() {
         ),
         "{err}"
     );
-    if !real_backend_available("a_service_account_client_is_who_the_accounts_token_is") {
+    if kcr_envtest::binaries_for_test("a_service_account_client_is_who_the_accounts_token_is")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
         return;
     }
     let server = TestApiServer::builder()

@@ -6,25 +6,10 @@
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kcr_envtest::{Backend, Binaries, EnvtestError, TestApiServer};
+use kcr_envtest::{Backend, EnvtestError, TestApiServer};
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
-
-/// Whether the real backend can run here; prints why not (or panics under
-/// `KCR_REQUIRE_BINARIES=1`).
-fn real_backend_available(test: &str) -> bool {
-    match Binaries::find() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("KCR_REQUIRE_BINARIES").is_some_and(|v| v == "1") => {
-            panic!("KCR_REQUIRE_BINARIES=1 but the real backend cannot run: {e}")
-        }
-        Err(e) => {
-            println!("SKIPPED {test}: {e}");
-            false
-        }
-    }
-}
 
 /// Who the API server says `client` is: user name and groups (sorted).
 async fn whoami(client: kube::Client) -> (String, Vec<String>) {
@@ -65,9 +50,12 @@ async fn in_process_there_are_no_users_to_add() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_with_its_own_certificate_is_authenticated_and_authorized_by_rbac() {
-    if !real_backend_available(
+    if kcr_envtest::binaries_for_test(
         "a_user_with_its_own_certificate_is_authenticated_and_authorized_by_rbac",
-    ) {
+    )
+    .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+    .is_none()
+    {
         return;
     }
     let server = TestApiServer::builder()
@@ -201,7 +189,10 @@ async fn a_user_with_its_own_certificate_is_authenticated_and_authorized_by_rbac
 
 #[tokio::test]
 async fn a_service_account_token_authenticates_as_the_account_until_it_is_deleted() {
-    if !real_backend_available("a_service_account_token_authenticates_as_the_account") {
+    if kcr_envtest::binaries_for_test("a_service_account_token_authenticates_as_the_account")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
         return;
     }
     let server = TestApiServer::builder()

@@ -2,53 +2,18 @@
 //! clients (and kubectl) against each backend, a clean stop on SIGTERM, and no control plane
 //! left behind when the binary is killed with SIGKILL (the watchdogs).
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kcr_envtest::{Backend, Binaries, TestApiServer, eventually};
+use kcr_envtest::eventually;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
-/// Whether the real backend can run here; prints why not (or panics under
-/// `KCR_REQUIRE_BINARIES=1`).
-fn real_backend_available(test: &str) -> bool {
-    match Binaries::find() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("KCR_REQUIRE_BINARIES").is_some_and(|v| v == "1") => {
-            panic!("KCR_REQUIRE_BINARIES=1 but the real backend cannot run: {e}")
-        }
-        Err(e) => {
-            println!("SKIPPED {test}: {e}");
-            false
-        }
-    }
-}
-
-/// The backend of the stand-in cluster: the one `KCR_ENVTEST_BACKEND` names, in-process when
-/// that is `existing` (there is no cluster to stand in for).
-fn stand_in_backend() -> Backend {
-    match Backend::from_env().unwrap() {
-        Backend::Existing => Backend::InProcess,
-        other => other,
-    }
-}
-
-/// A stand-in cluster and its kubeconfig file (in the returned directory), which reaches it as
-/// its own clients do (the real backend: through its proxy, so its counters see the requests).
-async fn stand_in() -> (TestApiServer, tempfile::TempDir, PathBuf) {
-    let cluster = TestApiServer::builder()
-        .backend(stand_in_backend())
-        .start()
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig).unwrap();
-    (cluster, dir, kubeconfig)
-}
+#[path = "../../tests/stand_in/mod.rs"]
+mod stand_in;
+use stand_in::stand_in;
 
 fn config_map(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
@@ -214,7 +179,10 @@ fn running(pid: u32) -> bool {
 #[test]
 fn a_killed_test_process_takes_its_control_plane_with_it() {
     use std::io::BufRead;
-    if !real_backend_available("a_killed_test_process_takes_its_control_plane_with_it") {
+    if kcr_envtest::binaries_for_test("a_killed_test_process_takes_its_control_plane_with_it")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
         return;
     }
     let mut cli = Command::new(env!("CARGO_BIN_EXE_kcr-envtest"))

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use kcr_envtest::{Backend, Binaries, TestApiServer};
+use kcr_envtest::{Backend, TestApiServer};
 use kcr_envtest_conformance::exchange::{Request, delete, get, patch, post, put};
 use kcr_envtest_conformance::http::{Answer, Conn};
 use kcr_envtest_conformance::normalise::{Normaliser, diff, status_parts};
@@ -24,20 +24,6 @@ use serde_json::{Value, json};
 const KNOWN: &str = include_str!("random_known.txt");
 const GROUP: &str = "rand.kcr.dev";
 const MARKER: &str = "zz-end";
-
-/// Whether the real backend can run here (see the module docs).
-fn real_backend_available() -> bool {
-    match Binaries::find() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("KCR_REQUIRE_BINARIES").is_some_and(|v| v == "1") => {
-            panic!("KCR_REQUIRE_BINARIES=1 but the real backend cannot run: {e}")
-        }
-        Err(e) => {
-            println!("SKIPPED random differential test: {e}");
-            false
-        }
-    }
-}
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -423,7 +409,10 @@ async fn run_seed(pair: &mut Pair, seed: u64, known: &[KnownPath]) -> Vec<String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_sequences_answer_alike() {
-    if !real_backend_available() {
+    if kcr_envtest::binaries_for_test("random differential test")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
         return;
     }
     let real = TestApiServer::builder()

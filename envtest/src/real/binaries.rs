@@ -10,7 +10,7 @@ use crate::error::EnvtestError;
 pub const ASSETS_ENV: &str = "KUBEBUILDER_ASSETS";
 
 /// Set to `1` (CI does), a test that needs a binary the machine lacks (kubectl) fails instead
-/// of skipping: see [`kubectl_for_tests`].
+/// of skipping: see [`kubectl_for_tests`] and [`binaries_for_test`].
 pub const REQUIRE_BINARIES_ENV: &str = "KCR_REQUIRE_BINARIES";
 
 /// Where the binaries of one control plane are.
@@ -125,6 +125,43 @@ pub fn kubectl_path() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The control-plane binaries for a test that needs the real backend, by the rule
+/// [`kubectl_for_tests`] uses for kubectl: `Ok(Some(_))` when [`Binaries::find`] finds them;
+/// `Ok(None)` when it does not, after printing `SKIPPED <test>: <why>` on stdout (the test then
+/// returns early, and the test output says it did not run); and [`Binaries::find`]'s error when
+/// `KCR_REQUIRE_BINARIES=1` asks for every binary to be there, as CI does, so that a missing
+/// control plane fails the run instead of skipping its tests.
+///
+/// ```no_run
+/// # fn main() -> Result<(), kcr_envtest::EnvtestError> {
+/// let Some(_binaries) = kcr_envtest::binaries_for_test("my_real_backend_test")? else {
+///     return Ok(()); // skipped, and said so
+/// };
+/// // ... start a TestApiServer with Backend::Real ...
+/// # Ok(())
+/// # }
+/// ```
+pub fn binaries_for_test(test: &str) -> Result<Option<Binaries>, EnvtestError> {
+    let required = std::env::var_os(REQUIRE_BINARIES_ENV).is_some_and(|v| v == "1");
+    skip_unless_required(test, Binaries::find(), required)
+}
+
+/// [`binaries_for_test`]'s rule on what [`Binaries::find`] gave.
+fn skip_unless_required(
+    test: &str,
+    found: Result<Binaries, EnvtestError>,
+    required: bool,
+) -> Result<Option<Binaries>, EnvtestError> {
+    match found {
+        Ok(found) => Ok(Some(found)),
+        Err(e) if required => Err(e),
+        Err(e) => {
+            println!("SKIPPED {test}: {e}");
+            Ok(None)
+        }
+    }
+}
+
 /// kubectl for a test that needs it: `Ok(Some(path))` when [`kubectl_path`] finds one,
 /// `Ok(None)` when it does not (the test skips, saying so), and an error naming where to get
 /// one when `KCR_REQUIRE_BINARIES=1` asks for every binary to be there.
@@ -147,6 +184,25 @@ mod tests {
         for n in names {
             std::fs::write(dir.join(n), b"").unwrap();
         }
+    }
+
+    #[test]
+    fn missing_binaries_skip_a_test_unless_required() {
+        let tmp = tempfile::tempdir().unwrap();
+        touch(tmp.path(), &["etcd", "kube-apiserver"]);
+        let found = Binaries::in_dir(tmp.path()).unwrap();
+        for required in [false, true] {
+            let got = skip_unless_required("t", Ok(found.clone()), required).unwrap();
+            assert_eq!(got.as_ref(), Some(&found));
+        }
+        let missing = || {
+            Err(EnvtestError::BinariesNotFound {
+                searched: "/nowhere".into(),
+            })
+        };
+        assert_eq!(skip_unless_required("t", missing(), false).unwrap(), None);
+        let err = skip_unless_required("t", missing(), true).unwrap_err();
+        assert!(err.to_string().contains("/nowhere"), "{err}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use kube::config::{AuthInfo, Cluster, KubeConfigOptions, Kubeconfig};
 use parking_lot::Mutex;
 
-pub use binaries::{Binaries, kubectl_for_tests, kubectl_path};
+pub use binaries::{Binaries, binaries_for_test, kubectl_for_tests, kubectl_path};
 use pki::Pki;
 use process::{Process, free_port};
 use proxy::{Expiry, Proxy, ProxyAccess, Upstream};
