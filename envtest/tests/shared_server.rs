@@ -155,6 +155,36 @@ async fn crds_install_on_the_shared_server() {
     assert_eq!(stored["metadata"]["namespace"], ns.namespace());
 }
 
+/// Concurrent installs of one CRD, as the tests of one binary do on their shared server: each
+/// succeeds, whoever overtakes whom between its read and its replace (on the real backend the
+/// API server also writes the new CRD's status in between), and the CRD is served after. Seen
+/// failing with 409 "replacing CustomResourceDefinition" under load before the install started
+/// over on a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_installs_of_one_crd_all_succeed() {
+    let ns = TestNamespace::new("crd-race").await.unwrap();
+    let crd = json!({
+        "metadata": {"name": "racers.shared.kcr.dev"},
+        "spec": {"group": "shared.kcr.dev", "scope": "Namespaced",
+            "names": {"plural": "racers", "singular": "racer", "kind": "Racer"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let installs = 8;
+    let results =
+        futures::future::join_all((0..installs).map(|_| ns.install_crd_value(crd.clone()))).await;
+    for (i, r) in results.iter().enumerate() {
+        assert!(r.is_ok(), "install {i}: {r:?}");
+    }
+    let stored = ns
+        .upsert(json!({"apiVersion": "shared.kcr.dev/v1", "kind": "Racer",
+            "metadata": {"name": "r"}}))
+        .await
+        .unwrap();
+    assert_eq!(stored["metadata"]["namespace"], ns.namespace());
+}
+
 /// Concurrent upserts of one object (the tests of a binary installing the same CRD at once):
 /// each succeeds, whoever overtakes whom between its read and its replace, and the object ends
 /// as one of them wrote it.

@@ -51,10 +51,23 @@ pub(crate) async fn install(client: &kube::Client, crd: Value) -> Result<(), Env
                 }
                 let mut replacement = typed.clone();
                 replacement.metadata.resource_version = current.metadata.resource_version;
-                api.replace(&name, &pp, &replacement)
-                    .await
-                    .map_err(kube_error(format!("replacing {what}")))?;
-                break;
+                match api.replace(&name, &pp, &replacement).await {
+                    Ok(_) => break,
+                    // Overtaken between the read and the replace: the API server writes a new
+                    // CRD's status itself, and the tests of one binary install the same CRD
+                    // concurrently on a shared server. Start over from the current state (409),
+                    // or create it again (404), until the deadline.
+                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                        if Instant::now() > deadline {
+                            return Err(kube_error(format!(
+                                "replacing {what} (overtaken by other writers for {} s)",
+                                SERVED_TIMEOUT.as_secs()
+                            ))(kube::Error::Api(s)));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(kube_error(format!("replacing {what}"))(e)),
+                }
             }
             Err(e) => return Err(kube_error(format!("creating {what}"))(e)),
         }
