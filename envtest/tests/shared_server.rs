@@ -9,6 +9,18 @@ use kcr_envtest::{TestNamespace, eventually};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
+/// A namespaced CRD of group `shared.kcr.dev`, one served version, any fields.
+fn shared_crd(plural: &str, singular: &str, kind: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": format!("{plural}.shared.kcr.dev")},
+        "spec": {"group": "shared.kcr.dev", "scope": "Namespaced",
+            "names": {"plural": plural, "singular": singular, "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    })
+}
+
 fn cm(name: &str) -> ConfigMap {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some(name.into());
@@ -136,14 +148,7 @@ async fn a_dropped_namespace_is_deleted() {
 #[tokio::test]
 async fn crds_install_on_the_shared_server() {
     let ns = TestNamespace::new("crd").await.unwrap();
-    let crd = json!({
-        "metadata": {"name": "gizmos.shared.kcr.dev"},
-        "spec": {"group": "shared.kcr.dev", "scope": "Namespaced",
-            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
+    let crd = shared_crd("gizmos", "gizmo", "Gizmo");
     // Twice (as two tests of a binary would): harmless.
     ns.install_crd_value(crd.clone()).await.unwrap();
     ns.install_crd_value(crd).await.unwrap();
@@ -163,14 +168,7 @@ async fn crds_install_on_the_shared_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_installs_of_one_crd_all_succeed() {
     let ns = TestNamespace::new("crd-race").await.unwrap();
-    let crd = json!({
-        "metadata": {"name": "racers.shared.kcr.dev"},
-        "spec": {"group": "shared.kcr.dev", "scope": "Namespaced",
-            "names": {"plural": "racers", "singular": "racer", "kind": "Racer"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
+    let crd = shared_crd("racers", "racer", "Racer");
     let installs = 8;
     let results =
         futures::future::join_all((0..installs).map(|_| ns.install_crd_value(crd.clone()))).await;
