@@ -353,6 +353,13 @@ impl TestNamespace {
         .await
     }
 
+    /// [`TestApiServer::add_user`] on the shared server: a user with a client certificate of
+    /// its own, authorized by RBAC alone (real backend only; [`EnvtestError::Unsupported`] in
+    /// process). Users are cluster-wide: take the name from [`unique_name`](Self::unique_name).
+    pub fn add_user(&self, name: &str, groups: &[&str]) -> Result<crate::TestUser, EnvtestError> {
+        self.shared.server.add_user(name, groups)
+    }
+
     /// [`TestApiServer::resource_version`] of the shared server.
     pub async fn resource_version(&self) -> Result<u64, EnvtestError> {
         self.on_server("reading the resourceVersion", |server| async move {

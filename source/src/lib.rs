@@ -61,7 +61,9 @@
 //!   type with [`Cache::set_transform`], or none with [`Cache::keep_whole`]. Kinds chosen at
 //!   run time are cached too: [`Cache::kind_dynamic`] and [`Cache::reader_dynamic`] watch the
 //!   `DynamicObject`s of a [`DynamicResource`] (an `ApiResource` and its scope), keyed by the
-//!   resource, so two dynamic kinds never share a store (see [`dynamic`]).
+//!   resource, so two dynamic kinds never share a store (see [`dynamic`]). Cache-wide default
+//!   scopes and transform, and a scope per kind, are set once on the cache and apply to every
+//!   watch that does not set its own (see [`defaults`]).
 //! * [`StreamSource`]: any `Stream<Item = Event<K>>`.
 //! * [`Channel`]: events pushed from anywhere in the program to any number of consumers, each with
 //!   its own bounded buffer; a slow consumer either back-pressures the producer or gets an
@@ -124,10 +126,10 @@ mod stream;
 mod transform;
 
 pub use cache::{
-    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, DynamicResource, ReadError, Reader, ScopedApi,
-    WatchScope,
+    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, DynamicResource, MetaTransform, ReadError,
+    Reader, ScopedApi, WatchScope,
 };
-pub use cache::{dynamic, namespaces};
+pub use cache::{defaults, dynamic, namespaces};
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use index::{IndexError, IndexFn};

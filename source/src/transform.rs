@@ -30,6 +30,8 @@ pub fn strip_managed_fields<K: Resource>(object: &mut K) {
 #[derive(Default)]
 pub(crate) struct Transforms {
     by_type: HashMap<(TypeId, ApiResource), Arc<dyn Any + Send + Sync>>,
+    /// The cache-wide default, replacing [`strip_managed_fields`] for types without their own.
+    default: Option<crate::cache::MetaTransform>,
 }
 
 impl Transforms {
@@ -38,12 +40,23 @@ impl Transforms {
             .insert((TypeId::of::<K>(), resource), Arc::new(transform));
     }
 
-    /// The transform of `K` for `resource`: the registered one, else [`strip_managed_fields`].
+    pub(crate) fn set_default(&mut self, transform: crate::cache::MetaTransform) {
+        self.default = Some(transform);
+    }
+
+    /// The transform of `K` for `resource`: the registered one, else the cache-wide default,
+    /// else [`strip_managed_fields`].
     pub(crate) fn get<K: Resource + 'static>(&self, resource: &ApiResource) -> Transform<K> {
         self.by_type
             .get(&(TypeId::of::<K>(), resource.clone()))
             .and_then(|t| t.downcast_ref::<Transform<K>>())
             .cloned()
-            .unwrap_or_else(|| Arc::new(strip_managed_fields::<K>))
+            .unwrap_or_else(|| match &self.default {
+                Some(default) => {
+                    let default = Arc::clone(default);
+                    Arc::new(move |object: &mut K| default(object.meta_mut()))
+                }
+                None => Arc::new(strip_managed_fields::<K>),
+            })
     }
 }

@@ -163,7 +163,8 @@ impl Cache {
         resource: &DynamicResource,
         options: WatchScope,
     ) -> Result<Kind<DynamicObject>, CacheError> {
-        let informer = self.dynamic_informer(resource, &options.normalized()?)?;
+        let options = self.scope_for_dynamic(resource, &options).normalized()?;
+        let informer = self.dynamic_informer(resource, &options)?;
         let r = &resource.resource;
         let name = format!("kind<DynamicObject {}/{}>", r.api_version, r.kind);
         Ok(Kind::from_parts(
@@ -180,7 +181,7 @@ impl Cache {
         resource: &DynamicResource,
         options: WatchScope,
     ) -> Result<Reader<DynamicObject>, CacheError> {
-        let options = options.normalized()?;
+        let options = self.scope_for_dynamic(resource, &options).normalized()?;
         let informer = self.dynamic_informer(resource, &options)?;
         Ok(Reader {
             informer,
@@ -199,5 +200,50 @@ impl Cache {
     ) -> Result<(), CacheError> {
         let transform: Transform<DynamicObject> = Arc::new(transform);
         self.register_transform::<DynamicObject>(resource.clone(), transform)
+    }
+
+    /// Sets the scope of the run-time kind `resource` (see [`set_scope`](Self::set_scope)).
+    /// Fails once a watch of `resource` has started.
+    pub fn set_scope_dynamic(
+        &self,
+        resource: &DynamicResource,
+        scope: WatchScope,
+    ) -> Result<(), CacheError> {
+        self.register_scope::<DynamicObject>(resource.resource.clone(), scope)
+    }
+
+    /// The scope a watch of `resource` asking for `requested` gets (see
+    /// [`scope_for`](Self::scope_for)).
+    pub fn scope_for_dynamic(
+        &self,
+        resource: &DynamicResource,
+        requested: &WatchScope,
+    ) -> WatchScope {
+        self.inner
+            .scopes
+            .lock()
+            .resolve(&resource.resource, resource.is_namespaced(), requested)
+    }
+
+    /// The [`Reader`] of `resource` for `options` if its watch has started, without starting
+    /// one (see [`reader_if_started`](Self::reader_if_started)).
+    pub fn reader_dynamic_if_started(
+        &self,
+        resource: &DynamicResource,
+        options: &WatchScope,
+    ) -> Result<Option<Reader<DynamicObject>>, CacheError> {
+        let options = self.scope_for_dynamic(resource, options).normalized()?;
+        let key = super::InformerKey {
+            type_id: std::any::TypeId::of::<DynamicObject>(),
+            resource: resource.resource.clone(),
+            options: options.clone(),
+        };
+        Ok(self
+            .started_informer::<DynamicObject>(&key)
+            .map(|informer| Reader {
+                informer,
+                readable: Readable::new(resource.resource.kind.clone(), options.namespaces),
+                _lifetime: Arc::clone(&self.inner.lifetime),
+            }))
     }
 }

@@ -25,9 +25,12 @@ use crate::informer::{CacheObject, Informer};
 use crate::transform::{Transform, Transforms};
 use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle};
 
+pub mod defaults;
 pub mod dynamic;
 pub mod namespaces;
 
+pub use defaults::MetaTransform;
+use defaults::Scopes;
 pub use dynamic::DynamicResource;
 pub use namespaces::ReadError;
 use namespaces::Readable;
@@ -81,6 +84,15 @@ pub enum CacheError {
     )]
     TransformAfterStart {
         /// The type's kind.
+        kind: String,
+    },
+    /// A scope (the cache-wide default, or a kind's) or the default transform was set after a
+    /// watch it would have changed had started (see [`defaults`]).
+    #[error(
+        "the scope of {kind} was set after its watch started: set the cache's scopes and default transform before the first kind() or reader() they affect"
+    )]
+    ScopeAfterStart {
+        /// The kind whose watch had started (`every kind` for the cache-wide default).
         kind: String,
     },
 }
@@ -181,6 +193,9 @@ impl WatchScope {
 /// How to build an `Api<K>` for a namespace, per resource scope (so that namespaced and
 /// cluster-scoped types both work through one generic method).
 pub trait ScopedApi {
+    /// Whether objects of this scope live in namespaces.
+    const NAMESPACED: bool;
+
     /// The `Api` for `namespace` (or all namespaces), or an error for a namespace on a
     /// cluster-scoped type.
     fn api<K>(client: Client, namespace: Option<&str>) -> Result<Api<K>, CacheError>
@@ -190,6 +205,8 @@ pub trait ScopedApi {
 }
 
 impl ScopedApi for NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+
     fn api<K>(client: Client, namespace: Option<&str>) -> Result<Api<K>, CacheError>
     where
         K: Resource<Scope = Self>,
@@ -203,6 +220,8 @@ impl ScopedApi for NamespaceResourceScope {
 }
 
 impl ScopedApi for ClusterResourceScope {
+    const NAMESPACED: bool = false;
+
     fn api<K>(client: Client, namespace: Option<&str>) -> Result<Api<K>, CacheError>
     where
         K: Resource<Scope = Self>,
@@ -244,6 +263,7 @@ struct CacheInner {
     client: Client,
     informers: Mutex<HashMap<InformerKey, (ErasedInformer, SyncHandle)>>,
     transforms: Mutex<Transforms>,
+    scopes: Mutex<Scopes>,
     subscriber_buffer: usize,
     token: CancellationToken,
     lifetime: Arc<Lifetime>,
@@ -295,6 +315,7 @@ impl Cache {
                 client,
                 informers: Mutex::new(HashMap::new()),
                 transforms: Mutex::new(Transforms::default()),
+                scopes: Mutex::new(Scopes::default()),
                 subscriber_buffer: events.max(1),
                 lifetime: Arc::new(Lifetime(token.clone())),
                 token,
@@ -360,6 +381,136 @@ impl Cache {
         K::DynamicType: Default,
     {
         self.set_transform::<K>(|_| {})
+    }
+
+    /// Sets the cache-wide default scope: the namespaces, label selector and field selector of
+    /// every watch that does not set its own (controller-runtime's `DefaultNamespaces`,
+    /// `DefaultLabelSelector`, `DefaultFieldSelector`; resolution in [`defaults`]). Fails once
+    /// any watch has started.
+    pub fn set_default_scope(&self, scope: WatchScope) -> Result<(), CacheError> {
+        let informers = self.inner.informers.lock();
+        if !informers.is_empty() {
+            return Err(CacheError::ScopeAfterStart {
+                kind: "every kind".into(),
+            });
+        }
+        self.inner.scopes.lock().default = scope;
+        drop(informers);
+        Ok(())
+    }
+
+    /// Sets the scope of `K` (controller-runtime's `ByObject`): its fields override the
+    /// cache-wide default, and a watch's own fields override it (see [`defaults`]). Fails once
+    /// a watch of `K` has started.
+    pub fn set_scope<K>(&self, scope: WatchScope) -> Result<(), CacheError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+    {
+        self.register_scope::<K>(ApiResource::erase::<K>(&Default::default()), scope)
+    }
+
+    fn register_scope<K: CacheObject>(
+        &self,
+        resource: ApiResource,
+        scope: WatchScope,
+    ) -> Result<(), CacheError> {
+        let type_id = TypeId::of::<K>();
+        let informers = self.inner.informers.lock();
+        if informers
+            .keys()
+            .any(|key| key.type_id == type_id && key.resource == resource)
+        {
+            return Err(CacheError::ScopeAfterStart {
+                kind: resource.kind,
+            });
+        }
+        self.inner.scopes.lock().by_resource.insert(resource, scope);
+        drop(informers);
+        Ok(())
+    }
+
+    /// The scope a watch of `K` asking for `requested` gets: `requested`, its unset fields
+    /// filled from `K`'s scope and then from the default (see [`defaults`]).
+    pub fn scope_for<K>(&self, requested: &WatchScope) -> WatchScope
+    where
+        K: Resource,
+        K::DynamicType: Default,
+        K::Scope: ScopedApi,
+    {
+        let resource = ApiResource::erase::<K>(&Default::default());
+        self.inner
+            .scopes
+            .lock()
+            .resolve(&resource, <K::Scope as ScopedApi>::NAMESPACED, requested)
+    }
+
+    /// Sets the transform of every object's metadata for the types without a transform of
+    /// their own (controller-runtime's `DefaultTransform`; the default drops
+    /// `metadata.managedFields`, and so should a replacement unless the controller reads
+    /// them). Fails once any watch has started.
+    ///
+    /// ```no_run
+    /// # fn demo(cache: &kcr_source::Cache) -> Result<(), kcr_source::CacheError> {
+    /// cache.set_default_transform(|meta| {
+    ///     meta.managed_fields = None;
+    ///     // This operator never reads annotations.
+    ///     meta.annotations = None;
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn set_default_transform(
+        &self,
+        transform: impl Fn(&mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
+        + Send
+        + Sync
+        + 'static,
+    ) -> Result<(), CacheError> {
+        let informers = self.inner.informers.lock();
+        if !informers.is_empty() {
+            return Err(CacheError::ScopeAfterStart {
+                kind: "every kind".into(),
+            });
+        }
+        self.inner
+            .transforms
+            .lock()
+            .set_default(Arc::new(transform));
+        drop(informers);
+        Ok(())
+    }
+
+    /// The [`Reader`] of `K` for `options` (resolved as [`reader`](Self::reader) resolves
+    /// them) if its watch has started, without starting one: `Ok(None)` otherwise. What
+    /// controller-runtime's `ReaderFailOnMissingInformer` checks.
+    pub fn reader_if_started<K>(
+        &self,
+        options: &WatchScope,
+    ) -> Result<Option<Reader<K>>, CacheError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+        K::Scope: ScopedApi,
+    {
+        let options = self.scope_for::<K>(options).normalized()?;
+        let key = InformerKey {
+            type_id: TypeId::of::<K>(),
+            resource: ApiResource::erase::<K>(&Default::default()),
+            options: options.clone(),
+        };
+        Ok(self.started_informer::<K>(&key).map(|informer| Reader {
+            informer,
+            readable: Readable::new(key.resource.kind.clone(), options.namespaces),
+            _lifetime: Arc::clone(&self.inner.lifetime),
+        }))
+    }
+
+    fn started_informer<K: CacheObject>(&self, key: &InformerKey) -> Option<Arc<Informer<K>>> {
+        self.inner
+            .informers
+            .lock()
+            .get(key)
+            .and_then(|(existing, _)| Arc::clone(existing).downcast::<Informer<K>>().ok())
     }
 
     /// Number of informers (watches) this cache runs.
@@ -483,7 +634,8 @@ impl Cache {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let informer = self.full_informer::<K>(&options.normalized()?)?;
+        let options = self.scope_for::<K>(&options).normalized()?;
+        let informer = self.full_informer::<K>(&options)?;
         let name = format!("kind<{}>", std::any::type_name::<K>());
         Ok(Kind::from_parts(
             informer,
@@ -514,7 +666,7 @@ impl Cache {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let options = options.normalized()?;
+        let options = self.scope_for::<K>(&options).normalized()?;
         let informer = self.full_informer::<K>(&options)?;
         let kind = K::kind(&Default::default()).into_owned();
         Ok(Reader {
@@ -582,6 +734,12 @@ impl<K: CacheObject> Reader<K> {
             .informer
             .store()
             .state_filter(|o| o.meta().namespace.as_deref() == Some(namespace)))
+    }
+
+    /// `Ok` when this reader may read `namespace`; [`ReadError::UnknownNamespace`] when its
+    /// scope names namespaces and `namespace` is not one of them.
+    pub fn check_namespace(&self, namespace: &str) -> Result<(), ReadError> {
+        self.readable.check(namespace, None)
     }
 
     /// The namespaces this reader's scope names (sorted), or `None` for every namespace.
