@@ -136,6 +136,8 @@ pub use clock::{Clock, ClockError, ManualClock};
 pub use controller::{Controller, ControllerOptions, Key};
 pub use error::{ControllerError, ManagerError};
 pub use http::BindAddress;
+/// One client for every kind ([`kcr_client`]), as [`Manager::client`] returns it.
+pub use kcr_client::{Client, ClientError, ClientOptions, ListOptions};
 pub use leader::{LeaderElectionConfig, LeaderElector};
 pub use manager::{Manager, ManagerOptions};
 pub use object_reconciler::{FromCache, FromCacheError, ObjectReconciler};

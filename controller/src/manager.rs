@@ -45,6 +45,7 @@ use crate::leader::{LeaderElectionConfig, LeaderElector};
 use crate::reconciler::Reconciler;
 use crate::secure_metrics::{KubeReviewer, MetricsAuth, SecureMetrics};
 use crate::watch::BoxError;
+use kcr_client::{Client, ClientOptions};
 use kcr_source::{Cache, CacheObject, Reader, ScopedApi, SyncHandle};
 
 /// Options of a [`Manager`].
@@ -81,6 +82,10 @@ pub struct ManagerOptions {
     /// [`Action::requeue_after`](crate::Action::requeue_after). Default: the system clock.
     /// Leader election, health checks and the controllers' other timings stay on real time.
     pub clock: Clock,
+    /// The options of [`Manager::client`]: its field owner (the field manager of every write;
+    /// default `kcr-controller`), its sync timeout and whether reads of unwatched kinds fail
+    /// (see [`kcr_client::ClientOptions`]).
+    pub client: ClientOptions,
 }
 
 impl Default for ManagerOptions {
@@ -96,9 +101,13 @@ impl Default for ManagerOptions {
             secure_metrics: None,
             shard: None,
             clock: Clock::system(),
+            client: ClientOptions::default().field_owner(DEFAULT_FIELD_OWNER),
         }
     }
 }
+
+/// The field owner of a manager's writes unless [`ManagerOptions::field_owner`] sets another.
+pub const DEFAULT_FIELD_OWNER: &str = "kcr-controller";
 
 impl ManagerOptions {
     /// Sets the metrics bind address (`"0"` disables, `":8080"`, `"127.0.0.1:0"`, ...).
@@ -111,6 +120,21 @@ impl ManagerOptions {
     pub fn health_probe_bind_address(mut self, addr: &str) -> Result<Self, ManagerError> {
         self.health_probe_bind_address = addr.parse()?;
         Ok(self)
+    }
+
+    /// Sets the field owner of [`Manager::client`]'s writes (default `kcr-controller`; name it
+    /// after the operator, as server-side apply attributes fields to it).
+    #[must_use]
+    pub fn field_owner(mut self, owner: impl Into<String>) -> Self {
+        self.client.field_owner = owner.into();
+        self
+    }
+
+    /// Sets the options of [`Manager::client`].
+    #[must_use]
+    pub fn client_options(mut self, options: ClientOptions) -> Self {
+        self.client = options;
+        self
     }
 
     /// Enables leader election.
@@ -183,6 +207,8 @@ struct Registered {
 pub struct Manager {
     client: kube::Client,
     cache: Cache,
+    /// The client of every kind, reading from `cache`.
+    kcr_client: Client,
     /// Informers whose sync `/readyz` waits for.
     cache_syncs: Arc<Mutex<Vec<(String, SyncHandle)>>>,
     options: ManagerOptions,
@@ -235,8 +261,8 @@ impl Manager {
     /// Creates a manager. Binds the HTTP listeners now (so a busy port fails here), validates
     /// the leader election configuration and installs the Prometheus recorder if `/metrics` is
     /// served. Unless [`ManagerOptions::rest_client_metrics`] is off, `client` is wrapped to
-    /// record the `rest_client_*` metrics ([`crate::rest_client`]); [`Manager::client`] is the
-    /// wrapped one.
+    /// record the `rest_client_*` metrics ([`crate::rest_client`]); [`Manager::kube_client`] is
+    /// the wrapped one, and [`Manager::client`] writes through it.
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
         if let Some(le) = &options.leader_election {
             le.validate()?;
@@ -315,8 +341,10 @@ impl Manager {
             }
             _ => None,
         };
+        let cache = Cache::new(client.clone());
         Ok(Manager {
-            cache: Cache::new(client.clone()),
+            kcr_client: Client::new(client.clone(), cache.clone(), options.client.clone()),
+            cache,
             cache_syncs,
             client,
             options,
@@ -336,8 +364,16 @@ impl Manager {
         })
     }
 
-    /// The client.
-    pub fn client(&self) -> kube::Client {
+    /// The client of every kind (controller-runtime's `mgr.GetClient()`): reads from the
+    /// shared cache, starting a kind's watch on first use (the same watch a controller's
+    /// `for_kind`/`owns` of the kind in the cache's scope uses), and writes to the API server
+    /// under [`ManagerOptions::field_owner`]. See [`kcr_client`].
+    pub fn client(&self) -> Client {
+        self.kcr_client.clone()
+    }
+
+    /// The kube client (wrapped for the `rest_client_*` metrics unless turned off).
+    pub fn kube_client(&self) -> kube::Client {
         self.client.clone()
     }
 

@@ -63,6 +63,28 @@ pub trait ReconcileError: fmt::Debug + fmt::Display + Send + 'static {
     }
 }
 
+/// A [`kcr_client::ClientError`] returned as is: terminal when retrying the same call cannot
+/// succeed (a namespace the cache does not watch, a call that names no or the wrong namespace,
+/// an object without a name or that does not serialize, an unknown index or a bad selector, an
+/// object the API server finds invalid), retried otherwise (the API server's refusals and
+/// conflicts, a cache that has not synced yet, a kind nothing watches yet).
+impl ReconcileError for kcr_client::ClientError {
+    fn is_terminal(&self) -> bool {
+        use kcr_client::ClientError as E;
+        match self {
+            E::Read(_)
+            | E::NamespaceRequired { .. }
+            | E::NamespaceMismatch { .. }
+            | E::MissingName { .. }
+            | E::Serialize { .. }
+            | E::Index(_)
+            | E::Selector(_) => true,
+            E::Api { .. } => self.is_invalid(),
+            _ => false,
+        }
+    }
+}
+
 /// Marks an error as terminal: the controller does not retry the request.
 ///
 /// ```

@@ -167,7 +167,7 @@ async fn refused_requests_are_counted_by_status() {
     )
     .await
     .unwrap();
-    let missing = Api::<ConfigMap>::namespaced(mgr.client(), ns.namespace())
+    let missing = Api::<ConfigMap>::namespaced(mgr.kube_client(), ns.namespace())
         .get("no-such-configmap")
         .await;
     assert!(

@@ -1037,7 +1037,7 @@ async fn owned_objects_follow_their_owner_s_shard() {
                 .owns::<Secret>(WatchOptions::new().namespace(ns))
                 .max_concurrent_reconciles(4)
                 .complete(MakeChild {
-                    client: mgr.client(),
+                    client: mgr.kube_client(),
                 })
                 .unwrap();
             let (mgr, stop, run) = common::spawn_manager(mgr);

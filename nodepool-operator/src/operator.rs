@@ -138,7 +138,7 @@ pub fn register_controller(
 ) -> Result<(), OperatorError> {
     let all = WatchScope::all;
     let reconciler = NodePoolReconciler::new(
-        manager.client(),
+        manager.kube_client(),
         manager.reader::<NodePool>(all())?,
         manager.reader::<Node>(all())?,
         manager.reader::<RuntimeClass>(all())?,

@@ -48,7 +48,7 @@
 //! let mgr = kcr_testkit::manager(&ns).await?;
 //! mgr.controller()
 //!     .for_kind::<ConfigMap>(WatchOptions::new().namespace(ns.namespace()))
-//!     .complete(Mark(mgr.client()))?;
+//!     .complete(Mark(mgr.kube_client()))?;
 //! let running = RunningManager::start(mgr);
 //!
 //! let cms: Api<ConfigMap> = Api::default_namespaced(ns.client());

@@ -144,7 +144,7 @@ async fn a_ticker_ticks_when_the_clock_says_so() -> anyhow::Result<()> {
     mgr.controller()
         .for_kind::<Ticker>(WatchOptions::new().namespace(ns.namespace()))
         .complete(Ticking {
-            client: mgr.client(),
+            client: mgr.kube_client(),
         })?;
 
     // The webhooks: server, certificates and configurations in one call, in effect on return.

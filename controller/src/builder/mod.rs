@@ -272,7 +272,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
         Builder {
             manager: Some(manager),
             cache: Some(manager.cache().clone()),
-            client: Some(manager.client()),
+            client: Some(manager.kube_client()),
             ..Self::keyed()
         }
     }

@@ -174,7 +174,7 @@ impl CopyToSecret {
     /// A reconciler using `mgr`'s client and a cache reader of `namespace`.
     pub fn in_namespace(mgr: &Manager, namespace: &str, _controller: &str, identity: &str) -> Self {
         CopyToSecret {
-            client: mgr.client(),
+            client: mgr.kube_client(),
             reader: mgr
                 .reader::<ConfigMap>(kcr_source::WatchScope::all().namespace(namespace))
                 .unwrap(),

@@ -78,7 +78,7 @@ pub fn add_to_manager(mgr: &Manager, namespace: Option<&str>) -> anyhow::Result<
         owner_uid(job).into_iter().collect()
     })?;
     let reconciler = CronJobReconciler {
-        client: mgr.client(),
+        client: mgr.kube_client(),
         jobs,
         recorder: mgr.event_recorder(NAME),
     };
