@@ -64,6 +64,18 @@ impl Client {
         self.address(target, meta.name.as_deref(), meta.namespace.as_deref())
     }
 
+    /// The kube `Api` of `K` in `namespace` (else the client's namespace; cluster-scoped kinds
+    /// take none), on the client's connection: for calls the client does not wrap (logs,
+    /// eviction, scale). Writes through it carry no field owner unless the call sets one.
+    pub fn api<K>(&self, namespace: Option<&str>) -> Result<kube::Api<K>, ClientError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+        K::Scope: ScopedApi,
+    {
+        Ok(self.address(&Typed::<K>::new(), None, namespace)?.api)
+    }
+
     /// Creates `object` in its namespace (else the client's); returns it as stored. A name
     /// taken is [`ClientError::is_already_exists`]; `metadata.generateName` works.
     pub fn create<'a, K>(&self, object: &'a K) -> Write<'a, Create<'a, K>>

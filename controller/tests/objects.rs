@@ -412,3 +412,104 @@ async fn finalizer_patches_never_overwrite_a_concurrent_edit() {
     )
     .await;
 }
+
+/// Who manages fields of the stored object.
+async fn managers(api: &Api<ConfigMap>, name: &str) -> std::collections::BTreeSet<String> {
+    api.get(name)
+        .await
+        .unwrap()
+        .managed_fields()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn through_the_client_writes_carry_its_field_owner_and_a_finalizer_removed_midflight_is_fine()
+{
+    let ns = TestNamespace::new("objects-client").await.unwrap();
+    let kube = ns.client();
+    let api: Api<ConfigMap> = Api::namespaced(kube.clone(), ns.namespace());
+    let client = kcr_controller::Client::new(
+        kube.clone(),
+        kcr_source::Cache::new(kube),
+        kcr_controller::ClientOptions::default().field_owner("objects-owner"),
+    );
+    let mut cm = named_configmap("owned");
+    cm.metadata.namespace = Some(ns.namespace().into());
+    let result = create_or_patch(&client, &mut cm, |cm| {
+        set(cm, "a", "1");
+        Ok::<_, Failed>(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(result, OperationResult::Created);
+    let result = create_or_update(&client, &mut cm, |cm| {
+        set(cm, "b", "2");
+        Ok::<_, Failed>(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(result, OperationResult::Updated);
+    assert_eq!(
+        managers(&api, "owned").await,
+        ["objects-owner".to_string()].into()
+    );
+
+    // Through a kube Api, the default field owner.
+    let mut other = named_configmap("by-api");
+    create_or_patch(&api, &mut other, |cm| {
+        set(cm, "a", "1");
+        Ok::<_, Failed>(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        managers(&api, "by-api").await,
+        ["kcr-controller".to_string()].into()
+    );
+
+    // A namespaced object without a namespace cannot be addressed through an unscoped client.
+    let err = create_or_patch(&client, &mut named_configmap("nowhere"), |_| {
+        Ok::<_, Failed>(())
+    })
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ObjectError::Client(_)), "{err}");
+
+    // The finalizer, through the client.
+    let live = api.get("owned").await.unwrap();
+    finalizer(&client, FIN, Arc::new(live), |_| async {
+        Ok::<_, Failed>(Action::done())
+    })
+    .await
+    .unwrap();
+    assert_eq!(api.get("owned").await.unwrap().finalizers(), [FIN]);
+
+    // Deleting; while our cleanup runs, someone else removes our finalizer (the object goes
+    // away): the removal finds nothing to remove and the reconcile succeeds.
+    api.delete("owned", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("owned").await.unwrap();
+    let meddler = api.clone();
+    let action = finalizer(&client, FIN, Arc::new(deleting), |event| async move {
+        assert!(matches!(event, FinalizerEvent::Cleanup(_)));
+        meddler
+            .patch(
+                "owned",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+        Ok::<_, Failed>(Action::done())
+    })
+    .await
+    .unwrap();
+    assert_eq!(action, Action::done());
+    kcr_envtest::eventually(
+        "the object deleted",
+        std::time::Duration::from_secs(30),
+        || async { api.get_opt("owned").await.unwrap().is_none() },
+    )
+    .await;
+}

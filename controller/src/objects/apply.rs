@@ -8,11 +8,12 @@
 //! Controllers usually force (they are the authority on what they write), but the choice is
 //! spelled out at each call: [`Conflicts::Force`] or [`Conflicts::Fail`].
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use super::create_or_update::{Object, Target};
 use super::error::ObjectError;
+use super::object_api::ObjectApi;
 use crate::Context;
 
 /// The longest field manager name the API server accepts.
@@ -78,7 +79,7 @@ impl Applier {
     /// `metadata.resourceVersion` are not sent. Returns the object as stored.
     pub async fn apply<K: Object>(
         &self,
-        api: &Api<K>,
+        api: &impl ObjectApi<K>,
         object: &K,
         conflicts: Conflicts,
     ) -> Result<K, ObjectError> {
@@ -88,7 +89,7 @@ impl Applier {
     /// Apply the `status` of `object` through the status subresource.
     pub async fn apply_status<K: Object>(
         &self,
-        api: &Api<K>,
+        api: &impl ObjectApi<K>,
         object: &K,
         conflicts: Conflicts,
     ) -> Result<K, ObjectError> {
@@ -97,12 +98,13 @@ impl Applier {
 
     async fn send<K: Object>(
         &self,
-        api: &Api<K>,
+        api: &impl ObjectApi<K>,
         object: &K,
         conflicts: Conflicts,
         status: bool,
     ) -> Result<K, ObjectError> {
         let target = Target::of(object)?;
+        let api = api.api_for(object)?;
         let mut body = target.to_json(object)?;
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("managedFields");

@@ -14,12 +14,13 @@ use std::error::Error as StdError;
 use std::fmt::Debug;
 
 use kube::Resource;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::Patch;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::error::ObjectError;
+use super::object_api::{ObjectApi, Writer};
 
 /// What [`create_or_update`] or [`create_or_patch`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,8 +67,8 @@ where
 /// hold. On return `object` is what the API server answered (or, when unchanged, what it
 /// read).
 ///
-/// `object` needs its name (and, through `api`, its namespace); `mutate` must not change
-/// them. `mutate` runs once, on the object read from the server, or on `object` itself when
+/// `object` needs its name (and its namespace, or the `Api`'s: see [`ObjectApi`]); `mutate`
+/// must not change them. Every write carries the field owner of `api`. `mutate` runs once, on the object read from the server, or on `object` itself when
 /// there is none.
 ///
 /// ```no_run
@@ -91,19 +92,21 @@ where
 /// # Ok(()) }
 /// ```
 pub async fn create_or_update<K: Object>(
-    api: &Api<K>,
+    api: &impl ObjectApi<K>,
     object: &mut K,
     mutate: impl Mutate<K>,
 ) -> Result<OperationResult, ObjectError> {
     let target = Target::of(object)?;
-    let Some(before) = target.read_and_mutate(api, object, mutate).await? else {
+    let writer = Writer::new(api, object)?;
+    let Some(before) = target.read_and_mutate(&writer, object, mutate).await? else {
         return Ok(OperationResult::Created);
     };
     if target.to_json(object)? == before {
         return Ok(OperationResult::Unchanged);
     }
-    *object = api
-        .replace(&target.name, &PostParams::default(), object)
+    *object = writer
+        .api
+        .replace(&target.name, &writer.post_params(), object)
         .await
         .map_err(|e| target.api_error("update", e))?;
     Ok(OperationResult::Updated)
@@ -117,12 +120,13 @@ pub async fn create_or_update<K: Object>(
 /// writers set them. A kind without a status subresource must not change `status` in
 /// `mutate` (the status patch would answer 404).
 pub async fn create_or_patch<K: Object>(
-    api: &Api<K>,
+    api: &impl ObjectApi<K>,
     object: &mut K,
     mutate: impl Mutate<K>,
 ) -> Result<OperationResult, ObjectError> {
     let target = Target::of(object)?;
-    let Some(mut before) = target.read_and_mutate(api, object, mutate).await? else {
+    let writer = Writer::new(api, object)?;
+    let Some(mut before) = target.read_and_mutate(&writer, object, mutate).await? else {
         return Ok(OperationResult::Created);
     };
     let mut after = target.to_json(object)?;
@@ -130,16 +134,18 @@ pub async fn create_or_patch<K: Object>(
     let status_after = take_status(&mut after);
     let main = merge_patch(&before, &after);
     let status = merge_patch(&status_before, &status_after);
-    let params = PatchParams::default();
+    let params = writer.patch_params();
     if let Some(patch) = &main {
-        *object = api
+        *object = writer
+            .api
             .patch(&target.name, &params, &Patch::Merge(patch))
             .await
             .map_err(|e| target.api_error("patch", e))?;
     }
     if let Some(patch) = status {
         let body = Value::Object(Map::from_iter([("status".to_string(), patch)]));
-        *object = api
+        *object = writer
+            .api
             .patch_status(&target.name, &params, &Patch::Merge(&body))
             .await
             .map_err(|e| target.api_error("patch status", e))?;
@@ -220,18 +226,20 @@ impl Target {
     /// read into `object`, runs `mutate` on it and returns the JSON from before `mutate`.
     async fn read_and_mutate<K: Object>(
         &self,
-        api: &Api<K>,
+        writer: &Writer<K>,
         object: &mut K,
         mutate: impl Mutate<K>,
     ) -> Result<Option<Value>, ObjectError> {
-        let current = api
+        let current = writer
+            .api
             .get_opt(&self.name)
             .await
             .map_err(|e| self.api_error("get", e))?;
         let Some(current) = current else {
             self.run_mutate(object, mutate)?;
-            *object = api
-                .create(&PostParams::default(), object)
+            *object = writer
+                .api
+                .create(&writer.post_params(), object)
                 .await
                 .map_err(|e| self.api_error("create", e))?;
             return Ok(None);

@@ -6,6 +6,10 @@ use std::error::Error as StdError;
 /// was working on.
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
+    /// The client could not address the object (a namespaced object without a namespace, a
+    /// namespace other than a scoped client's).
+    #[error(transparent)]
+    Client(#[from] kcr_client::ClientError),
     /// The object has no `metadata.name`, so it cannot be read or written by key.
     #[error("{kind} has no metadata.name: set the name (and namespace) of the object first")]
     NoName {

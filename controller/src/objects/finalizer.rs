@@ -13,20 +13,22 @@
 //!    cleanup keeps the finalizer, and its error goes back to the controller, which retries.
 //! 4. The object is being deleted and has no finalizer of ours: nothing to do.
 //!
-//! The patches cannot overwrite a concurrent edit: adding to an existing list appends (an
-//! append loses nothing); creating the list is guarded by a JSON-patch `test` of the
-//! `resourceVersion` read; removing is guarded by a `test` that the entry at the index is ours.
+//! The patches cannot overwrite a concurrent edit: adding (to an existing list, or the list
+//! itself) is guarded by a JSON-patch `test` of the `resourceVersion` read; removing is guarded
+//! by a `test` that the entry at the index is ours. Every patch carries the field owner of the
+//! [`ObjectApi`] it is given.
 //! When a guard fails (the object changed since it was cached), the helper reads the object
 //! again and decides once more on the fresh copy.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Patch;
 use serde_json::{Value, json};
 
 use super::create_or_update::{Object, Target};
 use super::error::ObjectError;
+use super::object_api::{ObjectApi, Writer};
 use crate::Action;
 
 /// What the reconcile function passed to [`finalizer`] is asked to do.
@@ -82,7 +84,7 @@ pub enum FinalizerError<E: std::error::Error + 'static> {
 /// # }
 /// ```
 pub async fn finalizer<K, F, Fut, E>(
-    api: &Api<K>,
+    api: &impl ObjectApi<K>,
     name: &str,
     object: Arc<K>,
     reconcile: F,
@@ -94,6 +96,7 @@ where
     E: std::error::Error + 'static,
 {
     check_name(name).map_err(FinalizerError::Finalizer)?;
+    let api = &Writer::new(api, &object).map_err(FinalizerError::Finalizer)?;
     let has = |o: &K| o.meta().finalizers.iter().flatten().any(|f| f == name);
     let deleting = |o: &K| o.meta().deletion_timestamp.is_some();
     let object = if deleting(&object) || has(&object) {
@@ -128,20 +131,21 @@ where
 
 /// Adds `name`: returns the object as written, or `None` when it no longer exists. A fresh
 /// read that shows the finalizer already there (or the object deleting) is returned as is.
-async fn add<K: Object>(api: &Api<K>, name: &str, object: &K) -> Result<Option<K>, ObjectError> {
+async fn add<K: Object>(api: &Writer<K>, name: &str, object: &K) -> Result<Option<K>, ObjectError> {
     let outcome = guarded_patch(api, object, |current| {
         let meta = current.meta();
         if meta.finalizers.iter().flatten().any(|f| f == name) || meta.deletion_timestamp.is_some()
         {
             return None;
         }
-        Some(match &meta.finalizers {
-            Some(_) => json!([{"op": "add", "path": "/metadata/finalizers/-", "value": name}]),
-            None => json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
-                {"op": "add", "path": "/metadata/finalizers", "value": [name]}
-            ]),
-        })
+        let add = match &meta.finalizers {
+            Some(_) => json!({"op": "add", "path": "/metadata/finalizers/-", "value": name}),
+            None => json!({"op": "add", "path": "/metadata/finalizers", "value": [name]}),
+        };
+        Some(json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+            add
+        ]))
     })
     .await?;
     Ok(match outcome {
@@ -152,7 +156,7 @@ async fn add<K: Object>(api: &Api<K>, name: &str, object: &K) -> Result<Option<K
 
 /// Removes `name`, guarded by a `test` of its entry. An object that is gone has no finalizers
 /// left to remove.
-async fn remove<K: Object>(api: &Api<K>, name: &str, object: &K) -> Result<(), ObjectError> {
+async fn remove<K: Object>(api: &Writer<K>, name: &str, object: &K) -> Result<(), ObjectError> {
     guarded_patch(api, object, |current| {
         let i = current
             .meta()
@@ -184,7 +188,7 @@ enum Guarded<K> {
 /// (the object changed since it was read), reads it again and plans once more on the fresh
 /// copy; a second stale answer is returned as the error.
 async fn guarded_patch<K: Object>(
-    api: &Api<K>,
+    api: &Writer<K>,
     object: &K,
     plan: impl Fn(&K) -> Option<Value>,
 ) -> Result<Guarded<K>, ObjectError> {
@@ -210,24 +214,22 @@ async fn guarded_patch<K: Object>(
     }
 }
 
-async fn send<K: Object>(api: &Api<K>, target: &Target, ops: Value) -> Result<K, ObjectError> {
+async fn send<K: Object>(api: &Writer<K>, target: &Target, ops: Value) -> Result<K, ObjectError> {
     let patch: json_patch::Patch =
         serde_json::from_value(ops).map_err(|source| ObjectError::Serialize {
             kind: target.kind.clone(),
             key: target.key.clone(),
             source,
         })?;
-    api.patch(
-        &target.name,
-        &PatchParams::default(),
-        &Patch::<()>::Json(patch),
-    )
-    .await
-    .map_err(|e| target.api_error("patch", e))
+    api.api
+        .patch(&target.name, &api.patch_params(), &Patch::<()>::Json(patch))
+        .await
+        .map_err(|e| target.api_error("patch", e))
 }
 
-async fn fresh<K: Object>(api: &Api<K>, target: &Target) -> Result<Option<K>, ObjectError> {
-    api.get_opt(&target.name)
+async fn fresh<K: Object>(api: &Writer<K>, target: &Target) -> Result<Option<K>, ObjectError> {
+    api.api
+        .get_opt(&target.name)
         .await
         .map_err(|e| target.api_error("get", e))
 }

@@ -35,6 +35,16 @@ pub enum OwnerError {
         /// The name of the controller it already has.
         name: String,
     },
+    /// The reference to remove is not there (or `owner` is not the object's controller).
+    #[error("{object} has no {} reference to {kind} {name}", "owner or controller")]
+    NotOwned {
+        /// `namespace/name` (or `name`) of the object.
+        object: String,
+        /// The owner's kind.
+        kind: String,
+        /// The owner's name.
+        name: String,
+    },
     /// A cluster-scoped object cannot be owned by a namespaced object.
     #[error(
         "cluster-scoped resource {object} must not have a namespace-scoped owner, owner's namespace {owner_namespace}"
@@ -138,6 +148,99 @@ where
     }
     upsert(object, reference);
     Ok(())
+}
+
+/// [`set_controller_reference`] with a choice of `blockOwnerDeletion` (controller-runtime's
+/// `WithBlockOwnerDeletion`): `false` lets a foreground deletion of the owner finish without
+/// waiting for `object` (and needs no `update` permission on the owner's finalizers
+/// subresource, which a `true` does).
+pub fn set_controller_reference_with<O, K>(
+    owner: &O,
+    object: &mut K,
+    block_owner_deletion: bool,
+) -> Result<(), OwnerError>
+where
+    O: Resource<DynamicType = ()>,
+    K: Resource,
+{
+    set_controller_reference(owner, object)?;
+    let reference = reference_to(owner, true)?;
+    if let Some(existing) = object
+        .meta_mut()
+        .owner_references
+        .iter_mut()
+        .flatten()
+        .find(|r| same_owner(r, &reference))
+    {
+        existing.block_owner_deletion = Some(block_owner_deletion);
+    }
+    Ok(())
+}
+
+/// Whether `object` has an owner reference (controller or not) to `owner`: same group, kind
+/// and name (controller-runtime's `HasOwnerReference`).
+pub fn has_owner_reference<O, K>(owner: &O, object: &K) -> bool
+where
+    O: Resource<DynamicType = ()>,
+    K: Resource,
+{
+    let group = O::group(&());
+    let kind = O::kind(&());
+    let name = owner.meta().name.as_deref();
+    object.meta().owner_references.iter().flatten().any(|r| {
+        group_of(&r.api_version) == group && r.kind == kind && Some(r.name.as_str()) == name
+    })
+}
+
+/// Removes the owner reference to `owner` from `object` (controller-runtime's
+/// `RemoveOwnerReference`); [`OwnerError::NotOwned`] when there is none. A list left empty is
+/// dropped.
+pub fn remove_owner_reference<O, K>(owner: &O, object: &mut K) -> Result<(), OwnerError>
+where
+    O: Resource<DynamicType = ()>,
+    K: Resource,
+{
+    if !has_owner_reference(owner, object) {
+        return Err(not_owned(owner, object));
+    }
+    let group = O::group(&()).into_owned();
+    let kind = O::kind(&()).into_owned();
+    let name = owner.meta().name.clone().unwrap_or_default();
+    let refs = &mut object.meta_mut().owner_references;
+    if let Some(list) = refs.as_mut() {
+        list.retain(|r| !(group_of(&r.api_version) == group && r.kind == kind && r.name == name));
+        if list.is_empty() {
+            *refs = None;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the controller reference to `owner` from `object` (controller-runtime's
+/// `RemoveControllerReference`): [`OwnerError::NotOwned`] when `owner` is not `object`'s
+/// controller (a plain owner reference to it stays untouched then).
+pub fn remove_controller_reference<O, K>(owner: &O, object: &mut K) -> Result<(), OwnerError>
+where
+    O: Resource<DynamicType = ()>,
+    K: Resource,
+{
+    let controls = controller_of(object).is_some_and(|r| {
+        group_of(&r.api_version) == O::group(&())
+            && r.kind == O::kind(&())
+            && Some(r.name.as_str()) == owner.meta().name.as_deref()
+    });
+    if !controls {
+        return Err(not_owned(owner, object));
+    }
+    remove_owner_reference(owner, object)
+}
+
+fn not_owned<O: Resource<DynamicType = ()>, K: Resource>(owner: &O, object: &K) -> OwnerError {
+    OwnerError::NotOwned {
+        object: object_key(object),
+        kind: O::kind(&()).into_owned(),
+        name: owner.meta().name.clone().unwrap_or_default(),
+    }
 }
 
 /// Whether `object` names a controller among its owner references.

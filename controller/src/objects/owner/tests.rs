@@ -143,3 +143,51 @@ fn an_owner_never_persisted_is_refused() {
     ));
     assert!(cm.metadata.owner_references.is_none());
 }
+
+#[test]
+fn owner_references_are_found_and_removed_by_group_kind_and_name() {
+    let web = deployment("web", "ns", "u1");
+    let other = deployment("other", "ns", "u2");
+    let mut cm = configmap("c", "ns");
+    assert!(!has_owner_reference(&web, &cm));
+    let err = remove_owner_reference(&web, &mut cm).unwrap_err();
+    assert!(matches!(err, OwnerError::NotOwned { .. }), "{err}");
+    assert!(err.to_string().contains("Deployment web"), "{err}");
+
+    set_controller_reference(&web, &mut cm).unwrap();
+    set_owner_reference(&other, &mut cm).unwrap();
+    assert!(has_owner_reference(&web, &cm) && has_owner_reference(&other, &cm));
+    // A ReplicaSet of the same name is another owner.
+    let mut rs = ReplicaSet::default();
+    rs.metadata.name = Some("web".into());
+    assert!(!has_owner_reference(&rs, &cm));
+
+    // `other` is an owner but not the controller: remove_controller_reference refuses.
+    let err = remove_controller_reference(&other, &mut cm).unwrap_err();
+    assert!(matches!(err, OwnerError::NotOwned { .. }), "{err}");
+    assert_eq!(cm.metadata.owner_references.as_ref().unwrap().len(), 2);
+    remove_controller_reference(&web, &mut cm).unwrap();
+    assert!(!has_controller_reference(&cm));
+    assert!(has_owner_reference(&other, &cm));
+    remove_owner_reference(&other, &mut cm).unwrap();
+    assert_eq!(cm.metadata.owner_references, None);
+}
+
+#[test]
+fn block_owner_deletion_is_a_choice() {
+    let web = deployment("web", "ns", "u1");
+    let mut cm = configmap("c", "ns");
+    set_controller_reference_with(&web, &mut cm, false).unwrap();
+    let r = controller_of(&cm).unwrap();
+    assert_eq!(
+        (r.controller, r.block_owner_deletion),
+        (Some(true), Some(false))
+    );
+    set_controller_reference_with(&web, &mut cm, true).unwrap();
+    assert_eq!(controller_of(&cm).unwrap().block_owner_deletion, Some(true));
+    assert_eq!(cm.metadata.owner_references.as_ref().unwrap().len(), 1);
+    // The checks of set_controller_reference still apply.
+    let err =
+        set_controller_reference_with(&deployment("x", "ns", "u9"), &mut cm, false).unwrap_err();
+    assert!(matches!(err, OwnerError::AlreadyOwned { .. }), "{err}");
+}
