@@ -36,6 +36,77 @@
 //! }
 //! ```
 //!
+//! ## One client for every kind
+//!
+//! [`Manager::client`] is controller-runtime's `mgr.GetClient()` ([`kcr_client::Client`]): reads
+//! of any kind from the shared cache (a kind's watch starts on first read and is the same watch
+//! a controller's `for_kind`/`owns` of it uses), writes to the API server under the manager's
+//! field owner ([`ManagerOptions::field_owner`]). A controller-runtime reconciler translates
+//! line for line; the Go is in the comments:
+//!
+//! ```no_run
+//! use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+//! use kcr_controller::objects::add_finalizer;
+//! use kcr_controller::{Action, Client, ClientError, Context, ListOptions, Reconciler};
+//! use kcr_handler::Request;
+//! use kube::api::Patch;
+//! use serde_json::json;
+//!
+//! struct DeploymentReconciler {
+//!     client: Client, // r.Client
+//! }
+//!
+//! impl Reconciler<Request> for DeploymentReconciler {
+//!     type Error = ClientError;
+//!     async fn reconcile(&self, req: &Request, _ctx: &Context) -> Result<Action, ClientError> {
+//!         let ns = req.namespace.as_deref();
+//!         // var dep appsv1.Deployment
+//!         // if err := r.Get(ctx, req.NamespacedName, &dep); err != nil {
+//!         //     return ctrl.Result{}, client.IgnoreNotFound(err)
+//!         // }
+//!         let Some(dep) = self.client.get::<Deployment>(&req.name, ns).await? else {
+//!             return Ok(Action::done());
+//!         };
+//!         // var rss appsv1.ReplicaSetList
+//!         // err := r.List(ctx, &rss, client.InNamespace(req.Namespace),
+//!         //     client.MatchingFields{"owner": req.Name})
+//!         let rss = self
+//!             .client
+//!             .list::<ReplicaSet>(
+//!                 &ListOptions::new()
+//!                     .namespace(ns.unwrap_or_default())
+//!                     .matching_field("owner", &req.name),
+//!             )
+//!             .await?;
+//!         // if controllerutil.AddFinalizer(&dep, "example.com/cleanup") {
+//!         //     if err := r.Update(ctx, &dep); err != nil { return ctrl.Result{}, err }
+//!         // }
+//!         let mut dep = (*dep).clone(); // the cache's copy is shared: write a copy
+//!         if add_finalizer(&mut dep, "example.com/cleanup") {
+//!             dep = self.client.update(&dep).await?;
+//!         }
+//!         // patch := client.MergeFrom(dep.DeepCopy()); dep.Status.ReadyReplicas = ready
+//!         // err := r.Status().Patch(ctx, &dep, patch)
+//!         let ready: i32 = rss.iter().filter_map(|rs| rs.status.as_ref()?.ready_replicas).sum();
+//!         let patch = Patch::Merge(json!({"status": {"readyReplicas": ready}}));
+//!         self.client.patch_status::<Deployment, _>(&req.name, ns, &patch).await?;
+//!         // return ctrl.Result{}, nil
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! // mgr.GetFieldIndexer().IndexField(ctx, &appsv1.ReplicaSet{}, "owner", ownerOf)
+//! fn register(client: &Client) -> Result<(), ClientError> {
+//!     client.index_field::<ReplicaSet>("owner", |rs| {
+//!         let refs = rs.metadata.owner_references.iter().flatten();
+//!         refs.filter(|o| o.kind == "Deployment").map(|o| o.name.clone()).collect()
+//!     })
+//! }
+//! ```
+//!
+//! A [`ClientError`] returned from a reconcile is retried, unless retrying cannot help (a
+//! namespace the cache does not watch, an invalid object: see its [`ReconcileError`] impl).
+//!
 //! ## The data path
 //!
 //! event in the cluster → [`Source`](kcr_source::Source) (a cached `Kind` watch shared through
@@ -63,8 +134,8 @@
 //!   several namespaces ([`WatchOptions::namespaces`]), and kinds chosen at run time
 //!   (`DynamicObject`s of an `ApiResource`) are `For`, `Owns` and `Watches` kinds through
 //!   `for_dynamic`, `owns_dynamic` and `watches_dynamic` (see [`builder::dynamic`]).
-//! - [`manager`]: [`Manager`]: shared cache, client, readers, event recorders, runnables, leader
-//!   election, HTTP endpoints, signals.
+//! - [`manager`]: [`Manager`]: shared cache, the client of every kind ([`Manager::client`]),
+//!   readers, event recorders, runnables, leader election, HTTP endpoints, signals.
 //! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`metrics`]: every metric kcr exports (a table of names, types, labels and meanings).

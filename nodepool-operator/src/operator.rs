@@ -138,7 +138,7 @@ pub fn register_controller(
 ) -> Result<(), OperatorError> {
     let all = WatchScope::all;
     let reconciler = NodePoolReconciler::new(
-        manager.kube_client(),
+        manager.client(),
         manager.reader::<NodePool>(all())?,
         manager.reader::<Node>(all())?,
         manager.reader::<RuntimeClass>(all())?,
@@ -245,6 +245,8 @@ impl Operator {
             .health_probe_bind_address(&options.health_probe_bind_address)?
             .graceful_shutdown_timeout(options.graceful_shutdown_timeout);
         mopts.event_reporter = "nodepool-operator".to_owned();
+        // Server-side apply and managedFields name the operator as the writer of its fields.
+        mopts = mopts.field_owner("nodepool-operator");
         mopts.api_server_host = options.api_server_host.clone();
         if let Some(dir) = &options.metrics_cert_dir {
             mopts =

@@ -10,7 +10,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kcr_controller::{
-    Action, Context, LeaderElectionConfig, Manager, ManagerOptions, ObjectReconciler, WatchOptions,
+    Action, Client, ClientError, Context, LeaderElectionConfig, ListOptions, Manager,
+    ManagerOptions, ObjectReconciler, WatchOptions,
 };
 use kcr_envtest::TestNamespace;
 use kcr_handler::Request;
@@ -23,22 +24,45 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The README's reconciler, recording what it was asked to reconcile.
-#[derive(Clone, Default)]
+/// The README's reconciler, recording what it was asked to reconcile and the ReplicaSets it
+/// found.
+#[derive(Clone)]
 struct Hello {
+    client: Client,
     seen: Arc<Mutex<Vec<String>>>,
+    /// The ReplicaSets each Deployment's last reconcile found.
+    owned: Arc<Mutex<std::collections::HashMap<String, Vec<String>>>>,
 }
 
 impl ObjectReconciler for Hello {
     type Object = Deployment;
-    type Error = kube::Error;
-    async fn reconcile(&self, d: Arc<Deployment>, ctx: &Context) -> Result<Action, kube::Error> {
+    type Error = ClientError;
+    async fn reconcile(&self, d: Arc<Deployment>, ctx: &Context) -> Result<Action, ClientError> {
+        // Its ReplicaSets, from the cache, through the index registered in main.
+        let owned = self
+            .client
+            .list::<ReplicaSet>(
+                &ListOptions::new()
+                    .namespace(d.namespace().unwrap_or_default())
+                    .matching_field("owner", d.name_any()),
+            )
+            .await?;
         let replicas = d.spec.replicas;
-        tracing::info!(name = %d.name_any(), ?replicas, id = %ctx.reconcile_id(), "reconciling");
+        tracing::info!(name = %d.name_any(), ?replicas, replicasets = owned.len(), id = %ctx.reconcile_id(), "reconciling");
         let request = Request::namespaced(d.name_any(), d.namespace().unwrap_or_default());
         self.seen.lock().push(request.to_string());
+        let names = owned.iter().map(|rs| rs.name_any()).collect();
+        self.owned.lock().insert(d.name_any(), names);
         Ok(Action::done())
     }
+}
+
+/// The Deployments that own a ReplicaSet: its index entries.
+fn owners(rs: &ReplicaSet) -> Vec<String> {
+    let refs = rs.owner_references().iter();
+    refs.filter(|o| o.kind == "Deployment")
+        .map(|o| o.name.clone())
+        .collect()
 }
 
 impl Hello {
@@ -78,11 +102,20 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
         .expect("an address")
         .health_probe_bind_address("127.0.0.1:0")
         .expect("an address")
+        .field_owner("hello")
         .leader_election(LeaderElectionConfig::new("hello").namespace(ns.namespace()));
     let mgr = Manager::new(client.clone(), options)
         .await
         .expect("manager");
-    let hello = Hello::default();
+    let hello = Hello {
+        client: mgr.client(),
+        seen: Arc::default(),
+        owned: Arc::default(),
+    };
+    hello
+        .client
+        .index_field::<ReplicaSet>("owner", owners)
+        .expect("index");
     mgr.controller()
         .for_kind::<Deployment>(WatchOptions::new().predicate(GenerationChanged))
         .owns::<ReplicaSet>(WatchOptions::new())
@@ -179,6 +212,10 @@ async fn the_readme_controller_reconciles_spec_changes_and_owned_replicasets() {
     })
     .await;
     assert_eq!(hello.count(&key("web-5d9c")), 0);
+    // The reconcile found it through the client's index, in the cache the controller's `owns`
+    // watch fills (one ReplicaSet watch in the manager's cache, shared).
+    let owned = hello.owned.lock().get("web").cloned().unwrap_or_default();
+    assert!(owned.contains(&"web-5d9c".to_string()), "{owned:?}");
 
     running.stop(WAIT).await;
 }

@@ -45,7 +45,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kcr_controller::objects::{FinalizerError, FinalizerEvent, ObjectError, finalizer};
-use kcr_controller::{Action, Context, Reconciler};
+use kcr_controller::{Action, Client, ClientError, Context, Reconciler};
 use kcr_handler::Request;
 use kcr_source::Reader;
 use kube::api::{Api, Patch, PatchParams};
@@ -82,7 +82,8 @@ pub struct Outcome {
 
 /// The NodePool reconciler; see the [module docs](self).
 pub struct NodePoolReconciler {
-    client: kube::Client,
+    /// The manager's client: writes carry its field owner.
+    client: Client,
     pools: Reader<NodePool>,
     nodes: Reader<Node>,
     runtime_classes: Reader<RuntimeClass>,
@@ -98,15 +99,24 @@ fn into_kube(e: ObjectError) -> kube::Error {
     }
 }
 
+/// A client error as the kube error inside it (the API server's answer); the client's own
+/// refusals (which the operator's cluster-scoped kinds never trigger) keep their text.
+fn client_into_kube(e: ClientError) -> kube::Error {
+    match e {
+        ClientError::Api { source, .. } => source,
+        other => kube::Error::Service(Box::new(other)),
+    }
+}
+
 fn now() -> Time {
     Time(jiff::Timestamp::now())
 }
 
 impl NodePoolReconciler {
-    /// A reconciler reading from the given cache readers and writing with `client`; events go to
-    /// `recorder` when given.
+    /// A reconciler reading from the given cache readers and writing with `client` (the
+    /// manager's, so every write carries its field owner); events go to `recorder` when given.
     pub fn new(
-        client: kube::Client,
+        client: Client,
         pools: Reader<NodePool>,
         nodes: Reader<Node>,
         runtime_classes: Reader<RuntimeClass>,
@@ -118,6 +128,24 @@ impl NodePoolReconciler {
             nodes,
             runtime_classes,
             recorder,
+        }
+    }
+
+    /// The `Api` of a cluster-scoped kind on the client's connection (the operator's kinds
+    /// all are).
+    pub(super) fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::all(self.client.kube_client())
+    }
+
+    /// Patch parameters carrying the client's field owner.
+    pub(super) fn patch_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: self.client.write_defaults().field_owner.clone(),
+            ..PatchParams::default()
         }
     }
 
@@ -161,13 +189,11 @@ impl NodePoolReconciler {
         if !needs_write(current, new) {
             return Ok(false);
         }
-        let api: Api<NodePool> = Api::all(self.client.clone());
-        api.patch_status(
-            &pool.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(merge_patch(current, new)),
-        )
-        .await?;
+        let patch = Patch::Merge(merge_patch(current, new));
+        self.client
+            .patch_status::<NodePool, _>(&pool.name_any(), None, &patch)
+            .await
+            .map_err(client_into_kube)?;
         Ok(true)
     }
 
@@ -175,16 +201,20 @@ impl NodePoolReconciler {
     /// (kcr-controller's [`finalizer`]: added before the first apply, removed once the
     /// cleanup succeeded, every patch guarded by a JSON-patch `test`).
     pub async fn reconcile_pool(&self, pool: &Arc<NodePool>) -> Result<Outcome, ReconcileFailure> {
-        let api: Api<NodePool> = Api::all(self.client.clone());
         let mut outcome = Outcome::default();
         let out = &mut outcome;
-        let result = finalizer(&api, FINALIZER, Arc::clone(pool), |event| async move {
-            match event {
-                FinalizerEvent::Apply(pool) => self.apply_pool(&pool, out).await,
-                FinalizerEvent::Cleanup(pool) => self.cleanup_pool(&pool, out).await,
-            }
-            .map(|()| Action::done())
-        })
+        let result = finalizer(
+            &self.client,
+            FINALIZER,
+            Arc::clone(pool),
+            |event| async move {
+                match event {
+                    FinalizerEvent::Apply(pool) => self.apply_pool(&pool, out).await,
+                    FinalizerEvent::Cleanup(pool) => self.cleanup_pool(&pool, out).await,
+                }
+                .map(|()| Action::done())
+            },
+        )
         .await;
         match result {
             Ok(_) => Ok(outcome),

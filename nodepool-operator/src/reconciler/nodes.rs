@@ -24,8 +24,8 @@ impl NodePoolReconciler {
         desired: Option<&Applied>,
         mut plan: NodePlan,
     ) -> Result<Option<(String, Vec<Change>, Vec<Conflict>)>, ReconcileFailure> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let params = PatchParams::default();
+        let api: Api<Node> = self.api();
+        let params = self.patch_params();
         for attempt in 1..=NODE_PATCH_ATTEMPTS {
             if plan.is_noop() {
                 return Ok((!plan.conflicts.is_empty())

@@ -22,7 +22,7 @@ impl NodePoolReconciler {
         pool: &NodePool,
     ) -> Result<bool, ReconcileFailure> {
         let name = runtime_class_name(&pool.name_any());
-        let api: Api<RuntimeClass> = Api::all(self.client.clone());
+        let api: Api<RuntimeClass> = self.api();
         let rc_err = |source| ReconcileFailure::RuntimeClass {
             name: name.clone(),
             source,
@@ -64,7 +64,7 @@ impl NodePoolReconciler {
     ) -> Result<Option<&'static str>, ReconcileFailure> {
         let desired = desired_runtime_class(pool)?;
         let name = runtime_class_name(&pool.name_any());
-        let api: Api<RuntimeClass> = Api::all(self.client.clone());
+        let api: Api<RuntimeClass> = self.api();
         let rc_err = |source| ReconcileFailure::RuntimeClass {
             name: name.clone(),
             source,
@@ -82,7 +82,7 @@ impl NodePoolReconciler {
             let last = attempt == 3;
             let mut rc = desired.clone();
             let mut read_uid = None;
-            let result = create_or_update(&api, &mut rc, |current| {
+            let result = create_or_update(&self.client, &mut rc, |current| {
                 read_uid.clone_from(&current.metadata.uid);
                 reconcile_runtime_class(current, pool)
             })
