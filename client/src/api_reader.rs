@@ -75,7 +75,7 @@ pub(crate) async fn api_get<K: CacheObject>(
         kind,
         name: Some(name.to_string()),
         namespace,
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -101,6 +101,6 @@ pub(crate) async fn api_list<K: CacheObject>(
             kind,
             name: None,
             namespace,
-            source,
+            source: Box::new(source),
         })
 }

@@ -57,7 +57,7 @@ pub enum ClientError {
         namespace: Option<String>,
         /// kube's error.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// A namespaced kind was read or written without a namespace, and the client is not
     /// scoped to one ([`Client::in_namespace`](crate::Client::in_namespace)).
@@ -159,10 +159,10 @@ impl ClientError {
     /// `None`.
     pub fn status_code(&self) -> Option<u16> {
         match self {
-            ClientError::Api {
-                source: kube::Error::Api(status),
-                ..
-            } => Some(status.code),
+            ClientError::Api { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -183,9 +183,11 @@ impl ClientError {
     pub fn is_already_exists(&self) -> bool {
         matches!(
             self,
-            ClientError::Api { verb: Verb::Create, source: kube::Error::Api(status), .. }
-                if status.code == 409
-        )
+            ClientError::Api {
+                verb: Verb::Create,
+                ..
+            }
+        ) && self.status_code() == Some(409)
     }
 
     /// 403: RBAC (or an admission policy) refused the request.
@@ -209,9 +211,9 @@ mod tests {
             kind: "ConfigMap".into(),
             name: Some("a".into()),
             namespace: Some("ns".into()),
-            source: kube::Error::Api(Box::new(
+            source: Box::new(kube::Error::Api(Box::new(
                 kube::core::Status::failure("boom", "Reason").with_code(code),
-            )),
+            ))),
         }
     }
 

@@ -67,7 +67,7 @@
 //! - [`api_reader`]: [`ApiReader`], uncached reads.
 //! - [`write`]: [`Write`] and its operations; the write calls themselves are on [`Client`].
 //! - [`dynamic`]: [`DynamicClient`], for `DynamicObject`s.
-//! - [`error`]: [`ClientError`].
+//! - [`error`]: [`ClientError`] and [`Verb`].
 #![forbid(unsafe_code)]
 
 pub mod api_reader;

@@ -119,7 +119,7 @@ impl<K> Addressed<K> {
             kind: self.kind.clone(),
             name: self.name.clone(),
             namespace: self.namespace.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 

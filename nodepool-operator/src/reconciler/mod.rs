@@ -103,7 +103,7 @@ fn into_kube(e: ObjectError) -> kube::Error {
 /// refusals (which the operator's cluster-scoped kinds never trigger) keep their text.
 fn client_into_kube(e: ClientError) -> kube::Error {
     match e {
-        ClientError::Api { source, .. } => source,
+        ClientError::Api { source, .. } => *source,
         other => kube::Error::Service(Box::new(other)),
     }
 }

@@ -3,7 +3,7 @@
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 
 use super::error::{ReconcileFailure, Refusal, classify_refusal, describe, is_not_found};
 use super::{NodePoolReconciler, Outcome};
