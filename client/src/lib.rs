@@ -65,7 +65,7 @@
 //! - [`client`]: [`Client`], [`ClientOptions`], [`WriteOptions`] and the wrappers.
 //! - [`read`]: cached reads, [`ListOptions`], indexes.
 //! - [`api_reader`]: [`ApiReader`], uncached reads.
-//! - [`write`]: [`Write`] and its operations; the write calls themselves are on [`Client`].
+//! - [`write`](mod@write): [`Write`] and its operations; the write calls themselves are on [`Client`].
 //! - [`dynamic`]: [`DynamicClient`], for `DynamicObject`s.
 //! - [`error`]: [`ClientError`] and [`Verb`].
 #![forbid(unsafe_code)]
