@@ -127,9 +127,9 @@ mod transform;
 
 pub use cache::{
     Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, DynamicResource, MetaTransform, ReadError,
-    Reader, ScopedApi, WatchScope,
+    Reader, ScopedApi, WatchBackoff, WatchError, WatchErrorHook, WatchScope,
 };
-pub use cache::{defaults, dynamic, namespaces};
+pub use cache::{defaults, dynamic, namespaces, watch_errors};
 pub use channel::{Channel, ChannelStream, Overflow};
 pub use error::{SendError, SourceError, SyncError};
 pub use index::{IndexError, IndexFn};

@@ -128,6 +128,7 @@ impl Cache {
         options: &WatchScope,
     ) -> Result<Arc<Informer<DynamicObject>>, CacheError> {
         let client = self.inner.client.clone();
+        let backoff = self.watch_backoff();
         let types = TypeMeta {
             api_version: resource.resource.api_version.clone(),
             kind: resource.resource.kind.clone(),
@@ -141,7 +142,7 @@ impl Cache {
                 // List items of built-in kinds come without `apiVersion` and `kind`: every
                 // cached dynamic object names its kind.
                 Ok(watcher(api, config)
-                    .default_backoff()
+                    .backoff(backoff.build())
                     .map(move |event| {
                         event.map(|e| {
                             e.modify(|object| {

@@ -28,12 +28,14 @@ use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle}
 pub mod defaults;
 pub mod dynamic;
 pub mod namespaces;
+pub mod watch_errors;
 
 pub use defaults::MetaTransform;
 use defaults::Scopes;
 pub use dynamic::DynamicResource;
 pub use namespaces::ReadError;
 use namespaces::Readable;
+pub use watch_errors::{WatchBackoff, WatchError, WatchErrorHook};
 
 /// Default size of each subscriber's buffer.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
@@ -264,6 +266,9 @@ struct CacheInner {
     informers: Mutex<HashMap<InformerKey, (ErasedInformer, SyncHandle)>>,
     transforms: Mutex<Transforms>,
     scopes: Mutex<Scopes>,
+    /// Hears every watch error (shared with the watches' streams, so it may be set any time).
+    watch_error_hook: Arc<Mutex<Option<WatchErrorHook>>>,
+    backoff: Mutex<WatchBackoff>,
     subscriber_buffer: usize,
     token: CancellationToken,
     lifetime: Arc<Lifetime>,
@@ -316,6 +321,8 @@ impl Cache {
                 informers: Mutex::new(HashMap::new()),
                 transforms: Mutex::new(Transforms::default()),
                 scopes: Mutex::new(Scopes::default()),
+                watch_error_hook: Arc::default(),
+                backoff: Mutex::new(WatchBackoff::default()),
                 subscriber_buffer: events.max(1),
                 lifetime: Arc::new(Lifetime(token.clone())),
                 token,
@@ -513,6 +520,33 @@ impl Cache {
             .and_then(|(existing, _)| Arc::clone(existing).downcast::<Informer<K>>().ok())
     }
 
+    /// Calls `hook` with every error of this cache's watches, with the kind and namespace it
+    /// concerns (controller-runtime's `WatchErrorHandler`; see [`watch_errors`]). The watch
+    /// retries with backoff whatever the hook does. Applies at once, to running watches too;
+    /// a later call replaces the hook.
+    pub fn on_watch_error(&self, hook: impl Fn(&WatchError<'_>) + Send + Sync + 'static) {
+        *self.inner.watch_error_hook.lock() = Some(Arc::new(hook));
+    }
+
+    /// Sets the backoff of this cache's watches between retries (see [`WatchBackoff`]; the
+    /// default is kube-runtime's). Fails once any watch has started.
+    pub fn set_watch_backoff(&self, backoff: WatchBackoff) -> Result<(), CacheError> {
+        let informers = self.inner.informers.lock();
+        if !informers.is_empty() {
+            return Err(CacheError::ScopeAfterStart {
+                kind: "every kind".into(),
+            });
+        }
+        *self.inner.backoff.lock() = backoff;
+        drop(informers);
+        Ok(())
+    }
+
+    /// The backoff of a new watch.
+    pub(crate) fn watch_backoff(&self) -> WatchBackoff {
+        *self.inner.backoff.lock()
+    }
+
     /// Number of informers (watches) this cache runs.
     pub fn informer_count(&self) -> usize {
         self.inner.informers.lock().len()
@@ -579,11 +613,27 @@ impl Cache {
         }
         let config = options.watcher_config()?;
         let transform = self.inner.transforms.lock().get::<K>(&resource);
+        let hook = Arc::clone(&self.inner.watch_error_hook);
         let transformed = |namespace: Option<&str>| {
             let transform = Arc::clone(&transform);
+            let hook = Arc::clone(&hook);
+            let kind = resource.kind.clone();
+            let namespace_owned = namespace.map(str::to_string);
             Ok::<_, CacheError>(
                 make_stream(config.clone(), namespace)?
-                    .map(move |event| event.map(|e| e.modify(|object| transform(object))))
+                    .map(move |event| {
+                        if let Err(error) = &event {
+                            let hook = hook.lock().clone();
+                            if let Some(hook) = hook {
+                                hook(&WatchError {
+                                    kind: &kind,
+                                    namespace: namespace_owned.as_deref(),
+                                    error,
+                                });
+                            }
+                        }
+                        event.map(|e| e.modify(|object| transform(object)))
+                    })
                     .boxed(),
             )
         };
@@ -621,9 +671,10 @@ impl Cache {
         K::Scope: ScopedApi,
     {
         let client = self.inner.client.clone();
+        let backoff = self.watch_backoff();
         self.informer(options, Default::default(), |config, namespace| {
             let api = <K::Scope as ScopedApi>::api::<K>(client.clone(), namespace)?;
-            Ok(watcher(api, config).default_backoff().boxed())
+            Ok(watcher(api, config).backoff(backoff.build()).boxed())
         })
     }
 
