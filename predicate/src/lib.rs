@@ -11,6 +11,23 @@
 //! [`PredicateError`], never a panic) and [`IgnoreStatusOnlyUpdates`] for types without a
 //! generation.
 //!
+//! ## Resync events
+//!
+//! A cache with a sync period (`kcr_source::Cache::set_sync_period`, controller-runtime's
+//! `SyncPeriod`) resends every cached object as an update whose old and new object are the same
+//! one. What each predicate does with it:
+//!
+//! | predicate | a resync event |
+//! |---|---|
+//! | [`ResourceVersionChanged`], [`GenerationChanged`], [`LabelsChanged`], [`AnnotationsChanged`], [`FinalizersChanged`] | dropped: nothing changed |
+//! | [`IgnoreStatusOnlyUpdates`] | dropped: old and new are equal, status or not |
+//! | [`LabelSelectorPredicate`] | passes when the object matches the selector |
+//! | [`Funcs`] without an update closure, and the default methods | passes |
+//!
+//! So a controller that wants periodic reconciles from a resync must not filter its watch with
+//! a "changed" predicate (controller-runtime's predicates behave the same way);
+//! `Action::requeue_after` is the per-object alternative.
+//!
 //! The crate only needs the `Event` type, so it works on any stream of events, not only inside a
 //! kcr controller ([`PredicateStreamExt::filter_events`] filters a source's stream directly):
 //!

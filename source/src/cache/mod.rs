@@ -88,6 +88,9 @@ pub enum CacheError {
         /// The type's kind.
         kind: String,
     },
+    /// A sync period of zero.
+    #[error("the sync period must be longer than zero")]
+    ZeroSyncPeriod,
     /// A scope (the cache-wide default, or a kind's) or the default transform was set after a
     /// watch it would have changed had started (see [`defaults`]).
     #[error(
@@ -269,6 +272,8 @@ struct CacheInner {
     /// Hears every watch error (shared with the watches' streams, so it may be set any time).
     watch_error_hook: Arc<Mutex<Option<WatchErrorHook>>>,
     backoff: Mutex<WatchBackoff>,
+    /// The resync period of new informers (`None`: no resync).
+    sync_period: Mutex<Option<Duration>>,
     subscriber_buffer: usize,
     token: CancellationToken,
     lifetime: Arc<Lifetime>,
@@ -323,6 +328,7 @@ impl Cache {
                 scopes: Mutex::new(Scopes::default()),
                 watch_error_hook: Arc::default(),
                 backoff: Mutex::new(WatchBackoff::default()),
+                sync_period: Mutex::new(None),
                 subscriber_buffer: events.max(1),
                 lifetime: Arc::new(Lifetime(token.clone())),
                 token,
@@ -542,6 +548,57 @@ impl Cache {
         Ok(())
     }
 
+    /// Resyncs every informer of this cache every `period` (controller-runtime's `SyncPeriod`):
+    /// each cached object goes to every subscriber again as an update whose old and new object
+    /// are the same, so a controller reconciles everything periodically even without changes.
+    /// Each informer's period is jittered once, by up to ±10% as controller-runtime does, so
+    /// that informers started together do not resync together. What a resync event does under
+    /// each predicate is in kcr-predicate's docs (the "changed" predicates drop it). Fails once
+    /// any watch has started; a zero period is refused.
+    pub fn set_sync_period(&self, period: Duration) -> Result<(), CacheError> {
+        if period.is_zero() {
+            return Err(CacheError::ZeroSyncPeriod);
+        }
+        let informers = self.inner.informers.lock();
+        if !informers.is_empty() {
+            return Err(CacheError::ScopeAfterStart {
+                kind: "every kind".into(),
+            });
+        }
+        *self.inner.sync_period.lock() = Some(period);
+        drop(informers);
+        Ok(())
+    }
+
+    /// Spawns the periodic resync of `informer` (if a sync period is set): it ends with the
+    /// cache's token, or when nothing holds the informer any more.
+    fn spawn_resync<K: CacheObject>(&self, informer: &Arc<Informer<K>>, token: CancellationToken) {
+        let Some(period) = *self.inner.sync_period.lock() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the informer itself needed a runtime: not reached
+        };
+        let period = watch_errors::jittered(period, 0.1);
+        let informer = Arc::downgrade(informer);
+        runtime.spawn(async move {
+            let start = tokio::time::Instant::now() + period;
+            let mut ticks = tokio::time::interval_at(start, period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    _ = ticks.tick() => match informer.upgrade() {
+                        Some(informer) => {
+                            informer.resync();
+                        }
+                        None => break,
+                    },
+                }
+            }
+        });
+    }
+
     /// The backoff of a new watch.
     pub(crate) fn watch_backoff(&self) -> WatchBackoff {
         *self.inner.backoff.lock()
@@ -639,6 +696,7 @@ impl Cache {
         };
         let name = format!("{}{:?}", std::any::type_name::<K>(), options);
         let token = self.inner.token.child_token();
+        let resync_token = token.clone();
         let capacity = self.inner.subscriber_buffer;
         let informer = match &options.namespaces {
             Some(namespaces) if namespaces.len() > 1 => {
@@ -654,6 +712,7 @@ impl Cache {
             }
             None => Informer::spawn(transformed(None)?, dt, capacity, token, name)?,
         };
+        self.spawn_resync(&informer, resync_token);
         informers.insert(
             key,
             (

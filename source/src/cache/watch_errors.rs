@@ -101,6 +101,28 @@ impl WatchBackoff {
     }
 }
 
+/// A number in `[0, 1)` from a splitmix64 step of `seed`.
+fn unit(seed: &mut u64) -> f64 {
+    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn random_seed() -> u64 {
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+/// `period` scaled by a random factor in `[1 - spread, 1 + spread)`.
+pub(crate) fn jittered(period: Duration, spread: f64) -> Duration {
+    let u = unit(&mut random_seed());
+    period.mul_f64(1.0 - spread + 2.0 * spread * u)
+}
+
 /// [`WatchBackoff`]'s delays, as kube-runtime's `Backoff`.
 pub(crate) struct Exponential {
     settings: WatchBackoff,
@@ -117,14 +139,7 @@ impl Iterator for Exponential {
         if !self.settings.jitter {
             return Some(delay);
         }
-        // splitmix64: a cheap, well-spread sequence from a random seed.
-        self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
-        Some(delay.mul_f64(0.5 + unit / 2.0))
+        Some(delay.mul_f64(0.5 + unit(&mut self.seed) / 2.0))
     }
 }
 
@@ -166,5 +181,19 @@ mod tests {
             distinct.len() > 10,
             "jitter varies the delays: {distinct:?}"
         );
+    }
+
+    #[test]
+    fn a_jittered_period_stays_within_its_spread() {
+        let period = Duration::from_secs(100);
+        let periods: std::collections::BTreeSet<_> =
+            (0..50).map(|_| jittered(period, 0.1)).collect();
+        assert!(
+            periods
+                .iter()
+                .all(|p| *p >= Duration::from_secs(90) && *p < Duration::from_secs(110)),
+            "{periods:?}"
+        );
+        assert!(periods.len() > 10, "{periods:?}");
     }
 }

@@ -375,7 +375,33 @@ impl<K: CacheObject> Informer<K> {
                 (events, first)
             }
         };
-        self.fan_out(st, events, from_list, first_sync, signal);
+        self.fan_out(st, events, from_list, first_sync, Some(signal));
+    }
+
+    /// A resync (controller-runtime's `SyncPeriod`): every cached object goes to every
+    /// subscriber again as an update whose old and new object are the same `Arc`. Nothing
+    /// happens before the first list or after a stop. Returns how many objects were resent.
+    ///
+    /// A subscriber whose buffer cannot take the whole resync is marked lagging, and catches
+    /// up from the store as after any lag: that finds no change, so it gets no resync events
+    /// this time (none of its objects changed, so it loses nothing).
+    pub(crate) fn resync(&self) -> usize {
+        let st = self.state.lock();
+        if !st.synced || st.stopped {
+            return 0;
+        }
+        let events: Vec<Event<K>> = self
+            .store
+            .state()
+            .into_iter()
+            .map(|object| Event::Update {
+                old: Arc::clone(&object),
+                new: object,
+            })
+            .collect();
+        let resent = events.len();
+        self.fan_out(st, events, false, false, None);
+        resent
     }
 
     /// Hands `events` (the store has changed already) to the indexes and every subscriber,
@@ -386,7 +412,7 @@ impl<K: CacheObject> Informer<K> {
         events: Vec<Event<K>>,
         from_list: bool,
         first_sync: bool,
-        signal: &SyncSignal,
+        signal: Option<&SyncSignal>,
     ) {
         // The indexes follow the store before any subscriber hears of the change (no index
         // lock on this path until an index exists).
@@ -420,7 +446,7 @@ impl<K: CacheObject> Informer<K> {
             }
         }
         drop(st);
-        if first_sync {
+        if first_sync && let Some(signal) = signal {
             signal.set_synced();
         }
         wakers.into_iter().for_each(Waker::wake);

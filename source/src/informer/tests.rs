@@ -661,3 +661,46 @@ async fn concurrent_subscribers_end_with_the_final_state() {
     }
     assert_eq!(kind.stats().watch_events, 3001);
 }
+
+#[test]
+fn a_resync_resends_every_cached_object_as_an_update_to_itself() {
+    let (informer, signal) = Informer::<ConfigMap>::new(16);
+    let mut s = informer.subscribe(());
+    // Before the first list: nothing to resync.
+    assert_eq!(informer.resync(), 0);
+    list(&informer, &signal, &[cm("a", "1"), cm("b", "2")]);
+    ready(&mut s);
+    assert_eq!(informer.resync(), 2);
+    let events: Vec<_> = std::iter::from_fn(|| s.next().now_or_never().flatten())
+        .map(|e| e.expect("ok"))
+        .collect();
+    assert_eq!(events.len(), 2);
+    for event in &events {
+        let Event::Update { old, new } = event else {
+            panic!("a resync sends updates: {event:?}");
+        };
+        assert!(Arc::ptr_eq(old, new), "old and new are the cached object");
+    }
+    // A late subscriber hears resyncs too; a stopped informer resyncs nothing.
+    let mut late = informer.subscribe(());
+    ready(&mut late);
+    assert_eq!(informer.resync(), 2);
+    assert_eq!(ready(&mut late).len(), 2);
+    informer.stop();
+    assert_eq!(informer.resync(), 0);
+}
+
+#[test]
+fn a_subscriber_too_slow_for_a_resync_catches_up_without_losing_a_change() {
+    let (informer, signal) = Informer::<ConfigMap>::new(2);
+    let mut s = informer.subscribe(());
+    list(&informer, &signal, &[cm("a", "1")]);
+    ready(&mut s);
+    informer.process(watcher::Event::Apply(cm("b", "2")), &signal);
+    informer.process(watcher::Event::Apply(cm("c", "3")), &signal);
+    // The buffer holds b and c; a resync of three objects does not fit: the subscriber lags,
+    // and catching up from the store still delivers b and c, and nothing is lost.
+    assert_eq!(informer.resync(), 3);
+    let names: std::collections::BTreeSet<_> = ready(&mut s).into_iter().map(|d| d.1).collect();
+    assert!(names.contains("b") && names.contains("c"), "{names:?}");
+}
