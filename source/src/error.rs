@@ -29,6 +29,13 @@ pub enum SourceError {
         /// Number of events this subscriber did not receive.
         missed: u64,
     },
+    /// The watch was removed from its cache ([`Cache::remove_informer`](crate::Cache::remove_informer)):
+    /// the last item of its streams, after every event delivered before the removal.
+    #[error("the watch of {kind} was removed from its cache: no more events will come")]
+    Removed {
+        /// The kind watched.
+        kind: String,
+    },
 }
 
 /// Errors of waiting for a source to sync.

@@ -247,4 +247,19 @@ impl Cache {
                 _lifetime: Arc::clone(&self.inner.lifetime),
             }))
     }
+
+    /// Removes the watch of `resource` in `options` (see
+    /// [`remove_informer`](Self::remove_informer)).
+    pub fn remove_informer_dynamic(
+        &self,
+        resource: &DynamicResource,
+        options: &WatchScope,
+    ) -> Result<bool, CacheError> {
+        let options = self.scope_for_dynamic(resource, options).normalized()?;
+        Ok(self.remove_key(&super::InformerKey {
+            type_id: std::any::TypeId::of::<DynamicObject>(),
+            resource: resource.resource.clone(),
+            options,
+        }))
+    }
 }

@@ -255,6 +255,9 @@ struct InformerKey {
 /// An `Arc<Informer<K>>` with `K` erased (the map key holds `K`'s `TypeId`).
 type ErasedInformer = Arc<dyn Any + Send + Sync>;
 
+/// Removes an informer from its cache: marks its streams removed and stops its watch.
+type Removal = Box<dyn Fn() + Send + Sync>;
+
 /// Cancels its token when the last handle goes away.
 pub(crate) struct Lifetime(pub(crate) CancellationToken);
 
@@ -266,7 +269,7 @@ impl Drop for Lifetime {
 
 struct CacheInner {
     client: Client,
-    informers: Mutex<HashMap<InformerKey, (ErasedInformer, SyncHandle)>>,
+    informers: Mutex<HashMap<InformerKey, (ErasedInformer, SyncHandle, Removal)>>,
     transforms: Mutex<Transforms>,
     scopes: Mutex<Scopes>,
     /// Hears every watch error (shared with the watches' streams, so it may be set any time).
@@ -523,7 +526,37 @@ impl Cache {
             .informers
             .lock()
             .get(key)
-            .and_then(|(existing, _)| Arc::clone(existing).downcast::<Informer<K>>().ok())
+            .and_then(|(existing, _, _)| Arc::clone(existing).downcast::<Informer<K>>().ok())
+    }
+
+    /// Removes the watch of `K` in `options` (resolved as [`reader`](Self::reader) resolves
+    /// them) from this cache and stops it (controller-runtime's `RemoveInformer`): each of its
+    /// started streams ends with [`SourceError::Removed`] after the events delivered before;
+    /// [`Reader`]s of it keep the last state they saw. The next `kind()` or `reader()` of the
+    /// same type and options starts a new watch. Returns whether there was one to remove.
+    pub fn remove_informer<K>(&self, options: &WatchScope) -> Result<bool, CacheError>
+    where
+        K: CacheObject,
+        K::DynamicType: Default,
+        K::Scope: ScopedApi,
+    {
+        let options = self.scope_for::<K>(options).normalized()?;
+        Ok(self.remove_key(&InformerKey {
+            type_id: TypeId::of::<K>(),
+            resource: ApiResource::erase::<K>(&Default::default()),
+            options,
+        }))
+    }
+
+    fn remove_key(&self, key: &InformerKey) -> bool {
+        let removed = self.inner.informers.lock().remove(key);
+        match removed {
+            Some((_, _, removal)) => {
+                removal();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Calls `hook` with every error of this cache's watches, with the kind and namespace it
@@ -615,7 +648,7 @@ impl Cache {
             .informers
             .lock()
             .values()
-            .map(|(_, sync)| sync.clone())
+            .map(|(_, sync, _)| sync.clone())
             .collect()
     }
 
@@ -664,7 +697,7 @@ impl Cache {
         // resource, so a dynamic entry is of the same run-time type).
         if let Some(Ok(informer)) = informers
             .get(&key)
-            .map(|(existing, _)| Arc::clone(existing).downcast::<Informer<K>>())
+            .map(|(existing, _, _)| Arc::clone(existing).downcast::<Informer<K>>())
         {
             return Ok(informer);
         }
@@ -697,6 +730,7 @@ impl Cache {
         let name = format!("{}{:?}", std::any::type_name::<K>(), options);
         let token = self.inner.token.child_token();
         let resync_token = token.clone();
+        let removal_token = token.clone();
         let capacity = self.inner.subscriber_buffer;
         let informer = match &options.namespaces {
             Some(namespaces) if namespaces.len() > 1 => {
@@ -713,11 +747,23 @@ impl Cache {
             None => Informer::spawn(transformed(None)?, dt, capacity, token, name)?,
         };
         self.spawn_resync(&informer, resync_token);
+        let removal: Removal = {
+            let informer = Arc::downgrade(&informer);
+            let token = removal_token;
+            let kind = resource.kind.clone();
+            Box::new(move || {
+                if let Some(informer) = informer.upgrade() {
+                    informer.remove(kind.clone());
+                }
+                token.cancel();
+            })
+        };
         informers.insert(
             key,
             (
                 Arc::clone(&informer) as Arc<dyn Any + Send + Sync>,
                 informer.sync_handle(),
+                removal,
             ),
         );
         Ok(informer)

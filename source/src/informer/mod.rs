@@ -96,6 +96,8 @@ struct Subscriber<K> {
     initial: bool,
     /// Missed (some of) a list's events while lagged: its resync's creates are `initial: true`.
     missed_list: bool,
+    /// Was handed [`SourceError::Removed`] (the informer was removed from its cache).
+    told_removed: bool,
     waker: Option<Waker>,
 }
 
@@ -107,6 +109,8 @@ struct State<K: CacheObject> {
     next_id: u64,
     synced: bool,
     stopped: bool,
+    /// Removed from its cache: streams end with [`SourceError::Removed`] (`Some(kind)`).
+    removed: Option<String>,
     /// An index was registered: the event path must keep the indexes up to date.
     indexed: bool,
     /// One per namespace when the informer is fed by one watch per namespace; empty when it is
@@ -226,6 +230,7 @@ impl<K: CacheObject> Informer<K> {
                 next_id: 0,
                 synced: false,
                 stopped: false,
+                removed: None,
                 indexed: false,
                 partitions: namespaces.into_iter().map(Partition::new).collect(),
             }),
@@ -452,6 +457,13 @@ impl<K: CacheObject> Informer<K> {
         wakers.into_iter().for_each(Waker::wake);
     }
 
+    /// Marks the informer removed from its cache (of kind `kind`) and stopped: each stream ends
+    /// with [`SourceError::Removed`] once its buffer is drained.
+    pub(crate) fn remove(&self, kind: String) {
+        self.state.lock().removed = Some(kind);
+        self.stop();
+    }
+
     /// Marks the informer stopped: streams end once their buffers are drained.
     pub(crate) fn stop(&self) {
         let wakers: Vec<Waker> = {
@@ -485,6 +497,7 @@ impl<K: CacheObject> Informer<K> {
                 lagged: listed,
                 initial: true,
                 missed_list: false,
+                told_removed: false,
                 waker: None,
             },
         );

@@ -82,6 +82,7 @@ impl<K: CacheObject> Stream for KindStream<K> {
             let informer = Arc::clone(&this.informer);
             let mut st = informer.state.lock();
             let stopped = st.stopped;
+            let removed = st.removed.clone();
             let Some(sub) = st.subscribers.get_mut(&this.id) else {
                 return Poll::Ready(None);
             };
@@ -105,6 +106,12 @@ impl<K: CacheObject> Stream for KindStream<K> {
                 continue;
             }
             if stopped {
+                if let Some(kind) = removed
+                    && !sub.told_removed
+                {
+                    sub.told_removed = true;
+                    return Poll::Ready(Some(Err(SourceError::Removed { kind })));
+                }
                 return Poll::Ready(None);
             }
             sub.waker = Some(cx.waker().clone());
