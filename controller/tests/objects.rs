@@ -513,3 +513,93 @@ async fn through_the_client_writes_carry_its_field_owner_and_a_finalizer_removed
     )
     .await;
 }
+
+#[tokio::test]
+async fn several_named_finalizers_are_one_guarded_list() {
+    use kcr_controller::objects::{Finalized, Finalizers, FinalizersError};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let ns = TestNamespace::new("finalizers").await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.namespace());
+    assert!(
+        Finalizers::<ConfigMap>::new()
+            .register("not a name!", |_| async { Ok::<_, Failed>(()) })
+            .is_err()
+    );
+    let dns_ok = Arc::new(AtomicBool::new(false));
+    let finalizers = Finalizers::<ConfigMap>::new()
+        .register("kcr.io/bucket", |_| async { Ok::<_, Failed>(()) })
+        .unwrap()
+        .register("kcr.io/dns", {
+            let dns_ok = Arc::clone(&dns_ok);
+            move |_| {
+                let ok = dns_ok.load(Ordering::SeqCst);
+                async move { if ok { Ok(()) } else { Err(Failed("dns busy")) } }
+            }
+        })
+        .unwrap();
+    let err = Finalizers::<ConfigMap>::new()
+        .register("kcr.io/x", |_| async { Ok::<_, Failed>(()) })
+        .unwrap()
+        .register("kcr.io/x", |_| async { Ok::<_, Failed>(()) })
+        .unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+
+    // Live: the missing names are added after someone else's, which stays.
+    let mut cm = named_configmap("multi");
+    cm.metadata.finalizers = Some(vec!["other.io/keep".into()]);
+    let created = api.create(&Default::default(), &cm).await.unwrap();
+    match finalizers.finalize(&api, Arc::new(created)).await.unwrap() {
+        Finalized::Live { added, .. } => assert_eq!(added, ["kcr.io/bucket", "kcr.io/dns"]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        api.get("multi").await.unwrap().finalizers(),
+        ["other.io/keep", "kcr.io/bucket", "kcr.io/dns"]
+    );
+    let live = api.get("multi").await.unwrap();
+    match finalizers.finalize(&api, Arc::new(live)).await.unwrap() {
+        Finalized::Live { added, .. } => assert!(added.is_empty()),
+        other => panic!("{other:?}"),
+    }
+
+    // Deleting: bucket's cleanup succeeds and its name goes; dns fails and its name stays.
+    api.delete("multi", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("multi").await.unwrap();
+    match finalizers.finalize(&api, Arc::new(deleting)).await {
+        Err(FinalizersError::Cleanup { failed, removed }) => {
+            assert_eq!(removed, ["kcr.io/bucket"]);
+            assert_eq!(failed.len(), 1);
+            assert_eq!(failed[0].0, "kcr.io/dns");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        api.get("multi").await.unwrap().finalizers(),
+        ["other.io/keep", "kcr.io/dns"]
+    );
+    // Retried once dns can go: only its name is removed; the foreign one keeps the object.
+    dns_ok.store(true, Ordering::SeqCst);
+    let deleting = api.get("multi").await.unwrap();
+    match finalizers.finalize(&api, Arc::new(deleting)).await.unwrap() {
+        Finalized::Deleting { removed } => assert_eq!(removed, ["kcr.io/dns"]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        api.get("multi").await.unwrap().finalizers(),
+        ["other.io/keep"]
+    );
+    api.patch(
+        "multi",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    kcr_envtest::eventually(
+        "the object deleted",
+        std::time::Duration::from_secs(30),
+        || async { api.get_opt("multi").await.unwrap().is_none() },
+    )
+    .await;
+}

@@ -175,7 +175,7 @@ async fn remove<K: Object>(api: &Writer<K>, name: &str, object: &K) -> Result<()
 }
 
 /// What [`guarded_patch`] did.
-enum Guarded<K> {
+pub(super) enum Guarded<K> {
     /// The patch was written; the object as the API server answered.
     Written(K),
     /// Nothing to patch on the object as last read.
@@ -187,7 +187,7 @@ enum Guarded<K> {
 /// Sends the JSON patch `plan` makes for `object` (none: nothing to do). When a guard fails
 /// (the object changed since it was read), reads it again and plans once more on the fresh
 /// copy; a second stale answer is returned as the error.
-async fn guarded_patch<K: Object>(
+pub(super) async fn guarded_patch<K: Object>(
     api: &Writer<K>,
     object: &K,
     plan: impl Fn(&K) -> Option<Value>,
@@ -249,7 +249,7 @@ fn is_stale(e: &ObjectError) -> bool {
 /// name without a domain prefix is accepted, as the API server accepts it (with a warning
 /// suggesting `example.com/name`): operators that shipped one cannot rename it without
 /// stranding the objects that carry it.
-fn check_name(name: &str) -> Result<(), ObjectError> {
+pub(super) fn check_name(name: &str) -> Result<(), ObjectError> {
     match kcr_names::validate_qualified_name(name).into_iter().next() {
         Some(reason) => Err(ObjectError::InvalidFinalizer {
             name: name.to_string(),

@@ -8,6 +8,8 @@
 //!   owner references with controller-runtime's checks ([`OwnerError`]).
 //! - [`add_finalizer`], [`remove_finalizer`], [`contains_finalizer`]: a finalizer in the
 //!   object's list, in memory.
+//! - [`Finalizers`]: several named finalizers of a kind, each with its own cleanup, managed as
+//!   one list with guarded patches.
 //! - [`create_or_update`], [`create_or_patch`]: make an object look as a mutate function says,
 //!   reporting [`OperationResult::Created`], [`OperationResult::Updated`] or
 //!   [`OperationResult::Unchanged`].
@@ -27,6 +29,7 @@ mod create_or_update;
 mod error;
 mod finalizer;
 mod finalizer_list;
+mod finalizers;
 mod object_api;
 mod owner;
 
@@ -35,6 +38,7 @@ pub use create_or_update::{Mutate, Object, OperationResult, create_or_patch, cre
 pub use error::ObjectError;
 pub use finalizer::{Event as FinalizerEvent, FinalizerError, finalizer};
 pub use finalizer_list::{add_finalizer, contains_finalizer, remove_finalizer};
+pub use finalizers::{Finalized, Finalizers, FinalizersError};
 pub use object_api::ObjectApi;
 pub use owner::{
     OwnerError, controller_of, has_controller_reference, has_owner_reference,
