@@ -39,13 +39,13 @@ type Cleanup<K> =
 ///
 /// # async fn demo(client: kcr_controller::Client, cm: Arc<ConfigMap>) -> anyhow::Result<()> {
 /// let finalizers = Finalizers::<ConfigMap>::new()
-///     .register("example.com/bucket", |cm| async move {
+///     .register("example.com/bucket", |_cm| async move {
 ///         // delete the bucket this ConfigMap names
-///         Ok(())
+///         Ok::<_, std::io::Error>(())
 ///     })?
-///     .register("example.com/dns", |cm| async move {
+///     .register("example.com/dns", |_cm| async move {
 ///         // remove its DNS record
-///         Ok(())
+///         Ok::<_, std::io::Error>(())
 ///     })?;
 /// let outcome = finalizers.finalize(&client, cm).await?;
 /// # let _ = outcome;
