@@ -46,8 +46,14 @@ async fn a_default_transform_and_a_kind_scope_shape_what_is_cached() {
     let secrets = cache
         .reader::<Secret>(WatchScope::all().namespace(ns))
         .unwrap();
-    configmaps.wait_for_sync(Duration::from_secs(20)).await.unwrap();
-    secrets.wait_for_sync(Duration::from_secs(20)).await.unwrap();
+    configmaps
+        .wait_for_sync(Duration::from_secs(20))
+        .await
+        .unwrap();
+    secrets
+        .wait_for_sync(Duration::from_secs(20))
+        .await
+        .unwrap();
 
     // Only team a's ConfigMap, without annotations or managedFields.
     let cached = configmaps.list();

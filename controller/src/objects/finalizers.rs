@@ -30,7 +30,16 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 type Cleanup<K> =
     Box<dyn Fn(Arc<K>) -> Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>> + Send + Sync>;
 
-/// Several named finalizers of the kind `K`, each with its cleanup.
+/// Several named finalizers of the kind `K`, each with its cleanup (controller-runtime's
+/// `finalizer.Finalizers`).
+///
+/// [`finalize`](Self::finalize), called on every reconcile, adds every registered name a live
+/// object lacks, in one patch; on an object being deleted it runs the cleanup of every
+/// registered name the object holds, then removes the names whose cleanup succeeded, in one
+/// patch. A failed cleanup keeps its name (so the object stays) and comes back as
+/// [`FinalizersError::Cleanup`], naming the finalizer. Names it did not register are never
+/// touched. Every patch is a JSON patch guarded by `test`s, re-planned once on a fresh read
+/// when a guard fails, and carries the [`ObjectApi`]'s field owner.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -146,7 +155,7 @@ impl<K: Object> Finalizers<K> {
     }
 
     /// Adds the missing names to a live object, or runs the cleanups of an object being
-    /// deleted and removes the names of those that succeeded (see the [module docs](self)).
+    /// deleted and removes the names of those that succeeded (see [`Finalizers`]).
     pub async fn finalize(
         &self,
         api: &impl ObjectApi<K>,
