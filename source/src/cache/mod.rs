@@ -404,15 +404,9 @@ impl Cache {
     /// `DefaultLabelSelector`, `DefaultFieldSelector`; resolution in [`defaults`]). Fails once
     /// any watch has started.
     pub fn set_default_scope(&self, scope: WatchScope) -> Result<(), CacheError> {
-        let informers = self.inner.informers.lock();
-        if !informers.is_empty() {
-            return Err(CacheError::ScopeAfterStart {
-                kind: "every kind".into(),
-            });
-        }
-        self.inner.scopes.lock().default = scope;
-        drop(informers);
-        Ok(())
+        self.before_any_watch(|| {
+            self.inner.scopes.lock().default = scope;
+        })
     }
 
     /// Sets the scope of `K` (controller-runtime's `ByObject`): its fields override the
@@ -482,18 +476,12 @@ impl Cache {
         + Sync
         + 'static,
     ) -> Result<(), CacheError> {
-        let informers = self.inner.informers.lock();
-        if !informers.is_empty() {
-            return Err(CacheError::ScopeAfterStart {
-                kind: "every kind".into(),
-            });
-        }
-        self.inner
-            .transforms
-            .lock()
-            .set_default(Arc::new(transform));
-        drop(informers);
-        Ok(())
+        self.before_any_watch(|| {
+            self.inner
+                .transforms
+                .lock()
+                .set_default(Arc::new(transform));
+        })
     }
 
     /// The [`Reader`] of `K` for `options` (resolved as [`reader`](Self::reader) resolves
@@ -570,15 +558,9 @@ impl Cache {
     /// Sets the backoff of this cache's watches between retries (see [`WatchBackoff`]; the
     /// default is kube-runtime's). Fails once any watch has started.
     pub fn set_watch_backoff(&self, backoff: WatchBackoff) -> Result<(), CacheError> {
-        let informers = self.inner.informers.lock();
-        if !informers.is_empty() {
-            return Err(CacheError::ScopeAfterStart {
-                kind: "every kind".into(),
-            });
-        }
-        *self.inner.backoff.lock() = backoff;
-        drop(informers);
-        Ok(())
+        self.before_any_watch(|| {
+            *self.inner.backoff.lock() = backoff;
+        })
     }
 
     /// Resyncs every informer of this cache every `period` (controller-runtime's `SyncPeriod`):
@@ -592,15 +574,9 @@ impl Cache {
         if period.is_zero() {
             return Err(CacheError::ZeroSyncPeriod);
         }
-        let informers = self.inner.informers.lock();
-        if !informers.is_empty() {
-            return Err(CacheError::ScopeAfterStart {
-                kind: "every kind".into(),
-            });
-        }
-        *self.inner.sync_period.lock() = Some(period);
-        drop(informers);
-        Ok(())
+        self.before_any_watch(|| {
+            *self.inner.sync_period.lock() = Some(period);
+        })
     }
 
     /// Spawns the periodic resync of `informer` (if a sync period is set): it ends with the
@@ -630,6 +606,20 @@ impl Cache {
                 }
             }
         });
+    }
+
+    /// Runs `set` unless a watch has started ([`CacheError::ScopeAfterStart`] then), holding
+    /// the informer map so that no watch starts in between.
+    fn before_any_watch(&self, set: impl FnOnce()) -> Result<(), CacheError> {
+        let informers = self.inner.informers.lock();
+        if !informers.is_empty() {
+            return Err(CacheError::ScopeAfterStart {
+                kind: "every kind".into(),
+            });
+        }
+        set();
+        drop(informers);
+        Ok(())
     }
 
     /// The backoff of a new watch.
