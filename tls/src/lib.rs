@@ -25,9 +25,49 @@
 //!
 //! [`CertificateAuthority`] makes a CA and serving certificates signed by it (rustls, like the
 //! API server's client, refuses a self-signed end-entity certificate as its own trust anchor);
-//! the CA goes into the webhook configurations' `caBundle`.
+//! the CA goes into the webhook configurations' `caBundle`. It also issues client
+//! certificates ([`CertificateAuthority::issue_client`]) for mutual TLS.
+//!
+//! # TLS options
+//! [`TlsOptions`] are the settings of every kcr HTTPS server, built into a rustls configuration
+//! by [`TlsOptions::server_config`]:
+//! - HTTP/2 **off** by default (ALPN offers `http/1.1` only, and kcr's servers speak HTTP/1
+//!   only), as kubebuilder's scaffold since CVE-2023-44487 and CVE-2023-39325;
+//!   [`enable_http2(true)`](TlsOptions::enable_http2) turns it on;
+//! - a minimum protocol version ([`TlsVersion`], 1.2 by default);
+//! - cipher suites by name, among rustls' (unknown names are [`TlsError::UnknownCipherSuite`]);
+//! - mutual TLS: a client-CA bundle file ([`TlsOptions::client_ca_file`]) re-read when it
+//!   changes ([`ClientCaWatcher`], the way [`CertWatcher`] reloads the serving pair); a client
+//!   without a certificate signed by it fails the handshake, and handlers see the verified
+//!   certificate as a [`ClientCertificate`] (its subject, common name, organizations, chain).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use kcr_tls::{CertWatcher, TlsOptions, TlsVersion};
+//! let certs = Arc::new(CertWatcher::from_dir("/tmp/k8s-webhook-server/serving-certs".as_ref()));
+//! let config = TlsOptions::default()
+//!     .min_version(TlsVersion::Tls13)
+//!     .client_ca_file("/etc/webhook/client-ca/ca.crt")
+//!     .server_config(certs)?;
+//! assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+//! # Ok::<(), kcr_tls::TlsError>(())
+//! ```
+//!
+//! # Metrics
+//! Every read of a serving pair is counted, with controller-runtime's certwatcher names, through
+//! the `metrics` facade: `certwatcher_read_certificate_total` and
+//! `certwatcher_read_certificate_errors_total` (counters without labels, registered at 0 when a
+//! [`CertWatcher`] is created; see [`CertWatcher::new`] for what counts as a read).
 
 #![forbid(unsafe_code)]
+
+mod client_ca;
+mod options;
+mod peer;
+
+pub use client_ca::ClientCaWatcher;
+pub use options::{ALPN_H2, ALPN_HTTP1, TlsOptions, TlsVersion, http2_offered};
+pub use peer::{ClientCertificate, NameAttribute};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -47,6 +87,34 @@ pub const CERT_FILE: &str = "tls.crt";
 pub const KEY_FILE: &str = "tls.key";
 /// File name of the CA certificate in a certificate directory.
 pub const CA_FILE: &str = "ca.crt";
+
+/// `certwatcher_read_certificate_total`: reads of a serving certificate pair (controller-runtime's
+/// name).
+pub const READ_CERTIFICATE_TOTAL: &str = "certwatcher_read_certificate_total";
+/// `certwatcher_read_certificate_errors_total`: reads that failed (a file missing or unreadable,
+/// a pair that does not parse or match).
+pub const READ_CERTIFICATE_ERRORS_TOTAL: &str = "certwatcher_read_certificate_errors_total";
+
+/// Describes the certificate-read counters to the installed `metrics` recorder and registers
+/// both at 0 (a [`CertWatcher`] does this when it is created; call it again after installing a
+/// recorder to have them exported before the first read).
+pub fn register_metrics() {
+    metrics::describe_counter!(READ_CERTIFICATE_TOTAL, "Total number of certificate reads");
+    metrics::describe_counter!(
+        READ_CERTIFICATE_ERRORS_TOTAL,
+        "Total number of certificate read errors"
+    );
+    metrics::counter!(READ_CERTIFICATE_TOTAL).increment(0);
+    metrics::counter!(READ_CERTIFICATE_ERRORS_TOTAL).increment(0);
+}
+
+/// Counts one read of a pair, and its failure.
+fn count_read(failed: bool) {
+    metrics::counter!(READ_CERTIFICATE_TOTAL).increment(1);
+    if failed {
+        metrics::counter!(READ_CERTIFICATE_ERRORS_TOTAL).increment(1);
+    }
+}
 
 /// TLS errors.
 #[derive(Debug, thiserror::Error)]
@@ -83,9 +151,31 @@ pub enum TlsError {
     /// Certificate generation failed.
     #[error("certificate generation: {0}")]
     Generate(#[from] rcgen::Error),
+    /// A cipher suite name the provider does not implement.
+    #[error("unknown cipher suite {name:?}; rustls (ring) offers {}", known.join(", "))]
+    UnknownCipherSuite {
+        /// The name asked for.
+        name: String,
+        /// The names available.
+        known: Vec<String>,
+    },
+    /// The cipher suites chosen leave nothing to negotiate.
+    #[error("no usable cipher suite: {reason}")]
+    NoCipherSuite {
+        /// Why.
+        reason: String,
+    },
+    /// A client CA bundle that cannot verify clients.
+    #[error("client CA bundle {path}: {detail}")]
+    ClientCa {
+        /// The bundle file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
     move |source| TlsError::Io {
         path: path.to_owned(),
         source,
@@ -155,14 +245,14 @@ fn check_validity(path: &Path, leaf: &CertificateDer<'_>) -> Result<(), TlsError
 /// What identifies the version of one file: its resolved path (a Secret volume's symlink swap
 /// changes it), inode, size and modification time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    resolved: PathBuf,
+pub(crate) struct FileStamp {
+    pub(crate) resolved: PathBuf,
     inode: u64,
     len: u64,
     modified: Option<SystemTime>,
 }
 
-fn stamp(path: &Path) -> std::io::Result<FileStamp> {
+pub(crate) fn stamp(path: &Path) -> std::io::Result<FileStamp> {
     let resolved = fs::canonicalize(path)?;
     let meta = fs::metadata(&resolved)?;
     #[cfg(unix)]
@@ -184,6 +274,8 @@ struct State {
     seen: Option<(FileStamp, FileStamp)>,
     /// Why the files seen last did not load (cleared by a successful load).
     last_error: Option<String>,
+    /// The files were missing at the last check (a read that failed, counted once).
+    missing: bool,
     generation: u64,
 }
 
@@ -204,7 +296,13 @@ impl CertWatcher {
 
     /// Watches the given certificate and key files. Nothing is read yet: the first
     /// [`current`](Self::current) (handshake) or [`check`](Self::check) loads them.
+    ///
+    /// The certificate-read counters ([`READ_CERTIFICATE_TOTAL`],
+    /// [`READ_CERTIFICATE_ERRORS_TOTAL`]) are registered at 0 with the `metrics` recorder
+    /// installed now; every read of the files counts: the first, each one after a change, each
+    /// [`load`](Self::load) that reads them again, and the first check that finds them missing.
     pub fn new(cert: PathBuf, key: PathBuf) -> Self {
+        register_metrics();
         CertWatcher {
             cert,
             key,
@@ -221,9 +319,15 @@ impl CertWatcher {
             _ => {
                 drop(state);
                 // Report the typed error of a direct load.
-                let cert_pem = fs::read(&self.cert).map_err(io_err(&self.cert))?;
-                let key_pem = fs::read(&self.key).map_err(io_err(&self.key))?;
-                parse_pair(&self.cert, &cert_pem, &self.key, &key_pem).map(|_| ())
+                let loaded =
+                    fs::read(&self.cert)
+                        .map_err(io_err(&self.cert))
+                        .and_then(|cert_pem| {
+                            let key_pem = fs::read(&self.key).map_err(io_err(&self.key))?;
+                            parse_pair(&self.cert, &cert_pem, &self.key, &key_pem)
+                        });
+                count_read(loaded.is_err());
+                loaded.map(|_| ())
             }
         }
     }
@@ -274,6 +378,10 @@ impl CertWatcher {
             (Ok(c), Ok(k)) => (c, k),
             (Err(e), _) | (_, Err(e)) => {
                 let mut state = self.state.lock();
+                if !state.missing {
+                    state.missing = true;
+                    count_read(true);
+                }
                 if state.pair.is_none() {
                     state.last_error = Some(format!(
                         "{} / {}: {e}",
@@ -286,6 +394,7 @@ impl CertWatcher {
             }
         };
         let mut state = self.state.lock();
+        state.missing = false;
         if state.seen.as_ref() == Some(&stamps) {
             return;
         }
@@ -295,6 +404,7 @@ impl CertWatcher {
                 let key_pem = fs::read(&stamps.1.resolved).map_err(io_err(&self.key))?;
                 parse_pair(&self.cert, &cert_pem, &self.key, &key_pem)
             });
+        count_read(loaded.is_err());
         state.seen = Some(stamps);
         match loaded {
             Ok(pair) => {
@@ -324,16 +434,11 @@ impl ResolvesServerCert for CertWatcher {
     }
 }
 
-/// A rustls server configuration (TLS 1.2 and 1.3, ALPN h2 and http/1.1) serving the
-/// resolver's certificate (a [`CertWatcher`]'s, for instance).
+/// A rustls server configuration with the default [`TlsOptions`] (TLS 1.2 and 1.3, ALPN
+/// http/1.1 only, no client certificates) serving the resolver's certificate (a
+/// [`CertWatcher`]'s, for instance).
 pub fn server_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<Arc<ServerConfig>, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    TlsOptions::default().server_config(resolver)
 }
 
 /// A serving certificate and its key, in PEM.
@@ -424,7 +529,38 @@ impl CertificateAuthority {
     }
 }
 
-/// Just enough DER to read a certificate's validity period.
+impl CertificateAuthority {
+    /// Issues a client certificate (extended key usage `clientAuth`) for mutual TLS, with
+    /// subject `CN=<common_name>` and, if given, `O=<organization>` (how Kubernetes reads a
+    /// user name and a group from a client certificate). The pair comes in a [`ServingCert`]
+    /// (`cert_pem`, `key_pem`, and this CA in `ca_pem`).
+    pub fn issue_client(
+        &self,
+        common_name: &str,
+        organization: Option<&str>,
+    ) -> Result<ServingCert, TlsError> {
+        use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, KeyPair};
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        if let Some(org) = organization {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, org);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(ServingCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            ca_pem: self.ca_pem.clone(),
+        })
+    }
+}
+
+/// Just enough DER to read a certificate's validity period and subject.
 mod der {
     /// One TLV: (tag, contents, rest).
     fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
@@ -471,6 +607,117 @@ mod der {
         let (t1, nb, rest) = tlv(validity)?;
         let (t2, na, _) = tlv(rest)?;
         Some((time(t1, nb)?, time(t2, na)?))
+    }
+
+    /// The subject of a certificate: its relative distinguished names in order, each with its
+    /// attributes.
+    pub(super) fn subject(cert: &[u8]) -> Option<Vec<Vec<crate::peer::NameAttribute>>> {
+        let (0x30, cert, _) = tlv(cert)? else {
+            return None;
+        };
+        let (0x30, tbs, _) = tlv(cert)? else {
+            return None;
+        };
+        let mut rest = tbs;
+        if rest.first() == Some(&0xa0) {
+            rest = tlv(rest)?.2;
+        }
+        // serialNumber, signature, issuer, validity.
+        for _ in 0..4 {
+            rest = tlv(rest)?.2;
+        }
+        let (0x30, mut name, _) = tlv(rest)? else {
+            return None;
+        };
+        let mut rdns = Vec::new();
+        while !name.is_empty() {
+            let (0x31, mut set, after) = tlv(name)? else {
+                return None;
+            };
+            name = after;
+            let mut rdn = Vec::new();
+            while !set.is_empty() {
+                let (0x30, atv, after) = tlv(set)? else {
+                    return None;
+                };
+                set = after;
+                let (0x06, oid, value) = tlv(atv)? else {
+                    return None;
+                };
+                let (tag, text, _) = tlv(value)?;
+                let (value, hex) = match tag {
+                    // UTF8String, PrintableString, TeletexString, IA5String.
+                    0x0c | 0x13 | 0x14 | 0x16 => {
+                        (String::from_utf8_lossy(text).into_owned(), false)
+                    }
+                    // BMPString.
+                    0x1e => {
+                        let units: Vec<u16> = text
+                            .chunks(2)
+                            .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))
+                            .collect();
+                        (String::from_utf16_lossy(&units), false)
+                    }
+                    _ => {
+                        let whole = &value[..value.len() - tlv(value)?.2.len()];
+                        let hex: String = whole.iter().map(|b| format!("{b:02x}")).collect();
+                        (format!("#{hex}"), true)
+                    }
+                };
+                rdn.push(crate::peer::NameAttribute {
+                    kind: attribute_kind(oid)?,
+                    value,
+                    hex,
+                });
+            }
+            rdns.push(rdn);
+        }
+        Some(rdns)
+    }
+
+    /// The short name of an attribute type (RFC 4514's, plus `SERIALNUMBER`), else its dotted
+    /// OID.
+    fn attribute_kind(oid: &[u8]) -> Option<String> {
+        let short = match oid {
+            [0x55, 0x04, 0x03] => "CN",
+            [0x55, 0x04, 0x05] => "SERIALNUMBER",
+            [0x55, 0x04, 0x06] => "C",
+            [0x55, 0x04, 0x07] => "L",
+            [0x55, 0x04, 0x08] => "ST",
+            [0x55, 0x04, 0x09] => "STREET",
+            [0x55, 0x04, 0x0a] => "O",
+            [0x55, 0x04, 0x0b] => "OU",
+            [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19] => "DC",
+            [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01] => "UID",
+            _ => return dotted(oid),
+        };
+        Some(short.to_owned())
+    }
+
+    fn dotted(oid: &[u8]) -> Option<String> {
+        let mut arcs: Vec<u64> = Vec::new();
+        let mut acc: u64 = 0;
+        for (i, b) in oid.iter().enumerate() {
+            acc = acc.checked_mul(128)? | u64::from(b & 0x7f);
+            if b & 0x80 == 0 {
+                if arcs.is_empty() {
+                    let first = (acc / 40).min(2);
+                    arcs.push(first);
+                    arcs.push(acc - first * 40);
+                } else {
+                    arcs.push(acc);
+                }
+                acc = 0;
+            } else if i == oid.len() - 1 {
+                return None;
+            }
+        }
+        (!arcs.is_empty()).then(|| {
+            arcs.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(".")
+        })
     }
 
     fn digits(s: &[u8]) -> Option<i64> {
@@ -530,7 +777,19 @@ mod der {
         fn garbage_does_not_parse() {
             for input in [&b""[..], b"\x30", b"\x30\x84\xff\xff\xff\xff", b"\x30\x00"] {
                 assert_eq!(validity(input), None);
+                assert_eq!(subject(input), None);
             }
+        }
+
+        #[test]
+        fn oids_print_dotted() {
+            assert_eq!(attribute_kind(&[0x55, 0x04, 0x0a]).as_deref(), Some("O"));
+            // 1.2.840.113549.1.9.1 (emailAddress)
+            assert_eq!(
+                attribute_kind(&[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01]).as_deref(),
+                Some("1.2.840.113549.1.9.1")
+            );
+            assert_eq!(dotted(&[0x2a, 0x86]), None);
         }
     }
 }
