@@ -409,13 +409,11 @@ impl Ctx<'_> {
     }
 }
 
-/// Parses an AdmissionReview body: the raw `request` and the typed one, or the reply to send
-/// (HTTP 400 without a uid, a refusing review with one).
-fn parse<'p, K: WebhookObject>(
-    path: &'p str,
-    body: &[u8],
-) -> Result<(Value, AdmissionRequest<K>, Ctx<'p>), Reply> {
-    let review: Value = serde_json::from_slice(body).map_err(|e| {
+/// Checks an AdmissionReview body: its `request` and the request's uid, or the reply to send
+/// (HTTP 400: there is no uid to answer to). Records the uid, operation, name and namespace on
+/// the current span.
+pub(crate) fn parse_review(path: &str, body: &[u8]) -> Result<(Value, String), Reply> {
+    let mut review: Value = serde_json::from_slice(body).map_err(|e| {
         Reply::bad_request(format!("webhook {path}: the request body is not JSON: {e}"))
     })?;
     let api_version = review.get("apiVersion").and_then(Value::as_str);
@@ -427,37 +425,63 @@ fn parse<'p, K: WebhookObject>(
             api_version.unwrap_or("<none>")
         )));
     }
-    let Some(request) = review.get("request").filter(|r| r.is_object()) else {
+    let Some(request) = review
+        .get_mut("request")
+        .filter(|r| r.is_object())
+        .map(Value::take)
+    else {
         return Err(Reply::bad_request(format!(
             "webhook {path}: the AdmissionReview has no request"
         )));
     };
-    let Some(uid) = request.get("uid").and_then(Value::as_str) else {
+    let Some(uid) = request
+        .get("uid")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
         return Err(Reply::bad_request(format!(
             "webhook {path}: the AdmissionReview's request has no uid"
         )));
     };
     let span = tracing::Span::current();
-    span.record("uid", uid);
-    let str_at = |p: &str| request.pointer(p).and_then(Value::as_str).unwrap_or("");
+    span.record("uid", uid.as_str());
+    span.record("operation", str_at(&request, "/operation"));
+    span.record("name", request_name(&request).as_str());
+    span.record("namespace", str_at(&request, "/namespace"));
+    Ok((request, uid))
+}
+
+fn str_at<'v>(request: &'v Value, pointer: &str) -> &'v str {
+    request
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The object's name, else the request's (a DELETE has no object).
+fn request_name(request: &Value) -> String {
+    match str_at(request, "/object/metadata/name") {
+        "" => str_at(request, "/name").to_string(),
+        n => n.to_string(),
+    }
+}
+
+/// Parses an AdmissionReview body: the raw `request` and the typed one, or the reply to send
+/// (HTTP 400 without a uid, a refusing review with one).
+fn parse<'p, K: WebhookObject>(
+    path: &'p str,
+    body: &[u8],
+) -> Result<(Value, AdmissionRequest<K>, Ctx<'p>), Reply> {
+    let (request, uid) = parse_review(path, body)?;
     let ctx = Ctx {
         path,
-        uid: uid.to_string(),
+        uid,
         group: K::group(&()).into_owned(),
         kind: K::kind(&()).into_owned(),
-        name: match str_at("/object/metadata/name") {
-            "" => str_at("/name").to_string(),
-            n => n.to_string(),
-        },
+        name: request_name(&request),
     };
-    span.record("operation", str_at("/operation"));
-    span.record("name", ctx.name.as_str());
-    span.record("namespace", str_at("/namespace"));
-    match <AdmissionRequest<K> as serde::Deserialize>::deserialize(request) {
-        Ok(req) => {
-            let request = request.clone();
-            Ok((request, req, ctx))
-        }
+    match <AdmissionRequest<K> as serde::Deserialize>::deserialize(&request) {
+        Ok(req) => Ok((request, req, ctx)),
         Err(e) => Err(ctx.bad_request(format!(
             "webhook {path}: cannot decode the request for {}: {e}",
             ctx.kind
@@ -473,7 +497,11 @@ pub(crate) struct DefaultingEndpoint<K, D> {
 }
 
 impl<K: WebhookObject, D: Defaulter<K>> Endpoint for DefaultingEndpoint<K, D> {
-    fn serve(&self, body: bytes::Bytes) -> BoxFuture<'_, Reply> {
+    fn serve(
+        &self,
+        body: bytes::Bytes,
+        _peer: Option<Arc<kcr_tls::ClientCertificate>>,
+    ) -> BoxFuture<'_, Reply> {
         Box::pin(async move {
             let (raw, req, ctx) = match parse::<K>(&self.path, &body) {
                 Ok(p) => p,
@@ -571,7 +599,11 @@ pub(crate) struct ValidatingEndpoint<K, V> {
 }
 
 impl<K: WebhookObject, V: Validator<K>> Endpoint for ValidatingEndpoint<K, V> {
-    fn serve(&self, body: bytes::Bytes) -> BoxFuture<'_, Reply> {
+    fn serve(
+        &self,
+        body: bytes::Bytes,
+        _peer: Option<Arc<kcr_tls::ClientCertificate>>,
+    ) -> BoxFuture<'_, Reply> {
         Box::pin(async move {
             let (_raw, req, ctx) = match parse::<K>(&self.path, &body) {
                 Ok(p) => p,
@@ -650,6 +682,12 @@ mod tests {
             validator: Arc::new(WidgetValidator),
             _k: PhantomData,
         };
+        let raw = crate::raw::RawEndpoint {
+            path: "/raw".into(),
+            handler: crate::raw::admission_fn(|_, req| async move {
+                kube::core::admission::AdmissionResponse::from(&req).deny("no")
+            }),
+        };
         let object = json!({"apiVersion": "example.kcr.dev/v1", "kind": "Widget",
             "metadata": {"name": "w", "namespace": "n", "labels": {"a": "b"}},
             "spec": {"replicas": 2, "appearance": {"colour": "red"}}});
@@ -672,8 +710,9 @@ mod tests {
         );
         for body in bodies.into_iter().chain(conversion_bodies) {
             for reply in [
-                futures::executor::block_on(mutate.serve(bytes::Bytes::from(body.clone()))),
-                futures::executor::block_on(validate.serve(bytes::Bytes::from(body.clone()))),
+                futures::executor::block_on(mutate.serve(bytes::Bytes::from(body.clone()), None)),
+                futures::executor::block_on(validate.serve(bytes::Bytes::from(body.clone()), None)),
+                futures::executor::block_on(raw.serve(bytes::Bytes::from(body.clone()), None)),
                 conversions.review(&body),
             ] {
                 assert!(

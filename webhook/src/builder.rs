@@ -14,15 +14,20 @@ use crate::config::{
     webhook_configurations,
 };
 use crate::conversion::{Conversion, ConvertEndpoint};
-use crate::server::{CONVERT_PATH, Endpoint, WebhookError, WebhookServer};
+use crate::server::{CONVERT_PATH, Endpoint, WebhookError, WebhookServer, check_path};
+
+/// Makes a webhook's endpoint for the path it is served at (known at `complete`).
+type MakeEndpoint = Box<dyn FnOnce(String) -> Arc<dyn Endpoint>>;
 
 /// Registers a defaulter and/or validator for `K`: from [`WebhookServer::webhook`] or
 /// [`ManagerWebhookExt::webhook`].
 #[must_use = "nothing is registered until `complete` is called"]
 pub struct WebhookBuilder<'a, K> {
     server: &'a WebhookServer,
-    defaulter: Option<Arc<dyn Endpoint>>,
-    validator: Option<Arc<dyn Endpoint>>,
+    defaulter: Option<MakeEndpoint>,
+    validator: Option<MakeEndpoint>,
+    defaulter_path: Option<String>,
+    validator_path: Option<String>,
     failure_policy: FailurePolicy,
     timeout_seconds: i32,
     validate_delete: bool,
@@ -34,6 +39,8 @@ impl<K> std::fmt::Debug for WebhookBuilder<'_, K> {
         f.debug_struct("WebhookBuilder")
             .field("defaulter", &self.defaulter.is_some())
             .field("validator", &self.validator.is_some())
+            .field("defaulter_path", &self.defaulter_path)
+            .field("validator_path", &self.validator_path)
             .field("failure_policy", &self.failure_policy)
             .field("timeout_seconds", &self.timeout_seconds)
             .field("validate_delete", &self.validate_delete)
@@ -47,6 +54,8 @@ impl<'a, K: WebhookObject> WebhookBuilder<'a, K> {
             server,
             defaulter: None,
             validator: None,
+            defaulter_path: None,
+            validator_path: None,
             failure_policy: FailurePolicy::Fail,
             timeout_seconds: 10,
             validate_delete: false,
@@ -54,23 +63,43 @@ impl<'a, K: WebhookObject> WebhookBuilder<'a, K> {
         }
     }
 
-    /// Serves `defaulter` at [`mutate_path`] of `K`.
+    /// Serves `defaulter` at [`mutate_path`] of `K` (or [`defaulter_path`](Self::defaulter_path)).
     pub fn defaulter<D: Defaulter<K>>(mut self, defaulter: D) -> Self {
-        self.defaulter = Some(Arc::new(DefaultingEndpoint::<K, D> {
-            path: Self::paths().0,
-            defaulter: Arc::new(defaulter),
-            _k: PhantomData,
+        self.defaulter = Some(Box::new(move |path| {
+            Arc::new(DefaultingEndpoint::<K, D> {
+                path,
+                defaulter: Arc::new(defaulter),
+                _k: PhantomData,
+            })
         }));
         self
     }
 
-    /// Serves `validator` at [`validate_path`] of `K`.
+    /// Serves `validator` at [`validate_path`] of `K` (or [`validator_path`](Self::validator_path)).
     pub fn validator<V: Validator<K>>(mut self, validator: V) -> Self {
-        self.validator = Some(Arc::new(ValidatingEndpoint::<K, V> {
-            path: Self::paths().1,
-            validator: Arc::new(validator),
-            _k: PhantomData,
+        self.validator = Some(Box::new(move |path| {
+            Arc::new(ValidatingEndpoint::<K, V> {
+                path,
+                validator: Arc::new(validator),
+                _k: PhantomData,
+            })
         }));
+        self
+    }
+
+    /// Serves the defaulter at `path` instead of [`mutate_path`] (controller-runtime's
+    /// `WithDefaulterCustomPath`); the path goes into the generated MutatingWebhookConfiguration.
+    /// Checked at [`complete`](Self::complete): it must start with `/` and hold no query.
+    pub fn defaulter_path(mut self, path: impl Into<String>) -> Self {
+        self.defaulter_path = Some(path.into());
+        self
+    }
+
+    /// Serves the validator at `path` instead of [`validate_path`] (controller-runtime's
+    /// `WithValidatorCustomPath`); the path goes into the generated
+    /// ValidatingWebhookConfiguration.
+    pub fn validator_path(mut self, path: impl Into<String>) -> Self {
+        self.validator_path = Some(path.into());
         self
     }
 
@@ -99,9 +128,31 @@ impl<'a, K: WebhookObject> WebhookBuilder<'a, K> {
     }
 
     /// Registers the webhooks; returns their paths (mutating first). Fails on a path
-    /// registered already.
+    /// registered already or not servable ([`WebhookError::InvalidPath`]); nothing is
+    /// registered then.
     pub fn complete(self) -> Result<Vec<String>, WebhookError> {
-        let (mpath, vpath) = Self::paths();
+        let (default_m, default_v) = Self::paths();
+        let mpath = self.defaulter_path.clone().unwrap_or(default_m);
+        let vpath = self.validator_path.clone().unwrap_or(default_v);
+        let duplicate = |path: &str| -> Result<(), WebhookError> {
+            if self.server.paths().iter().any(|p| p == path) {
+                return Err(WebhookError::DuplicatePath {
+                    path: path.to_string(),
+                });
+            }
+            Ok(())
+        };
+        if self.defaulter.is_some() {
+            check_path(&mpath)?;
+            duplicate(&mpath)?;
+        }
+        if self.validator.is_some() {
+            check_path(&vpath)?;
+            duplicate(&vpath)?;
+            if self.defaulter.is_some() && mpath == vpath {
+                return Err(WebhookError::DuplicatePath { path: vpath });
+            }
+        }
         let registration = |webhook_type, path: &str, operations: &[&str]| WebhookRegistration {
             webhook_type,
             path: path.to_string(),
@@ -115,7 +166,7 @@ impl<'a, K: WebhookObject> WebhookBuilder<'a, K> {
         };
         let mut paths = Vec::new();
         if let Some(d) = self.defaulter {
-            self.server.register(&mpath, d)?;
+            self.server.register(&mpath, d(mpath.clone()))?;
             self.server.add_registration(registration(
                 WebhookType::Mutating,
                 &mpath,
@@ -124,7 +175,7 @@ impl<'a, K: WebhookObject> WebhookBuilder<'a, K> {
             paths.push(mpath);
         }
         if let Some(v) = self.validator {
-            self.server.register(&vpath, v)?;
+            self.server.register(&vpath, v(vpath.clone()))?;
             let ops: &[&str] = if self.validate_delete {
                 &["CREATE", "UPDATE", "DELETE"]
             } else {

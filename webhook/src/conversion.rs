@@ -420,7 +420,11 @@ impl ConversionRegistry {
 pub(crate) struct ConvertEndpoint(pub(crate) Arc<ConversionRegistry>);
 
 impl Endpoint for ConvertEndpoint {
-    fn serve(&self, body: Bytes) -> BoxFuture<'_, Reply> {
+    fn serve(
+        &self,
+        body: Bytes,
+        _peer: Option<Arc<kcr_tls::ClientCertificate>>,
+    ) -> BoxFuture<'_, Reply> {
         Box::pin(async move { self.0.review(&body) })
     }
 }

@@ -85,6 +85,7 @@ mod builder;
 pub mod config;
 pub mod conversion;
 pub mod example;
+pub mod raw;
 pub mod server;
 pub mod tls;
 
@@ -98,5 +99,9 @@ pub use config::{
 };
 pub use conversion::{Conversion, ConversionError, Convertible};
 pub use kube::core::admission::{AdmissionRequest, Operation};
+pub use raw::{AdmissionContext, AdmissionHandler, admission_fn};
 pub use server::{CONVERT_PATH, ServerOptions, WebhookError, WebhookServer};
-pub use tls::{CertWatcher, CertificateAuthority, ServingCert, TlsError};
+pub use tls::{
+    CertWatcher, CertificateAuthority, ClientCertificate, ServingCert, TlsError, TlsOptions,
+    TlsVersion,
+};

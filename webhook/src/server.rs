@@ -6,7 +6,14 @@
 //! whole of reading the body and answering within [`ServerOptions::request_timeout`] (504
 //! otherwise). A TLS handshake must finish within [`ServerOptions::handshake_timeout`] and a
 //! request's headers arrive within [`ServerOptions::header_read_timeout`]. A handler that
-//! panics is answered with 500 (the server keeps serving).
+//! panics (a defaulter, validator, conversion or raw handler) is answered with 500, the panic is
+//! counted in `controller_runtime_webhook_panics_total`, and the connection and the server keep
+//! serving.
+//!
+//! TLS follows [`ServerOptions::tls`] ([`TlsOptions`]): by default HTTP/1.1 only (an HTTP/2
+//! request, negotiated by ALPN or sent with prior knowledge, is refused), TLS 1.2 or later, no
+//! client certificates. With a client CA bundle, every caller must present a certificate it
+//! signed; raw handlers see it in their [`AdmissionContext`](crate::raw::AdmissionContext).
 //!
 //! Metrics (controller-runtime's names, through the `metrics` facade):
 //!
@@ -15,6 +22,10 @@
 //! | `controller_runtime_webhook_requests_total` | counter | `webhook` (the path), `code` (HTTP status) |
 //! | `controller_runtime_webhook_latency_seconds` | histogram | `webhook` |
 //! | `controller_runtime_webhook_requests_in_flight` | gauge | `webhook` |
+//! | `controller_runtime_webhook_panics_total` | counter | none (registered at 0 when the server is bound) |
+//!
+//! and kcr-tls's `certwatcher_read_certificate_total` and
+//! `certwatcher_read_certificate_errors_total` for the serving certificate.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -39,7 +50,7 @@ use tracing::Instrument;
 
 use crate::config::WebhookRegistration;
 use crate::conversion::ConversionRegistry;
-use crate::tls::{CertWatcher, TlsError, server_config};
+use crate::tls::{CertWatcher, ClientCertificate, TlsError, TlsOptions};
 
 /// `controller_runtime_webhook_requests_total`
 pub const REQUESTS_TOTAL: &str = "controller_runtime_webhook_requests_total";
@@ -47,6 +58,8 @@ pub const REQUESTS_TOTAL: &str = "controller_runtime_webhook_requests_total";
 pub const LATENCY_SECONDS: &str = "controller_runtime_webhook_latency_seconds";
 /// `controller_runtime_webhook_requests_in_flight`
 pub const REQUESTS_IN_FLIGHT: &str = "controller_runtime_webhook_requests_in_flight";
+/// `controller_runtime_webhook_panics_total`
+pub const PANICS_TOTAL: &str = "controller_runtime_webhook_panics_total";
 
 /// Path of the conversion webhook.
 pub const CONVERT_PATH: &str = "/convert";
@@ -90,6 +103,31 @@ pub enum WebhookError {
     /// Registering with the manager failed.
     #[error("webhook server: {0}")]
     Manager(#[from] kcr_controller::ManagerError),
+    /// A path that cannot be served.
+    #[error("webhook server: invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+/// Checks a path to serve: absolute, no query, fragment or whitespace.
+pub(crate) fn check_path(path: &str) -> Result<(), WebhookError> {
+    let reason = if !path.starts_with('/') {
+        "it must start with /"
+    } else if path.contains(['?', '#']) {
+        "it must not hold a query or fragment"
+    } else if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        "it must not hold whitespace"
+    } else {
+        return Ok(());
+    };
+    Err(WebhookError::InvalidPath {
+        path: path.to_string(),
+        reason,
+    })
 }
 
 /// Options of a [`WebhookServer`].
@@ -111,6 +149,8 @@ pub struct ServerOptions {
     pub handshake_timeout: Duration,
     /// Bound on receiving a request's headers (default 10 s).
     pub header_read_timeout: Duration,
+    /// TLS settings (default: HTTP/1.1 only, TLS 1.2 or later, no client certificates).
+    pub tls: TlsOptions,
 }
 
 impl Default for ServerOptions {
@@ -126,6 +166,7 @@ impl Default for ServerOptions {
             request_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -154,6 +195,12 @@ impl ServerOptions {
     /// Sets the per-request timeout.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the TLS options (HTTP/2, minimum version, cipher suites, client CA).
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
         self
     }
 }
@@ -201,9 +248,10 @@ impl Reply {
     }
 }
 
-/// One webhook: answers a request body.
+/// One webhook: answers a request body (`peer`: the verified client certificate, with mutual
+/// TLS).
 pub(crate) trait Endpoint: Send + Sync + 'static {
-    fn serve(&self, body: Bytes) -> BoxFuture<'_, Reply>;
+    fn serve(&self, body: Bytes, peer: Option<Arc<ClientCertificate>>) -> BoxFuture<'_, Reply>;
 }
 
 #[derive(Clone)]
@@ -254,6 +302,8 @@ fn describe() {
         REQUESTS_IN_FLIGHT,
         "Current number of admission requests being served."
     );
+    metrics::describe_counter!(PANICS_TOTAL, "Total number of webhook panics");
+    metrics::counter!(PANICS_TOTAL).increment(0);
 }
 
 impl WebhookServer {
@@ -276,7 +326,7 @@ impl WebhookServer {
             options.cert_file.clone(),
             options.key_file.clone(),
         ));
-        let tls = server_config(watcher.clone())?;
+        let tls = options.tls.server_config(watcher.clone())?;
         describe();
         let server = WebhookServer {
             inner: Arc::new(Inner {
@@ -321,8 +371,28 @@ impl WebhookServer {
         self.inner.registrations.lock().clone()
     }
 
-    pub(crate) fn add_registration(&self, r: WebhookRegistration) {
+    /// Adds an admission webhook to the [webhook configurations](Self::webhook_configurations)
+    /// (the typed builder does this itself; a raw handler's resources are listed this way, one
+    /// registration per resource, each with the handler's path).
+    pub fn add_registration(&self, r: WebhookRegistration) {
         self.inner.registrations.lock().push(r);
+    }
+
+    /// Serves the raw admission `handler` at `path` (see [`crate::raw`]). Works before and
+    /// while the server runs; fails on a path registered already or not servable.
+    pub fn admission_handler<H: crate::raw::AdmissionHandler>(
+        &self,
+        path: &str,
+        handler: H,
+    ) -> Result<(), WebhookError> {
+        check_path(path)?;
+        self.register(
+            path,
+            Arc::new(crate::raw::RawEndpoint {
+                path: path.into(),
+                handler,
+            }),
+        )
     }
 
     pub(crate) fn conversions(&self) -> &Arc<ConversionRegistry> {
@@ -371,6 +441,7 @@ impl WebhookServer {
             return Err(WebhookError::AlreadyRunning);
         };
         let acceptor = TlsAcceptor::from(self.inner.tls.clone());
+        let http2 = self.inner.options.tls.http2_enabled();
         self.inner.serving.store(true, Ordering::SeqCst);
         tracing::info!(addr = %self.inner.local_addr, paths = ?self.paths(), "webhook server serving");
         // Cert problems show now rather than at the first handshake.
@@ -410,11 +481,17 @@ impl WebhookServer {
                     }
                 };
                 let header_timeout = server.inner.options.header_read_timeout;
+                let peer_cert =
+                    ClientCertificate::from_connection(stream.get_ref().1).map(Arc::new);
                 let service = hyper::service::service_fn(move |req| {
                     let server = server.clone();
-                    async move { Ok::<_, std::convert::Infallible>(server.handle(req).await) }
+                    let peer_cert = peer_cert.clone();
+                    async move { Ok::<_, std::convert::Infallible>(server.handle(req, peer_cert).await) }
                 });
                 let mut builder = auto::Builder::new(TokioExecutor::new());
+                if !http2 {
+                    builder = builder.http1_only();
+                }
                 builder
                     .http1()
                     .timer(TokioTimer::new())
@@ -431,7 +508,11 @@ impl WebhookServer {
         Ok(())
     }
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        peer: Option<Arc<ClientCertificate>>,
+    ) -> Response<Full<Bytes>> {
         let path = req.uri().path().to_string();
         let route = self.inner.routes.read().get(&path).cloned();
         let reply = match route {
@@ -451,7 +532,10 @@ impl WebhookServer {
                 );
                 let started = Instant::now();
                 route.in_flight.increment(1.0);
-                let reply = self.call(&path, &route, req).instrument(span.clone()).await;
+                let reply = self
+                    .call(&path, &route, req, peer)
+                    .instrument(span.clone())
+                    .await;
                 route.in_flight.decrement(1.0);
                 route.latency.record(started.elapsed().as_secs_f64());
                 span.record("code", reply.status.as_u16());
@@ -469,7 +553,13 @@ impl WebhookServer {
         resp
     }
 
-    async fn call(&self, path: &str, route: &Route, req: Request<Incoming>) -> Reply {
+    async fn call(
+        &self,
+        path: &str,
+        route: &Route,
+        req: Request<Incoming>,
+        peer: Option<Arc<ClientCertificate>>,
+    ) -> Reply {
         if req.method() != Method::POST {
             return Reply::error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -516,7 +606,7 @@ impl WebhookServer {
                     ));
                 }
             };
-            match std::panic::AssertUnwindSafe(route.endpoint.serve(body))
+            match std::panic::AssertUnwindSafe(route.endpoint.serve(body, peer))
                 .catch_unwind()
                 .await
             {
@@ -527,6 +617,7 @@ impl WebhookServer {
                         .map(|s| s.to_string())
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "a panic".to_string());
+                    metrics::counter!(PANICS_TOTAL).increment(1);
                     tracing::error!(webhook = path, panic = %what, "webhook handler panicked");
                     Reply::error(
                         StatusCode::INTERNAL_SERVER_ERROR,
