@@ -269,6 +269,11 @@ const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 
 /// Serves `router` over TLS (`acceptor`) on `listener` until `stop` is cancelled; connections
 /// open then are shut down gracefully.
+///
+/// HTTP/2 is served only when the TLS configuration offers it by ALPN
+/// ([`kcr_tls::TlsOptions::enable_http2`]); otherwise the connection speaks HTTP/1 only, and an
+/// HTTP/2 preface (prior knowledge) is refused. With mutual TLS, every request of a connection
+/// carries the client's verified certificate as a [`kcr_tls::ClientCertificate`] extension.
 pub(crate) fn serve_tls(
     what: &'static str,
     listener: TcpListener,
@@ -282,6 +287,7 @@ pub(crate) fn serve_tls(
     if let Ok(bound) = listener.local_addr() {
         tracing::info!(%bound, "serving {what} over HTTPS");
     }
+    let http2 = kcr_tls::http2_offered(acceptor.config());
     tokio::spawn(async move {
         let connections = tokio_util::task::TaskTracker::new();
         loop {
@@ -310,10 +316,17 @@ pub(crate) fn serve_tls(
                         }
                     };
                 let mut builder = auto::Builder::new(TokioExecutor::new());
+                if !http2 {
+                    builder = builder.http1_only();
+                }
                 builder
                     .http1()
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEADER_READ_TIMEOUT);
+                let router = match kcr_tls::ClientCertificate::from_connection(stream.get_ref().1) {
+                    Some(cert) => router.layer(axum::Extension(cert)),
+                    None => router,
+                };
                 let conn = builder
                     .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router));
                 let mut conn = std::pin::pin!(conn);

@@ -333,8 +333,7 @@ impl Manager {
                         as Arc<dyn crate::secure_metrics::Reviewer>
                 });
                 let auth = MetricsAuth::new(reviewer, secure.cache_ttl, secure.cache_size)?;
-                let tls = kcr_tls::server_config(secure.certs.clone())
-                    .map_err(crate::secure_metrics::SecureMetricsError::from)?;
+                let tls = secure.server_config()?;
                 let certs = secure.certs.clone();
                 readyz.add(crate::secure_metrics::READYZ_CHECK, move || certs.check())?;
                 Some((Arc::new(auth), tokio_rustls::TlsAcceptor::from(tls)))

@@ -35,6 +35,9 @@
 //! | `controller_runtime_webhook_requests_total` | counter | `webhook`, `code` | kcr-webhook | webhook requests by path and HTTP status |
 //! | `controller_runtime_webhook_latency_seconds` | histogram | `webhook` | kcr-webhook | how long each webhook request took |
 //! | `controller_runtime_webhook_requests_in_flight` | gauge | `webhook` | kcr-webhook | webhook requests being served now |
+//! | `controller_runtime_webhook_panics_total` | counter | none | kcr-webhook | webhook handlers (admission, raw or conversion) that panicked, each answered with HTTP 500 |
+//! | `certwatcher_read_certificate_total` | counter | none | kcr-tls | reads of a serving certificate pair (webhook server, secured metrics), at start and after each change of the files |
+//! | `certwatcher_read_certificate_errors_total` | counter | none | kcr-tls | reads of a serving certificate pair that failed (missing, unreadable, not a matching pair) |
 //! | `process_cpu_seconds_total` | counter | none | kcr-controller | user and system CPU seconds (Linux) |
 //! | `process_resident_memory_bytes` | gauge | none | kcr-controller | resident set size (Linux) |
 //! | `process_virtual_memory_bytes` | gauge | none | kcr-controller | virtual memory size (Linux) |
@@ -370,7 +373,8 @@ mod tests {
                 "{r:?}"
             );
             assert!(
-                ["kcr-controller", "kcr-queue", "kcr-webhook"].contains(&r.from.as_str()),
+                ["kcr-controller", "kcr-queue", "kcr-webhook", "kcr-tls"]
+                    .contains(&r.from.as_str()),
                 "{r:?}"
             );
         }
