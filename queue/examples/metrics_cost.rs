@@ -65,7 +65,7 @@ async fn main() {
     report("default-prometheus", run(None).await);
     let rendered = handle.render();
     assert!(
-        rendered.contains("workqueue_adds_total{name=\"cost\"}"),
+        rendered.contains("workqueue_adds_total{controller=\"cost\",name=\"cost\"}"),
         "{rendered}"
     );
 }

@@ -32,11 +32,13 @@ pub(super) enum Pending<T> {
 /// What an add did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Added {
-    /// The key became ready.
-    Ready,
+    /// The key became ready, with this priority.
+    Ready(i32),
     /// The key is in flight and is now dirty.
     Dirty,
-    /// Nothing changed (de-duplicated), or only a priority was raised.
+    /// The key was ready and moved from priority `from` to `to`.
+    Raised { from: i32, to: i32 },
+    /// Nothing changed (de-duplicated), or only a dirty key's priority was raised.
     Nothing,
 }
 
@@ -157,7 +159,8 @@ impl AddCounts {
         loop {
             if w & R != 0 {
                 // Ready or dirty already: at most raise the priority.
-                if prio <= slot.prio.load(Ordering::Relaxed) {
+                let from = slot.prio.load(Ordering::Relaxed);
+                if prio <= from {
                     return (Added::Nothing, None);
                 }
                 if w & P != 0 {
@@ -174,7 +177,7 @@ impl AddCounts {
                             prio,
                             seq: rseq(new),
                         };
-                        return (Added::Nothing, Some(pending));
+                        return (Added::Raised { from, to: prio }, Some(pending));
                     }
                     Err(current) => {
                         w = current;
@@ -201,7 +204,7 @@ impl AddCounts {
                         prio,
                         seq: rseq(new),
                     };
-                    return (Added::Ready, Some(pending));
+                    return (Added::Ready(prio), Some(pending));
                 }
                 Err(current) => w = current,
             }

@@ -174,11 +174,15 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         }
         if let Some(m) = &inner.metrics {
             match added {
-                Added::Ready => {
+                Added::Ready(prio) => {
                     m.adds.increment(1);
-                    m.depth.increment(1.0);
+                    m.depth.add(prio, 1.0);
                 }
                 Added::Dirty => m.adds.increment(1),
+                Added::Raised { from, to } => {
+                    m.depth.add(from, -1.0);
+                    m.depth.add(to, 1.0);
+                }
                 Added::Nothing => {}
             }
         }
@@ -210,11 +214,17 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         let inner = &*self.inner;
         let now = inner.metrics_now().unwrap_or(0);
         let (mut ready, mut dirty) = (0u64, 0u64);
+        // Keys made ready at a higher priority than `priority` (a delayed key keeps its
+        // delay's priority when higher), and the priorities that raised keys left: rare, so
+        // these stay unallocated in the common case.
+        let mut ready_elsewhere: Vec<i32> = Vec::new();
+        let mut raised_from: Vec<i32> = Vec::new();
         let mut items = items.into_iter();
         while items.len() > 0 {
             let mut adds = inner.adds.lock();
             if inner.mode() != Mode::Running {
-                return;
+                // Keys of earlier chunks were added: their metrics are still recorded below.
+                break;
             }
             // A bounded number of keys per lock hold: getters take the inbox under this lock,
             // and a long hold would make them wait (measured: 256 keys per hold cut a
@@ -227,8 +237,10 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                     wake |= adds.push(p, &inner.signal, &inner.waiters);
                 }
                 match added {
-                    Added::Ready => ready += 1,
+                    Added::Ready(p) if p == priority => ready += 1,
+                    Added::Ready(p) => ready_elsewhere.push(p),
                     Added::Dirty => dirty += 1,
+                    Added::Raised { from, .. } => raised_from.push(from),
                     Added::Nothing => {}
                 }
             }
@@ -238,11 +250,19 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             }
         }
         if let Some(m) = &inner.metrics {
-            if ready + dirty > 0 {
-                m.adds.increment(ready + dirty);
+            let adds = ready + dirty + ready_elsewhere.len() as u64;
+            if adds > 0 {
+                m.adds.increment(adds);
             }
-            if ready > 0 {
-                m.depth.increment(ready as f64);
+            let into_priority = ready + raised_from.len() as u64;
+            if into_priority > 0 {
+                m.depth.add(priority, into_priority as f64);
+            }
+            for p in ready_elsewhere {
+                m.depth.add(p, 1.0);
+            }
+            for from in raised_from {
+                m.depth.add(from, -1.0);
             }
         }
     }

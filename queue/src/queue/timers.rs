@@ -72,8 +72,13 @@ impl<T> WorkSide<T> {
         }
     }
 
-    /// Move every due delayed key to ready (or dirty). Returns (became ready, became dirty).
-    pub(super) fn promote_due(&mut self, now: u64) -> (usize, usize) {
+    /// Move every due delayed key to ready (or dirty). Returns (became ready, became dirty);
+    /// `on_ready` is called with the priority of each key that became ready.
+    pub(super) fn promote_due(
+        &mut self,
+        now: u64,
+        mut on_ready: impl FnMut(i32),
+    ) -> (usize, usize) {
         let (mut ready, mut dirty) = (0, 0);
         loop {
             let from_fifo = match (self.timer_fifo.front(), self.timer_heap.peek()) {
@@ -109,6 +114,7 @@ impl<T> WorkSide<T> {
                         } else {
                             self.ready += 1;
                             ready += 1;
+                            on_ready(prio);
                             push_level(&mut self.levels, Arc::clone(&slot), prio, rseq(new));
                         }
                         break;

@@ -97,11 +97,12 @@ impl<T> WorkSide<T> {
     /// Take the next element from the ready FIFOs, highest priority first. The caller claims
     /// it with [`claim`] (outside the lock: the slot's cache line is likely on another core)
     /// and puts the counters right if the element turns out stale.
-    pub(super) fn pop_candidate(&mut self) -> Option<(Slot<T>, u64)> {
+    /// Returns the element's slot, ready sequence number and priority level.
+    pub(super) fn pop_candidate(&mut self) -> Option<(Slot<T>, u64, i32)> {
         let mut found = None;
         for level in &mut self.levels {
-            if let Some(element) = level.keys.pop_front() {
-                found = Some(element);
+            if let Some((slot, seq)) = level.keys.pop_front() {
+                found = Some((slot, seq, level.prio));
                 break;
             }
         }

@@ -77,7 +77,13 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                 work.last_now = work.last_now.max(now);
             }
             let now = work.last_now;
-            promoted = work.promote_due(now);
+            // Each promoted key's depth is recorded here, under the worker-side lock: timers
+            // are the rarer path, and the priorities would otherwise need a buffer.
+            promoted = work.promote_due(now, |prio| {
+                if let Some(m) = &inner.metrics {
+                    m.depth.add(prio, 1.0);
+                }
+            });
         }
         loop {
             let mut candidate = work.pop_candidate();
@@ -87,7 +93,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                 inner.take_inbox(&mut work);
                 candidate = work.pop_candidate();
             }
-            let Some((slot, seq)) = candidate else { break };
+            let Some((slot, seq, level)) = candidate else {
+                break;
+            };
             // Counted as handed out now (so that a drain does not finish meanwhile), claimed
             // after the lock is released.
             work.ready -= 1;
@@ -109,7 +117,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                     if promoted_adds > 0 {
                         m.adds.increment(promoted_adds as u64);
                     }
-                    m.depth.increment(promoted.0 as f64 - 1.0);
+                    m.depth.add(level, -1.0);
                     let since = slot.since.load(Ordering::Relaxed);
                     m.queue_duration.record(secs(started.saturating_sub(since)));
                 }
@@ -135,9 +143,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             }
         }
         if let Some(m) = &inner.metrics
-            && promoted.1 > 0
+            && promoted.0 + promoted.1 > 0
         {
-            m.adds.increment(promoted.1 as u64);
+            m.adds.increment((promoted.0 + promoted.1) as u64);
         }
         if mode == Mode::Draining && inner.in_flight(&work) == 0 {
             return Attempt::Closed;
@@ -249,6 +257,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         };
         let now = inner.metrics_now();
         let mut wake = false;
+        let mut requeued_at = None;
         if requeue.is_some() || start_slot != NO_SLOT {
             let mut work = inner.work.lock();
             if let Some(seq) = requeue {
@@ -256,6 +265,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                 inner.take_inbox(&mut work);
                 let prio = slot.prio.load(Ordering::Relaxed);
                 push_level(&mut work.levels, Arc::clone(slot), prio, seq);
+                requeued_at = Some(prio);
                 work.ready += 1;
                 wake = inner.waiters.load(Ordering::Relaxed) > 0;
             }
@@ -278,8 +288,8 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         }
         if let (Some(m), Some(now)) = (&inner.metrics, now) {
             m.work_duration.record(secs(now.saturating_sub(started)));
-            if requeue.is_some() {
-                m.depth.increment(1.0);
+            if let Some(prio) = requeued_at {
+                m.depth.add(prio, 1.0);
             }
         }
     }
