@@ -697,3 +697,246 @@ async fn a_replica_that_does_not_lead_serves_the_webhooks() {
         .unwrap()
         .unwrap();
 }
+
+/// One raw handler on one path admits two kinds: the API server sends it ConfigMaps and
+/// Secrets (the configuration lists both, on the same path), and it refuses those labelled
+/// `frozen`, naming the kind it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_handler_admits_two_kinds_on_one_path() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kcr_webhook::{WebhookRegistration, WebhookType, admission_fn};
+    use kube::core::admission::AdmissionResponse;
+
+    let env = TestNamespace::new("wh-raw").await.unwrap();
+    let mut hooks = Hooks::bind().await;
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    hooks
+        .server
+        .admission_handler(
+            "/custom/frozen",
+            admission_fn(move |ctx, req: kube::core::admission::AdmissionRequest<kube::core::DynamicObject>| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    let frozen = req.object.as_ref().is_some_and(|o| {
+                        o.metadata
+                            .labels
+                            .as_ref()
+                            .is_some_and(|l| l.contains_key("frozen"))
+                    });
+                    let response = AdmissionResponse::from(&req);
+                    if frozen {
+                        response.deny(format!(
+                            "{} {} is frozen ({})",
+                            req.kind.kind,
+                            req.name,
+                            ctx.path()
+                        ))
+                    } else {
+                        response
+                    }
+                }
+            }),
+        )
+        .unwrap();
+    for (kind, plural) in [("ConfigMap", "configmaps"), ("Secret", "secrets")] {
+        hooks.server.add_registration(WebhookRegistration {
+            webhook_type: WebhookType::Validating,
+            path: "/custom/frozen".into(),
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            operations: vec!["CREATE".into(), "UPDATE".into()],
+            failure_policy: FailurePolicy::Fail,
+            timeout_seconds: 10,
+        });
+    }
+    hooks.run();
+    let name = hooks.install_in(&env, "raw").await;
+    let vapi: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(env.client());
+    let installed = vapi.get(&name).await.unwrap();
+    let urls: Vec<String> = installed
+        .webhooks
+        .unwrap()
+        .iter()
+        .map(|w| w.client_config.url.clone().unwrap())
+        .collect();
+    assert_eq!(urls.len(), 2);
+    assert!(
+        urls.iter().all(|u| u.ends_with("/custom/frozen")),
+        "{urls:?}"
+    );
+
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let secrets: Api<Secret> = Api::namespaced(env.client(), env.namespace());
+    let labelled = |name: &str, frozen: bool| {
+        let mut meta = kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        if frozen {
+            meta.labels = Some([("frozen".to_string(), "yes".to_string())].into());
+        }
+        meta
+    };
+    // In effect once a frozen ConfigMap is refused (the real API server loads configurations
+    // in the background).
+    kcr_envtest::eventually("the raw webhook is in effect", SLOW, || {
+        let cms = cms.clone();
+        let meta = labelled("probe", true);
+        async move {
+            let pp = PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            };
+            let cm = ConfigMap {
+                metadata: meta,
+                ..Default::default()
+            };
+            match cms.create(&pp, &cm).await {
+                Err(kube::Error::Api(s)) if s.message.contains("is frozen") => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let err = cms
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: labelled("cold", true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    let status = api_status(err);
+    assert!(
+        status
+            .message
+            .contains("ConfigMap cold is frozen (/custom/frozen)"),
+        "{status:?}"
+    );
+    let err = secrets
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: labelled("cold", true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    let status = api_status(err);
+    assert!(
+        status
+            .message
+            .contains("Secret cold is frozen (/custom/frozen)"),
+        "{status:?}"
+    );
+    let before = seen.load(Ordering::SeqCst);
+    cms.create(
+        &PostParams::default(),
+        &ConfigMap {
+            metadata: labelled("warm", false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: labelled("warm", false),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        before + 2,
+        "both kinds reached the handler"
+    );
+}
+
+/// A typed validator on a custom path: the path is served, is the one in the generated
+/// configuration, and the API server calls it there; the conventional path is not served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_webhook_on_a_custom_path() {
+    let env = TestNamespace::new("wh-custom-path").await.unwrap();
+    install_widget_crd_in(&env).await;
+    let mut hooks = Hooks::bind().await;
+    let paths = hooks
+        .server
+        .webhook::<v1::Widget>()
+        .defaulter(WidgetDefaulter)
+        .defaulter_path("/hooks/widgets/default")
+        .validator(WidgetValidator)
+        .validator_path("/hooks/widgets/validate")
+        .complete()
+        .unwrap();
+    assert_eq!(paths, ["/hooks/widgets/default", "/hooks/widgets/validate"]);
+    assert_eq!(hooks.server.paths(), paths);
+    let (m, v) = hooks.server.webhook_configurations(
+        "custom",
+        &hooks.target(),
+        hooks.ca.ca_pem().as_bytes(),
+    );
+    let url = |u: Option<String>| u.unwrap();
+    assert_eq!(
+        url(m.webhooks.unwrap()[0].client_config.url.clone()),
+        format!("https://{}/hooks/widgets/default", hooks.addr())
+    );
+    assert_eq!(
+        url(v.webhooks.unwrap()[0].client_config.url.clone()),
+        format!("https://{}/hooks/widgets/validate", hooks.addr())
+    );
+    hooks.run();
+    hooks.install_in(&env, "custom").await;
+    // The API server's calls reach the custom paths: defaulted, and refused by validation.
+    wait_for_defaulting(&env.client(), env.namespace()).await;
+    let widgets: Api<v1::Widget> = Api::namespaced(env.client(), env.namespace());
+    let err = widgets
+        .create(
+            &PostParams::default(),
+            &widget("big", json!({"replicas": 11})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_status(err).code, 422);
+    // Bad paths are typed errors, and nothing is registered then.
+    for bad in ["no-slash", "/with?query", "/with space"] {
+        let err = hooks
+            .server
+            .webhook::<v1alpha1::Widget>()
+            .validator(WidgetValidator2)
+            .validator_path(bad)
+            .complete()
+            .unwrap_err();
+        assert!(
+            matches!(err, kcr_webhook::WebhookError::InvalidPath { .. }),
+            "{bad}: {err}"
+        );
+    }
+    let err = hooks
+        .server
+        .webhook::<v1alpha1::Widget>()
+        .validator(WidgetValidator2)
+        .validator_path("/hooks/widgets/validate")
+        .complete()
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        kcr_webhook::WebhookError::DuplicatePath { .. }
+    ));
+    assert_eq!(hooks.server.paths(), paths);
+}
+
+/// A validator of v1alpha1 Widgets that allows everything.
+struct WidgetValidator2;
+impl Validator<v1alpha1::Widget> for WidgetValidator2 {}
