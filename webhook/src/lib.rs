@@ -63,7 +63,19 @@
 //! - [`Defaulter`] and [`Validator`] ([`admission`]): typed, async; the defaulter mutates a copy
 //!   and the JSON patch is computed; the validator allows with warnings, refuses with field
 //!   causes ([`Denial`]) or fails with an internal error (status 500).
-//! - Paths by the kubebuilder convention: [`mutate_path`], [`validate_path`].
+//! - Paths by the kubebuilder convention: [`mutate_path`], [`validate_path`]; or your own
+//!   ([`WebhookBuilder::defaulter_path`], [`WebhookBuilder::validator_path`]), which go into the
+//!   generated configurations.
+//! - Raw admission handlers ([`raw`]): an [`AdmissionHandler`] (or a closure through
+//!   [`admission_fn`]) answers any `AdmissionReview`, of any kind, with kube's
+//!   `AdmissionResponse`, on any path ([`WebhookServer::admission_handler`]); its context
+//!   ([`AdmissionContext`]) carries the caller's client certificate under mutual TLS.
+//! - TLS options ([`ServerOptions::tls`], kcr-tls's [`TlsOptions`]): HTTP/1.1 only by default
+//!   (kubebuilder's scaffold turns HTTP/2 off since CVE-2023-44487 and CVE-2023-39325; see
+//!   [`TlsOptions::enable_http2`]), a minimum TLS version, cipher suites, and mutual TLS with a
+//!   client-CA bundle re-read when it changes ([`TlsOptions::client_ca_file`]).
+//! - A panic in any handler is answered with HTTP 500 and counted in
+//!   `controller_runtime_webhook_panics_total`; the connection and the server keep serving.
 //! - Conversion ([`conversion`]): hub and spoke [`Convertible`], one `/convert` endpoint for
 //!   every kind, and [`crd_conversion`] for the CRD's `spec.conversion`; worked example in
 //!   [`example`].
