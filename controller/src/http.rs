@@ -2,6 +2,17 @@
 //! Prometheus metrics (`/metrics`, rendered by metrics-exporter-prometheus, followed by the
 //! [process and runtime metrics](crate::process) read at each scrape).
 //!
+//! The metrics server also serves the routes of [`MetricsExtraHandlers`]
+//! ([`ManagerOptions::metrics_extra_handler`](crate::ManagerOptions::metrics_extra_handler),
+//! controller-runtime's `metricsserver.Options.ExtraHandlers`), behind the same TLS and
+//! authentication and authorization as `/metrics` when secure metrics are on (the
+//! SubjectAccessReview names the route's path).
+//!
+//! No profiling endpoint is built in: the maintained Rust profilers (pprof-rs, a `SIGPROF`
+//! sampler with its own unsafe signal-handling and stack-walking code, and jemalloc's heap
+//! profiling, which needs jemalloc as the global allocator) would bring unsafe code or an
+//! allocator choice into every operator; mount one as an extra handler if you want one.
+//!
 //! Probe responses follow Kubernetes' conventions: `200 ok` when every check passes, `500` with
 //! one `[+]name ok` / `[-]name failed: reason` line per check otherwise (or always with
 //! `?verbose`); `/healthz/<name>` runs a single check.
@@ -14,7 +25,7 @@ use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use parking_lot::RwLock;
 use tokio::net::TcpListener;
@@ -168,10 +179,125 @@ fn probe_routes(path: &str, checks: Checks) -> Router {
         .with_state(checks)
 }
 
-/// The router for the metrics server.
-pub(crate) fn metrics_router(handle: Option<PrometheusHandle>) -> Router {
-    Router::new().route(
-        "/metrics",
+/// The path of the metrics endpoint, reserved on the metrics server.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// Why [`MetricsExtraHandlers::add`] refused a route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExtraHandlerError {
+    /// The path is one the metrics server serves itself (`/metrics`).
+    #[error("extra metrics handler path {path:?} is reserved: the metrics server serves it")]
+    Reserved {
+        /// The refused path.
+        path: String,
+    },
+    /// A handler is already registered for the path.
+    #[error("an extra metrics handler is already registered for {path:?}")]
+    Duplicate {
+        /// The refused path.
+        path: String,
+    },
+    /// The path is not a plain absolute path.
+    #[error("invalid extra metrics handler path {path:?}: {reason}")]
+    InvalidPath {
+        /// The refused path.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Routes served on the metrics server besides `/metrics`, each at an exact path (no
+/// captures or wildcards: `/debug/info` is served, `/debug/info/x` is not).
+///
+/// A handler is an axum [`MethodRouter`] (`axum::routing::get(handler)`, or several methods).
+///
+/// ```
+/// use axum::routing::get;
+/// use kcr_controller::http::{ExtraHandlerError, MetricsExtraHandlers};
+/// let mut extra = MetricsExtraHandlers::default();
+/// extra.add("/debug/version", get(|| async { env!("CARGO_PKG_VERSION") }))?;
+/// assert!(matches!(
+///     extra.add("/metrics", get(|| async { "mine" })),
+///     Err(ExtraHandlerError::Reserved { .. })
+/// ));
+/// assert_eq!(extra.paths().collect::<Vec<_>>(), ["/debug/version"]);
+/// # Ok::<(), ExtraHandlerError>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct MetricsExtraHandlers {
+    routes: Vec<(String, MethodRouter)>,
+}
+
+impl std::fmt::Debug for MetricsExtraHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.paths()).finish()
+    }
+}
+
+impl MetricsExtraHandlers {
+    /// Serves `handler` at `path`: an absolute path of URL-safe characters (letters, digits,
+    /// `-`, `.`, `_`, `~`, `/`) with no empty segment, other than `/metrics` and not already
+    /// registered.
+    pub fn add(&mut self, path: &str, handler: MethodRouter) -> Result<(), ExtraHandlerError> {
+        let invalid = |reason: &str| ExtraHandlerError::InvalidPath {
+            path: path.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if !path.starts_with('/') {
+            return Err(invalid("it must start with '/'"));
+        }
+        if let Some(c) = path
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "-._~/".contains(*c)))
+        {
+            return Err(invalid(&format!(
+                "{c:?} is not allowed (letters, digits, '-', '.', '_', '~' and '/' are)"
+            )));
+        }
+        if path.contains("//") {
+            return Err(invalid("it has an empty segment"));
+        }
+        if path == METRICS_PATH {
+            return Err(ExtraHandlerError::Reserved {
+                path: path.to_owned(),
+            });
+        }
+        if self.routes.iter().any(|(p, _)| p == path) {
+            return Err(ExtraHandlerError::Duplicate {
+                path: path.to_owned(),
+            });
+        }
+        self.routes.push((path.to_owned(), handler));
+        Ok(())
+    }
+
+    /// The registered paths, in registration order.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.routes.iter().map(|(p, _)| p.as_str())
+    }
+
+    /// Whether no route is registered.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+}
+
+/// The router for the metrics server: `/metrics` and the `extra` routes.
+pub(crate) fn metrics_router(
+    handle: Option<PrometheusHandle>,
+    extra: &MetricsExtraHandlers,
+) -> Router {
+    // Paths were checked by `MetricsExtraHandlers::add`: plain, distinct and not `/metrics`,
+    // so none of these `route` calls can panic.
+    extra
+        .routes
+        .iter()
+        .fold(Router::new(), |router, (path, handler)| {
+            router.route(path, handler.clone())
+        })
+        .route(
+        METRICS_PATH,
         get(move || {
             let handle = handle.clone();
             async move {
@@ -219,6 +345,18 @@ pub fn prometheus_handle() -> Option<PrometheusHandle> {
                     b.set_buckets_for_metric(
                         Matcher::Full(crate::rest_client::REQUEST_DURATION_SECONDS.to_string()),
                         crate::rest_client::REQUEST_DURATION_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(crate::rest_client::REQUEST_SIZE_BYTES.to_string()),
+                        crate::rest_client::SIZE_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(crate::rest_client::RESPONSE_SIZE_BYTES.to_string()),
+                        crate::rest_client::SIZE_BUCKETS,
                     )
                 })
                 .and_then(|b| {

@@ -13,6 +13,14 @@
 //!   however slow the API server's answers.
 //! - Updates use the lease's `resourceVersion` (optimistic concurrency): of two candidates racing
 //!   for an expired lease exactly one wins, the other gets `409 Conflict`.
+//! - The leader renews on a **fast path**, as client-go does: it writes the Lease it last wrote
+//!   (with that write's `resourceVersion`) without reading it first, one request per renewal.
+//!   If that write fails (a `409 Conflict` because the Lease changed behind its back, or any
+//!   other error), or the leader's view of the Lease is older than a lease duration, it takes
+//!   the **slow path**: read the Lease, decide again, write. Each slow path taken by a candidate
+//!   that finds itself the holder counts in `leader_election_slowpath_total{name}` (client-go's
+//!   counter; controller-runtime defines it but registers only the status gauge, kcr exports
+//!   both).
 //! - [`LeaderElector::release`] clears the holder so that a successor takes over at once
 //!   (used on graceful shutdown when [`LeaderElectionConfig::release_on_cancel`] is set).
 //! - The gauge `leader_election_master_status{name="<lease name>"}` (client-go's) is 1 from a
@@ -32,7 +40,8 @@
 //!   lease duration, whereas a controller must stop reconciling before a successor can start;
 //! - it brings a second `rand` major version into the build.
 //!
-//! This module is small (one `get` and one `create`/`replace` per attempt) and follows client-go's
+//! This module is small (one `replace` per renewal, one `get` and one `create`/`replace` per
+//! other attempt) and follows client-go's
 //! `leaderelection` package, which operators' users already know.
 
 use std::time::Duration;
@@ -41,7 +50,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
-use metrics::Gauge;
+use metrics::{Counter, Gauge};
 use parking_lot::Mutex;
 use rand::Rng;
 use tokio::time::Instant;
@@ -278,6 +287,10 @@ pub struct LeaderElector {
     acquired_at: Mutex<Option<Instant>>,
     /// `leader_election_master_status{name}`.
     status: Gauge,
+    /// `leader_election_slowpath_total{name}`.
+    slowpath: Counter,
+    /// The Lease as this candidate last wrote it (created or replaced), for the fast path.
+    written: Mutex<Option<Lease>>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -300,6 +313,8 @@ impl LeaderElector {
         // Exported (as 0) from now on, without clobbering another elector's value in this
         // process for the same lease.
         status.increment(0.0);
+        let slowpath = crate::metrics::leader_slowpath(&config.lease_name);
+        slowpath.increment(0);
         LeaderElector {
             api: Api::namespaced(client, &namespace),
             namespace,
@@ -307,6 +322,8 @@ impl LeaderElector {
             observed: Mutex::new(None),
             acquired_at: Mutex::new(None),
             status,
+            slowpath,
+            written: Mutex::new(None),
         }
     }
 
@@ -320,11 +337,59 @@ impl LeaderElector {
         &self.namespace
     }
 
-    /// One acquire-or-renew attempt.
+    /// The Lease this candidate last wrote, if it still leads by its own observation: the
+    /// record it observed names it and is younger than that record's lease duration.
+    fn fast_path_lease(&self) -> Option<Lease> {
+        let observed = self.observed.lock();
+        let (record, observed_at) = observed.as_ref()?;
+        let valid = decide(
+            record.holder.as_deref(),
+            record.lease_duration_seconds,
+            *observed_at,
+            Instant::now(),
+            "",
+            self.config.lease_duration,
+        ) != Decision::Take;
+        if record.holder.as_deref() != Some(self.config.identity.as_str()) || !valid {
+            return None;
+        }
+        let written = self.written.lock().clone()?;
+        (Record::of(written.spec.as_ref()) == *record).then_some(written)
+    }
+
+    /// Remembers `lease` as written by this candidate (and observed).
+    fn wrote(&self, lease: Lease) {
+        self.observe(Record::of(lease.spec.as_ref()));
+        *self.written.lock() = Some(lease);
+    }
+
+    /// One acquire-or-renew attempt: the fast path (one `replace` of the Lease as last written)
+    /// while this candidate leads, else (or if that fails) the slow path (`get`, decide,
+    /// `create` or `replace`).
     pub async fn try_acquire_or_renew(&self) -> Attempt {
         let me = &self.config.identity;
         let now_wall = MicroTime(Timestamp::now());
         let lease_seconds = self.config.lease_duration.as_secs().max(1) as i32;
+        if let Some(mut lease) = self.fast_path_lease() {
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            spec.renew_time = Some(now_wall.clone());
+            spec.lease_duration_seconds = Some(lease_seconds);
+            // The resourceVersion of our last write: anyone else's write since makes this 409.
+            match self
+                .api
+                .replace(&self.config.lease_name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(updated) => {
+                    self.wrote(updated);
+                    return Attempt::Held;
+                }
+                Err(e) => {
+                    tracing::debug!(lease = %self.config.lease_name, error = %e,
+                        "failed to renew the lease on the fast path, falling back to the slow path");
+                }
+            }
+        }
         let current = match self.api.get_opt(&self.config.lease_name).await {
             Ok(c) => c,
             Err(e) => return Attempt::Failed(format!("get lease: {e}")),
@@ -347,7 +412,7 @@ impl LeaderElector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
-                    self.observe(Record::of(created.spec.as_ref()));
+                    self.wrote(created);
                     Attempt::Held
                 }
                 Err(e) => Attempt::Failed(format!("create lease: {e}")),
@@ -368,6 +433,8 @@ impl LeaderElector {
         match decision {
             Decision::HeldBy(holder) => return Attempt::HeldBy(holder),
             Decision::Renew => {
+                // We hold it, yet had to read it first: client-go's slow path.
+                self.slowpath.increment(1);
                 spec.renew_time = Some(now_wall);
                 spec.lease_duration_seconds = Some(lease_seconds);
             }
@@ -386,7 +453,7 @@ impl LeaderElector {
             .await
         {
             Ok(updated) => {
-                self.observe(Record::of(updated.spec.as_ref()));
+                self.wrote(updated);
                 Attempt::Held
             }
             Err(e) => Attempt::Failed(format!("update lease: {e}")),

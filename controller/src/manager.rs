@@ -73,6 +73,10 @@ pub struct ManagerOptions {
     /// Serve `/metrics` over HTTPS to authenticated and authorized callers only
     /// ([`crate::secure_metrics`]); `None` (the default) serves plain HTTP to anyone.
     pub secure_metrics: Option<SecureMetrics>,
+    /// Routes served on the metrics server besides `/metrics` (controller-runtime's
+    /// `ExtraHandlers`), behind the same security; see
+    /// [`ManagerOptions::metrics_extra_handler`].
+    pub metrics_extra_handlers: crate::http::MetricsExtraHandlers,
     /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
     /// shards nothing.
     pub shard: Option<crate::shard::ShardConfig>,
@@ -99,6 +103,7 @@ impl Default for ManagerOptions {
             rest_client_metrics: true,
             api_server_host: None,
             secure_metrics: None,
+            metrics_extra_handlers: crate::http::MetricsExtraHandlers::default(),
             shard: None,
             clock: Clock::system(),
             client: ClientOptions::default().field_owner(DEFAULT_FIELD_OWNER),
@@ -176,6 +181,19 @@ impl ManagerOptions {
     pub fn secure_metrics(mut self, secure: SecureMetrics) -> Self {
         self.secure_metrics = Some(secure);
         self
+    }
+
+    /// Serves `handler` at `path` on the metrics server (e.g. `axum::routing::get(handler)`),
+    /// behind the secure-metrics authentication and authorization when those are on. Refuses
+    /// `/metrics`, a path already registered and paths that are not plain absolute paths
+    /// ([`MetricsExtraHandlers::add`](crate::http::MetricsExtraHandlers::add)).
+    pub fn metrics_extra_handler(
+        mut self,
+        path: &str,
+        handler: axum::routing::MethodRouter,
+    ) -> Result<Self, crate::http::ExtraHandlerError> {
+        self.metrics_extra_handlers.add(path, handler)?;
+        Ok(self)
     }
 
     /// Turns the `rest_client_*` instrumentation of the manager's client on or off.
@@ -612,7 +630,7 @@ impl Manager {
             http_tasks.push(serve("health probe", listener, router, http_stop.clone()));
         }
         if let Some(listener) = self.metrics_listener.lock().take() {
-            let router = metrics_router(prometheus_handle());
+            let router = metrics_router(prometheus_handle(), &self.options.metrics_extra_handlers);
             match &self.metrics_security {
                 None => http_tasks.push(serve("metrics", listener, router, http_stop.clone())),
                 Some((auth, acceptor)) => {

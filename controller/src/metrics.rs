@@ -22,7 +22,7 @@
 //! | `controller_runtime_reconcile_time_seconds` | histogram | `controller` | kcr-controller | how long each reconcile took |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` | kcr-controller | the controller's number of workers |
 //! | `controller_runtime_active_workers` | gauge | `controller` | kcr-controller | workers inside a reconcile now |
-//! | `workqueue_depth` | gauge | `controller`, `name` | kcr-queue | keys ready to be handed to a worker |
+//! | `workqueue_depth` | gauge | `controller`, `name`, `priority` | kcr-queue | keys ready to be handed to a worker, per priority (controller-runtime's priority queue) |
 //! | `workqueue_adds_total` | counter | `controller`, `name` | kcr-queue | adds that were not de-duplicated away |
 //! | `workqueue_queue_duration_seconds` | histogram | `controller`, `name` | kcr-queue | from a key becoming ready to a worker taking it |
 //! | `workqueue_work_duration_seconds` | histogram | `controller`, `name` | kcr-queue | from a worker taking a key to its being done |
@@ -30,8 +30,11 @@
 //! | `workqueue_longest_running_processor_seconds` | gauge | `controller`, `name` | kcr-queue | age of the oldest key being worked on |
 //! | `workqueue_retries_total` | counter | `controller`, `name` | kcr-queue | rate-limited re-adds (retries after an error) |
 //! | `leader_election_master_status` | gauge | `name` | kcr-controller | 1 while this replica leads the Lease `name`, else 0 (with leader election on) |
+//! | `leader_election_slowpath_total` | counter | `name` | kcr-controller | renewals of the Lease `name` that had to read it first (the fast path, a write of the Lease as last written, failed or was not possible) |
 //! | `rest_client_requests_total` | counter | `code`, `method`, `host` | kcr-controller | requests to the API server by HTTP status (`<error>` without a response), method and host |
 //! | `rest_client_request_duration_seconds` | histogram | `verb`, `host` | kcr-controller | API request latency (until the response headers) by HTTP method and host |
+//! | `rest_client_request_size_bytes` | histogram | `verb`, `host` | kcr-controller | API request body sizes by HTTP method and host |
+//! | `rest_client_response_size_bytes` | histogram | `verb`, `host` | kcr-controller | API response body sizes by HTTP method and host (not for watches) |
 //! | `controller_runtime_webhook_requests_total` | counter | `webhook`, `code` | kcr-webhook | webhook requests by path and HTTP status |
 //! | `controller_runtime_webhook_latency_seconds` | histogram | `webhook` | kcr-webhook | how long each webhook request took |
 //! | `controller_runtime_webhook_requests_in_flight` | gauge | `webhook` | kcr-webhook | webhook requests being served now |
@@ -56,6 +59,31 @@
 //! - The webhook metrics appear once a webhook server from kcr-webhook is added to the manager.
 //! - Histograms use controller-runtime's buckets for reconcile time, client-go's for the queue
 //!   and REST client, and Prometheus' default buckets otherwise.
+//! - `leader_election_slowpath_total` is client-go's counter; controller-runtime (checked at
+//!   v0.24.1 and its main branch of August 2026) defines it but registers only
+//!   `leader_election_master_status`, so kcr serves one series more than it.
+//! - Of client-go's `rest_client_*` metrics, controller-runtime (same version) serves
+//!   `rest_client_requests_total` always and six more on request
+//!   (`metrics.RegisterRESTClientMetrics`); kcr serves the four a layer around kube's client can
+//!   measure, always.
+//!
+//! ## Left out, with reason
+//!
+//! - `rest_client_request_retries_total{code, verb, host}`: kube retries 429, 503 and 504
+//!   answers itself (`kube::Config::default_retry`), inside its service stack, below every
+//!   layer a user or the manager can add with `ClientBuilder::with_layer` or
+//!   [`rest_client::instrument`](crate::rest_client::instrument): the layer sees one request
+//!   and its final answer, never the retries. Counting them would mean replacing kube's retry
+//!   layer with one of kcr's.
+//! - `rest_client_rate_limiter_duration_seconds{verb, host}`: kube has no client-side rate
+//!   limiter (client-go's QPS/burst limiter); there is no wait to measure.
+//! - `rest_client_dns_resolution_duration_seconds{host}`: name resolution happens inside
+//!   hyper's connector in kube's stack, which a request layer cannot time; kube exposes no hook.
+//! - client-go's transport-cache and exec-plugin metrics (`rest_client_transport_*`,
+//!   `rest_client_exec_plugin_*`): controller-runtime does not register them, and kube has
+//!   neither a transport cache nor client-go's exec plugin machinery to observe.
+//! - A profiling endpoint on the metrics server: see [`crate::http`] (add one with
+//!   [`ManagerOptions::metrics_extra_handler`](crate::ManagerOptions::metrics_extra_handler)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -82,6 +110,8 @@ pub const ACTIVE_WORKERS: &str = "controller_runtime_active_workers";
 
 /// `leader_election_master_status`
 pub const LEADER_ELECTION_MASTER_STATUS: &str = "leader_election_master_status";
+/// `leader_election_slowpath_total`
+pub const LEADER_ELECTION_SLOWPATH_TOTAL: &str = "leader_election_slowpath_total";
 
 /// Prometheus' default buckets (client_golang's `DefBuckets`), for every histogram without
 /// buckets of its own.
@@ -103,6 +133,10 @@ pub fn describe() {
     describe_gauge!(
         LEADER_ELECTION_MASTER_STATUS,
         "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease."
+    );
+    describe_counter!(
+        LEADER_ELECTION_SLOWPATH_TOTAL,
+        "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease."
     );
     describe_counter!(
         RECONCILE_TOTAL,
@@ -142,6 +176,11 @@ pub fn describe() {
 /// The `leader_election_master_status` gauge of the Lease `lease`.
 pub(crate) fn leader_status(lease: &str) -> Gauge {
     gauge!(LEADER_ELECTION_MASTER_STATUS, "name" => lease.to_owned())
+}
+
+/// The `leader_election_slowpath_total` counter of the Lease `lease`.
+pub(crate) fn leader_slowpath(lease: &str) -> Counter {
+    counter!(LEADER_ELECTION_SLOWPATH_TOTAL, "name" => lease.to_owned())
 }
 
 /// Whether the current recorder (local, else global) is a real one rather than the `metrics`

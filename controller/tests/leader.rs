@@ -475,3 +475,123 @@ async fn a_stolen_lease_is_noticed_on_the_next_renewal() {
         other => panic!("run returns an error: {other:?}"),
     }
 }
+
+/// `leader_election_slowpath_total{name}` of `lease`, summed over the snapshots taken so far
+/// (a snapshot resets the debugging recorder's counters).
+fn slowpath_count(
+    snapshotter: &metrics_util::debugging::Snapshotter,
+    seen: &std::sync::atomic::AtomicU64,
+    lease: &str,
+) -> u64 {
+    use std::sync::atomic::Ordering;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        if key.name() == "leader_election_slowpath_total"
+            && key
+                .labels()
+                .any(|l| l.key() == "name" && l.value() == lease)
+            && let metrics_util::debugging::DebugValue::Counter(n) = value
+        {
+            seen.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+    seen.load(Ordering::SeqCst)
+}
+
+/// client-go's fast path: the leader renews with one write of the Lease as it last wrote it,
+/// without reading it; a Lease changed behind its back makes that write a 409 Conflict, and the
+/// leader takes the slow path (read, then write) once, counted in
+/// `leader_election_slowpath_total`, then goes back to the fast path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_take_the_fast_path_and_a_changed_lease_the_slow_path() {
+    use kcr_controller::leader::LeaderElector;
+    use metrics_util::debugging::DebuggingRecorder;
+
+    const NAME: &str = "kcr-test-fastpath";
+    let server = TestApiServer::start().await.unwrap();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // Long lease and renew deadline (a slow machine must not lose the lease here), renewals
+    // every 100 ms.
+    let config = LeaderElectionConfig::new(NAME)
+        .namespace("default")
+        .identity("fast")
+        .timings(
+            Duration::from_secs(20),
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+        );
+    let elector = Arc::new(metrics::with_local_recorder(&recorder, || {
+        LeaderElector::new(server.client(), config)
+    }));
+    let stop = CancellationToken::new();
+    assert!(elector.acquire(&stop).await);
+    let slow = std::sync::atomic::AtomicU64::new(0);
+    assert_eq!(
+        slowpath_count(&snapshotter, &slow, NAME),
+        0,
+        "acquiring is not a renewal"
+    );
+
+    let faults = server.faults();
+    faults.reset_counts();
+    let renewing = tokio::spawn({
+        let (elector, stop) = (elector.clone(), stop.clone());
+        async move { elector.renew_until_lost(&stop).await }
+    });
+    eventually("five renewals", Duration::from_secs(20), || async {
+        faults.request_count("update", "leases") >= 5
+    })
+    .await;
+    assert_eq!(
+        faults.request_count("get", "leases"),
+        0,
+        "renewals on the fast path read nothing"
+    );
+    assert_eq!(slowpath_count(&snapshotter, &slow, NAME), 0);
+
+    // Someone else writes the Lease (a label: the holder stays): the next fast-path write is a
+    // 409, the slow path reads the Lease and renews it.
+    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+    leases
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("one slow path", Duration::from_secs(20), || async {
+        slowpath_count(&snapshotter, &slow, NAME) == 1
+    })
+    .await;
+    let updates = faults.request_count("update", "leases");
+    eventually("back on the fast path", Duration::from_secs(20), || async {
+        faults.request_count("update", "leases") >= updates + 3
+    })
+    .await;
+    assert_eq!(
+        faults.request_count("get", "leases"),
+        1,
+        "one read, by the one slow path"
+    );
+    assert_eq!(slowpath_count(&snapshotter, &slow, NAME), 1);
+    let lease = leases.get(NAME).await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("fast")
+    );
+    assert_eq!(
+        lease
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("touched")
+            .map(String::as_str),
+        Some("yes"),
+        "the slow path renewed the Lease it read, keeping the other writer's change"
+    );
+    assert!(!renewing.is_finished(), "still leading");
+    stop.cancel();
+    renewing.await.unwrap().unwrap();
+}

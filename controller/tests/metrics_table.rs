@@ -121,6 +121,20 @@ async fn served_metrics_match_the_documented_table() {
             && l.contains("name=\"tabled\"")),
         "{text}"
     );
+    assert!(
+        text.lines().any(|l| l.starts_with("workqueue_depth{")
+            && l.contains("controller=\"tabled\"")
+            && l.contains("priority=\"0\"")),
+        "the default priority's depth: {text}"
+    );
+    assert_eq!(
+        common::metric_value(
+            &text,
+            "leader_election_slowpath_total{name=\"metrics-table\"}"
+        ),
+        0.0,
+        "a leader alone renews on the fast path"
+    );
     let host = format!("host=\"{}\"", ns.addr());
     assert!(
         text.lines()
@@ -143,6 +157,27 @@ async fn served_metrics_match_the_documented_table() {
             .any(|l| l.starts_with("rest_client_requests_total")
                 && l.contains("code=\"201\"")
                 && l.contains("method=\"POST\"")),
+        "{text}"
+    );
+    // Sizes: the Lease's POST sent a body; GETs and LISTs got bodies back (watches are not
+    // observed).
+    let sum = |series: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(series) && l.contains(&host))
+            .map(|l| {
+                l.rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            })
+            .sum::<f64>()
+    };
+    assert!(
+        sum("rest_client_request_size_bytes_sum{verb=\"POST\"") > 0.0,
+        "{text}"
+    );
+    assert!(
+        sum("rest_client_response_size_bytes_sum{verb=\"GET\"") > 0.0,
         "{text}"
     );
 
@@ -180,4 +215,58 @@ async fn refused_requests_are_counted_by_status() {
     let series =
         "rest_client_requests_total{code=\"404\",method=\"GET\",host=\"refusals.test:443\"}";
     assert_eq!(common::metric_value(&text, series), 1.0, "{text}");
+}
+
+/// An extra handler is served on the metrics server next to `/metrics`, which keeps working;
+/// `/metrics` itself, a second handler on one path and a path with a capture are refused with
+/// typed errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extra_handlers_are_served_beside_metrics() {
+    use axum::routing::get;
+    use kcr_controller::http::ExtraHandlerError;
+
+    let refused = manager_options().metrics_extra_handler("/metrics", get(|| async { "mine" }));
+    assert!(
+        matches!(&refused, Err(ExtraHandlerError::Reserved { path }) if path == "/metrics"),
+        "{:?}",
+        refused.map(|_| ())
+    );
+    let twice = manager_options()
+        .metrics_extra_handler("/debug/info", get(|| async { "a" }))
+        .unwrap()
+        .metrics_extra_handler("/debug/info", get(|| async { "b" }));
+    assert!(matches!(twice, Err(ExtraHandlerError::Duplicate { .. })));
+    for bad in ["debug", "/debug/{name}", "/debug//x", "/debug/*rest", ""] {
+        let res = manager_options().metrics_extra_handler(bad, get(|| async { "x" }));
+        assert!(
+            matches!(res, Err(ExtraHandlerError::InvalidPath { .. })),
+            "{bad:?} is refused"
+        );
+    }
+
+    let ns = TestNamespace::new("metrics-extra").await.unwrap();
+    let options = manager_options()
+        .metrics_extra_handler(
+            "/debug/info",
+            get(|| async { "kcr extra handler\n" }).post(|| async { "posted\n" }),
+        )
+        .unwrap();
+    let mgr = Manager::new(ns.client(), options).await.unwrap();
+    let addr = mgr.metrics_addr().unwrap();
+    let (mgr, stop, run) = spawn_manager(mgr);
+    let (code, body) = http_get(addr, "/debug/info").await.unwrap();
+    assert_eq!((code, body.as_str()), (200, "kcr extra handler\n"));
+    let (code, text) = http_get(addr, "/metrics").await.unwrap();
+    assert_eq!(code, 200, "{text}");
+    assert!(
+        parse_exposition(&text).contains_key("tokio_runtime_workers"),
+        "/metrics is still kcr's: {text}"
+    );
+    let (code, _) = http_get(addr, "/debug/info/more").await.unwrap();
+    assert_eq!(code, 404, "exact paths only");
+    let (code, _) = http_get(addr, "/debug").await.unwrap();
+    assert_eq!(code, 404);
+    drop(mgr);
+    stop.cancel();
+    run.await.unwrap().unwrap();
 }
