@@ -13,7 +13,7 @@
 //! | `workqueue_retries_total` | counter | calls to [`add_rate_limited`](crate::WorkQueue::add_rate_limited) |
 //!
 //! `workqueue_depth` has a third label, `priority` (the priority as a decimal integer, `"0"` for
-//! [`DEFAULT_PRIORITY`](crate::DEFAULT_PRIORITY)), as controller-runtime's priority queue
+//! [`DEFAULT_PRIORITY`]), as controller-runtime's priority queue
 //! reports it: one series per priority the queue has seen, each the number of ready keys of that
 //! priority (their sum is [`WorkQueue::len`](crate::WorkQueue::len)). A ready key whose priority
 //! is raised by a second add moves from the old series to the new one; a key handed out leaves the
