@@ -61,9 +61,9 @@
 
 #![forbid(unsafe_code)]
 
-mod client_ca;
-mod options;
-mod peer;
+pub mod client_ca;
+pub mod options;
+pub mod peer;
 
 pub use client_ca::ClientCaWatcher;
 pub use options::{ALPN_H2, ALPN_HTTP1, TlsOptions, TlsVersion, http2_offered};
