@@ -27,10 +27,10 @@
 //! - [`RestClientMetricsLayer`] is the layer itself, for a stack built with
 //!   [`kube::client::ClientBuilder::with_layer`].
 //!
-//! Cost: about 11-14 µs per request on the 2-core VM before the two size histograms were added
-//! (a GET from the in-process kcr-envtest, 71-75 µs plain, 84-88 µs through [`instrument`]: the
-//! wrapper's request buffer and the metric updates); the size histograms add two handle lookups
-//! and, for responses, a counted body stream. `cargo run --release -p kcr-controller --example
+//! Cost: about 12 µs per request on the 2-core VM with the four metrics (a GET from the
+//! in-process kcr-envtest: 112 µs plain, 124 µs through [`instrument`], measured while other
+//! builds ran; 11-14 µs before the two size histograms): the wrapper's request buffer, the
+//! metric updates and the counted response body. `cargo run --release -p kcr-controller --example
 //! metrics_overhead` measures it.
 //!
 //! Requests pass the layer with an absolute URI only below kube's base-URI layer; above it (where
