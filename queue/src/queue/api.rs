@@ -122,6 +122,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
                 limiter,
                 metrics,
                 epoch: Instant::now(),
+                add_hook: std::sync::OnceLock::new(),
             }),
         };
         queue.spawn_unfinished_refresher();
@@ -160,6 +161,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// that is already waiting keeps the higher of its priorities.
     pub fn add_with_priority(&self, item: T, priority: i32) {
         let inner = &*self.inner;
+        if let Some(hook) = inner.add_hook.get() {
+            hook(&item);
+        }
         let now = inner.metrics_now().unwrap_or(0);
         let mut adds = inner.adds.lock();
         if inner.mode() != Mode::Running {
@@ -212,6 +216,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub fn add_all(&self, items: impl IntoIterator<Item = T>, priority: i32) {
         let items: Vec<T> = items.into_iter().collect();
         let inner = &*self.inner;
+        if let Some(hook) = inner.add_hook.get() {
+            items.iter().for_each(|item| hook(item));
+        }
         let now = inner.metrics_now().unwrap_or(0);
         let (mut ready, mut dirty) = (0u64, 0u64);
         // Keys made ready at a higher priority than `priority` (a delayed key keeps its
@@ -281,6 +288,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             return self.add_with_priority(item, priority);
         }
         let inner = &*self.inner;
+        if let Some(hook) = inner.add_hook.get() {
+            hook(&item);
+        }
         let delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
         let lazy = delay <= LAZY_DELAY_MAX;
         // An exactly timed delay reads the clock before taking any lock.

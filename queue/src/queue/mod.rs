@@ -81,6 +81,7 @@
 //! element that makes the inbox non-empty; the woken getter takes the whole inbox and wakes the
 //! next sleeping getter while keys are left. A busy queue makes no wake-up calls at all.
 
+mod add_hook;
 mod add_side;
 mod api;
 mod shared;
