@@ -33,9 +33,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use futures::future::BoxFuture;
+
 use crate::clock::Clock;
 use crate::error::ControllerError;
+use crate::error_policy::{ErrorAction, ErrorPolicy};
+use crate::log::{LogConstructor, ReconcileInfo, default_span};
 use crate::metrics::ControllerMetrics;
+use crate::reason::{Reasons, ReconcileReason};
 use crate::reconciler::{Action, Context, ContextShared, ReconcileError, Reconciler};
 use crate::watch::Watch;
 
@@ -72,6 +77,28 @@ pub struct ControllerOptions {
     /// delay (not on tokio time); everything else (rate-limited retries, the timeouts above)
     /// stays on real (tokio) time. See [`crate::clock`].
     pub clock: Clock,
+    /// Whether the controller runs only on the leader (default `true`). A [`Manager`](crate::Manager)
+    /// with leader election starts a controller without it at once, on every replica (one that
+    /// only reads, or that coordinates through the API server by other means).
+    pub needs_leader_election: bool,
+    /// Warm up before leadership (default `false`): under a [`Manager`](crate::Manager) with
+    /// leader election, the controller's watches start and its caches fill at once on every
+    /// replica, and events enqueue requests, but its workers start only once the replica
+    /// leads. A new leader then reconciles at once instead of listing everything first.
+    ///
+    /// The cost is on the standby replicas: each holds the controller's caches (the same memory
+    /// as the leader's) and a queue of every key they would reconcile (one entry per object, no
+    /// object copies), and each makes the controller's list and watch requests to the API
+    /// server (one list and one open watch per watched kind and scope, shared with other
+    /// informers of the same cache). Without leader election it changes nothing.
+    pub warmup: bool,
+    /// Coalesce the events of one request within this window (default `None`: off). The first
+    /// event for a request schedules its reconcile `debounce` later; events for it until then
+    /// fold into that one reconcile. A steady stream of events therefore still gets a
+    /// reconcile every `debounce` (never starved). Requests added to
+    /// [`Controller::queue`] directly, requeues and retries are not delayed; debounced adds
+    /// take the default priority.
+    pub debounce: Option<Duration>,
 }
 
 impl Default for ControllerOptions {
@@ -83,6 +110,9 @@ impl Default for ControllerOptions {
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             clock: Clock::system(),
+            needs_leader_election: true,
+            warmup: false,
+            debounce: None,
         }
     }
 }
@@ -96,6 +126,11 @@ pub struct Controller<K: Key, R: Reconciler<K>> {
     reconciler: Arc<R>,
     options: ControllerOptions,
     watches: Vec<Box<dyn Watch<K>>>,
+    error_policy: Option<ErrorPolicy<R::Error>>,
+    log_constructor: Option<LogConstructor<K>>,
+    /// The primary kind's group and kind (the span's `controllerGroup` and `controllerKind`).
+    group: Arc<str>,
+    kind: Arc<str>,
 }
 
 impl<K: Key, R: Reconciler<K>> fmt::Debug for Controller<K, R> {
@@ -130,7 +165,54 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             reconciler: Arc::new(reconciler),
             options,
             watches: Vec::new(),
+            error_policy: None,
+            log_constructor: None,
+            group: Arc::from(""),
+            kind: Arc::from(""),
         }
+    }
+
+    /// Sets the error policy: what happens to a request whose reconcile returned a
+    /// non-terminal error (see [`crate::error_policy`]). Without one, it is retried with the
+    /// rate limiter's backoff.
+    #[must_use]
+    pub fn with_error_policy(
+        mut self,
+        policy: impl Fn(&R::Error, &Context) -> ErrorAction + Send + Sync + 'static,
+    ) -> Self {
+        self.error_policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// The error policy as the builder carries it.
+    pub(crate) fn set_error_policy(&mut self, policy: ErrorPolicy<R::Error>) {
+        self.error_policy = Some(policy);
+    }
+
+    /// Sets the function that makes each reconcile's tracing span (see [`crate::log`]; the
+    /// default is [`default_span`](crate::log::default_span)).
+    #[must_use]
+    pub fn with_log_constructor(
+        mut self,
+        constructor: impl Fn(&ReconcileInfo<'_, K>) -> tracing::Span + Send + Sync + 'static,
+    ) -> Self {
+        self.log_constructor = Some(Arc::new(constructor));
+        self
+    }
+
+    /// The log constructor as the builder carries it.
+    pub(crate) fn set_log_constructor(&mut self, constructor: LogConstructor<K>) {
+        self.log_constructor = Some(constructor);
+    }
+
+    /// Names the controller's primary kind (`""` group for the core group): the
+    /// `controllerGroup` and `controllerKind` of its reconcile spans. The
+    /// [`Builder`](crate::Builder) sets it from [`for_kind`](crate::Builder::for_kind).
+    #[must_use]
+    pub fn with_primary_kind(mut self, group: &str, kind: &str) -> Self {
+        self.group = Arc::from(group);
+        self.kind = Arc::from(kind);
+        self
     }
 
     /// Adds a watch (usually done by the [`Builder`](crate::Builder)).
@@ -168,15 +250,17 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
     /// ([`ControllerError::WatchFailed`]: it lost events it could not resync), or in-flight
     /// reconciles that outlived the shutdown timeout ([`ControllerError::ShutdownTimeout`]).
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
-        self.run_with_ready(shutdown, None).await
+        self.run_with_ready(shutdown, None, None).await
     }
 
     /// Like [`run`](Self::run), and calls `on_synced` once every watch has synced (the manager
-    /// uses it for `/readyz`).
+    /// uses it for `/readyz`); with `start_workers`, the workers start only once it resolves
+    /// (a warm standby waiting for leadership).
     pub(crate) async fn run_with_ready(
         self,
         shutdown: CancellationToken,
         on_synced: Option<Box<dyn FnOnce() + Send>>,
+        start_workers: Option<BoxFuture<'static, ()>>,
     ) -> Result<(), ControllerError> {
         let Controller {
             name,
@@ -184,10 +268,42 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             reconciler,
             options,
             watches,
+            error_policy,
+            log_constructor,
+            group,
+            kind,
         } = self;
         let workers = options.max_concurrent_reconciles.max(1);
         let metrics = ControllerMetrics::new(&name);
         metrics.max_concurrent.set(workers as f64);
+
+        // Why each request is reconciled: recorded by the add hook of the queue the watches
+        // add to (the debounce queue, when debouncing).
+        let reasons: Arc<Reasons<K>> = Arc::new(Reasons::new());
+        let debounce = options.debounce.filter(|d| !d.is_zero());
+        let watch_queue = match debounce {
+            Some(_) => WorkQueue::builder(format!("{name}-debounce"))
+                .metrics(false)
+                .build(),
+            None => queue.clone(),
+        };
+        {
+            let reasons = reasons.clone();
+            if !watch_queue.set_add_hook(move |key: &K| reasons.record_current(key)) {
+                tracing::warn!(controller = %name, "the queue has an add hook already: reconcile reasons will be unknown");
+            }
+        }
+        let mut forwarder = None;
+        if let Some(window) = debounce {
+            let (ingress, target) = (watch_queue.clone(), queue.clone());
+            forwarder = Some(AbortOnDrop(tokio::spawn(async move {
+                while let Some(item) = ingress.get().await {
+                    target.add_after((*item).clone(), window);
+                    item.done();
+                }
+            })));
+        }
+        let _stop_debounce = scopeguard_shutdown(&watch_queue, debounce.is_some());
 
         // Stop the watch pumps when we return, whatever the reason.
         let watch_stop = shutdown.child_token();
@@ -199,7 +315,7 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         for watch in watches {
             let description = watch.describe();
             let started = watch
-                .start(queue.clone(), watch_stop.clone())
+                .start(watch_queue.clone(), watch_stop.clone())
                 .await
                 .map_err(|source| ControllerError::WatchStart {
                     controller: name.to_string(),
@@ -265,6 +381,30 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         if let Some(on_synced) = on_synced {
             on_synced();
         }
+        if let Some(gate) = start_workers {
+            tracing::info!(controller = %name, "caches warm; waiting for leadership to start workers");
+            let mut gate = std::pin::pin!(gate);
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => {
+                        queue.shutdown();
+                        return Ok(());
+                    }
+                    Some(done) = pumps.join_next() => {
+                        if let Ok(Err((watch, source))) = done {
+                            queue.shutdown();
+                            return Err(ControllerError::WatchFailed {
+                                controller: name.to_string(),
+                                watch,
+                                source,
+                            });
+                        }
+                    }
+                    _ = &mut gate => break,
+                }
+            }
+        }
         tracing::info!(controller = %name, workers, "starting workers");
 
         let ctx_shutdown = shutdown.child_token();
@@ -282,6 +422,11 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             }),
             manual_requeues: Arc::default(),
             next_requeue: AtomicU64::new(0),
+            reasons,
+            error_policy,
+            log_constructor,
+            group,
+            kind,
         });
         let mut set = JoinSet::new();
         for _ in 0..workers {
@@ -323,6 +468,7 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         ctx_shutdown.cancel();
         queue.shutdown();
         pumps.abort_all();
+        drop(forwarder);
         let drained = tokio::time::timeout(options.graceful_shutdown_timeout, async {
             while let Some(res) = set.join_next().await {
                 if let Err(e) = res
@@ -360,7 +506,7 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
 }
 
 /// State shared by the workers of one controller.
-struct Worker<K: Key, R> {
+struct Worker<K: Key, R: Reconciler<K>> {
     name: Arc<str>,
     queue: WorkQueue<K>,
     reconciler: Arc<R>,
@@ -373,6 +519,12 @@ struct Worker<K: Key, R> {
     manual_requeues: Arc<Mutex<HashMap<K, u64>>>,
     /// The next requeue token.
     next_requeue: AtomicU64,
+    /// Why each waiting request was added.
+    reasons: Arc<Reasons<K>>,
+    error_policy: Option<ErrorPolicy<R::Error>>,
+    log_constructor: Option<LogConstructor<K>>,
+    group: Arc<str>,
+    kind: Arc<str>,
 }
 
 /// How one reconcile ended.
@@ -393,12 +545,19 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
     async fn process(&self, item: WorkItem<K>) {
         let request: &K = &item;
         let reconcile_id = new_reconcile_id();
-        let span = tracing::info_span!(
-            "reconcile",
-            controller = %self.name,
-            object = %request,
-            reconcile_id = %reconcile_id,
-        );
+        let reason = self.reasons.take(request);
+        let info = ReconcileInfo {
+            controller: &self.name,
+            group: &self.group,
+            kind: &self.kind,
+            request,
+            reconcile_id,
+            reason: &reason,
+        };
+        let span = match &self.log_constructor {
+            Some(make) => make(&info),
+            None => default_span(&info),
+        };
         let retries = self.queue.num_requeues(request);
         if self.ctx.clock.is_manual() {
             // This reconcile supersedes a requeue pending on the manual clock.
@@ -408,6 +567,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             shared: self.ctx.clone(),
             reconcile_id,
             retries,
+            reason,
         };
         self.metrics.active_workers.increment(1.0);
         // std's clock: the histogram measures real time even on a paused tokio clock, and it is
@@ -420,7 +580,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
                 .record(started.elapsed().as_secs_f64());
         }
         self.metrics.active_workers.decrement(1.0);
-        self.apply(request, retries, outcome, &span);
+        self.apply(request, &ctx, outcome, &span);
         item.done();
     }
 
@@ -482,8 +642,9 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
     /// `retries` is the request's failure count when the reconcile started: when it was 0 there
     /// is nothing for `forget` to clear (only a failed reconcile of this request, which cannot
     /// run concurrently, adds failures), so a success skips the rate limiter's lock.
-    fn apply(&self, request: &K, retries: u32, outcome: Outcome<R::Error>, span: &tracing::Span) {
+    fn apply(&self, request: &K, ctx: &Context, outcome: Outcome<R::Error>, span: &tracing::Span) {
         let m = &self.metrics;
+        let retries = ctx.retries;
         match outcome {
             Outcome::Ok(action) => match action.requeue_delay() {
                 None => {
@@ -496,6 +657,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
                     if retries > 0 {
                         self.queue.forget(request);
                     }
+                    self.reasons.record(request, ReconcileReason::Requeue);
                     if !self.requeue_on_manual_clock(request, delay) {
                         self.queue.add_after(request.clone(), delay);
                     }
@@ -509,13 +671,32 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
                     self.queue.forget(request);
                     tracing::error!(parent: span, error = %e, "terminal reconciler error; not retrying");
                 } else {
-                    self.queue.add_rate_limited(request.clone());
-                    tracing::error!(parent: span, error = %e, "reconciler error; retrying with backoff");
+                    let action = self
+                        .error_policy
+                        .as_ref()
+                        .map_or(ErrorAction::RateLimited, |policy| policy(&e, ctx));
+                    match action {
+                        ErrorAction::RateLimited => {
+                            self.reasons.record(request, ReconcileReason::ErrorRetry);
+                            self.queue.add_rate_limited(request.clone());
+                            tracing::error!(parent: span, error = %e, "reconciler error; retrying with backoff");
+                        }
+                        ErrorAction::RequeueAfter(delay) => {
+                            self.reasons.record(request, ReconcileReason::ErrorRetry);
+                            self.queue.add_after(request.clone(), delay);
+                            tracing::error!(parent: span, error = %e, ?delay, "reconciler error; retrying after the error policy's delay");
+                        }
+                        ErrorAction::GiveUp => {
+                            self.queue.forget(request);
+                            tracing::error!(parent: span, error = %e, "reconciler error; the error policy gives up");
+                        }
+                    }
                 }
             }
             Outcome::Panic(payload) => {
                 m.panics.increment(1);
                 m.count_error();
+                self.reasons.record(request, ReconcileReason::ErrorRetry);
                 self.queue.add_rate_limited(request.clone());
                 tracing::error!(
                     parent: span,
@@ -527,6 +708,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             Outcome::Timeout(t) => {
                 m.timeouts.increment(1);
                 m.count_error();
+                self.reasons.record(request, ReconcileReason::ErrorRetry);
                 self.queue.add_rate_limited(request.clone());
                 tracing::error!(parent: span, timeout = ?t, "reconcile timed out; retrying with backoff");
             }
@@ -556,4 +738,27 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
     } else {
         "<non-string panic payload>"
     }
+}
+
+/// Aborts a task when dropped (the debounce forwarder, whatever way `run` returns).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Shuts the debounce queue down when `run` returns (a no-op without debounce: the watches
+/// then add to the controller's own queue, which `run` shuts down itself).
+fn scopeguard_shutdown<K: Key>(queue: &WorkQueue<K>, debounced: bool) -> impl Drop + use<K> {
+    struct Shutdown<K: Key>(Option<WorkQueue<K>>);
+    impl<K: Key> Drop for Shutdown<K> {
+        fn drop(&mut self) {
+            if let Some(queue) = self.0.take() {
+                queue.shutdown();
+            }
+        }
+    }
+    Shutdown(debounced.then(|| queue.clone()))
 }

@@ -187,14 +187,18 @@
 pub mod builder;
 pub mod clock;
 pub mod controller;
+pub mod defaults;
 pub mod error;
+pub mod error_policy;
 pub mod http;
 pub mod leader;
+pub mod log;
 pub mod manager;
 pub mod metrics;
 pub mod object_reconciler;
 pub mod objects;
 pub mod process;
+pub mod reason;
 pub mod reconciler;
 pub mod rest_client;
 pub mod secure_metrics;
@@ -205,13 +209,17 @@ pub mod watch;
 pub use builder::{Builder, EventFilter, Resync, SourceWatch, WatchOptions, WatchedObject};
 pub use clock::{Clock, ClockError, ManualClock};
 pub use controller::{Controller, ControllerOptions, Key};
+pub use defaults::ControllerDefaults;
 pub use error::{ControllerError, ManagerError};
+pub use error_policy::{ErrorAction, ErrorPolicy};
 pub use http::BindAddress;
 /// One client for every kind ([`kcr_client`]), as [`Manager::client`] returns it.
 pub use kcr_client::{Client, ClientError, ClientOptions, ListOptions};
 pub use leader::{LeaderElectionConfig, LeaderElector};
+pub use log::{LogConstructor, ReconcileInfo};
 pub use manager::{Manager, ManagerOptions};
 pub use object_reconciler::{FromCache, FromCacheError, ObjectReconciler};
+pub use reason::ReconcileReason;
 pub use reconciler::{
     Action, Context, FnReconciler, ReconcileError, Reconciler, Terminal, reconciler_fn,
 };

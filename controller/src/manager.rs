@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::controller::{Controller, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, Key};
+use crate::defaults::ControllerDefaults;
 use crate::error::ManagerError;
 use crate::http::{
     BindAddress, Checks, metrics_router, probes_router, prometheus_handle, serve, serve_tls,
@@ -90,6 +91,9 @@ pub struct ManagerOptions {
     /// default `kcr-controller`), its sync timeout and whether reads of unwatched kinds fail
     /// (see [`kcr_client::ClientOptions`]).
     pub client: ClientOptions,
+    /// Defaults for every controller built through this manager, which a controller's own
+    /// settings override (see [`ControllerDefaults`]).
+    pub controller_defaults: ControllerDefaults,
 }
 
 impl Default for ManagerOptions {
@@ -107,6 +111,7 @@ impl Default for ManagerOptions {
             shard: None,
             clock: Clock::system(),
             client: ClientOptions::default().field_owner(DEFAULT_FIELD_OWNER),
+            controller_defaults: ControllerDefaults::default(),
         }
     }
 }
@@ -132,6 +137,14 @@ impl ManagerOptions {
     #[must_use]
     pub fn field_owner(mut self, owner: impl Into<String>) -> Self {
         self.client.field_owner = owner.into();
+        self
+    }
+
+    /// Sets the defaults of every controller built through the manager (see
+    /// [`ControllerDefaults`]).
+    #[must_use]
+    pub fn controller_defaults(mut self, defaults: ControllerDefaults) -> Self {
+        self.controller_defaults = defaults;
         self
     }
 
@@ -243,7 +256,8 @@ pub struct Manager {
     /// With secured metrics: the reviews and the TLS acceptor.
     metrics_security: Option<(Arc<MetricsAuth>, tokio_rustls::TlsAcceptor)>,
     started: AtomicBool,
-    leader: Arc<AtomicBool>,
+    /// Whether this replica leads (always `true` without leader election).
+    leader: Arc<tokio::sync::watch::Sender<bool>>,
     shard: Option<Arc<crate::shard::ShardRuntime>>,
 }
 
@@ -313,7 +327,9 @@ impl Manager {
         let unsynced = Arc::new(AtomicUsize::new(0));
         let readyz = Checks::default();
         let healthz = Checks::default();
-        let leader = Arc::new(AtomicBool::new(options.leader_election.is_none()));
+        let leader = Arc::new(tokio::sync::watch::Sender::new(
+            options.leader_election.is_none(),
+        ));
         let cache_syncs: Arc<Mutex<Vec<(String, SyncHandle)>>> = Arc::default();
         {
             let unsynced = unsynced.clone();
@@ -330,7 +346,7 @@ impl Manager {
                 if !pending.is_empty() {
                     return Err(format!("informers not synced yet: {}", pending.join(", ")));
                 }
-                if !leader.load(Ordering::SeqCst) {
+                if !*leader.borrow() {
                     // A standby replica runs no controllers; with warm caches it is ready to
                     // take over.
                     return Ok(());
@@ -478,7 +494,33 @@ impl Manager {
 
     /// Whether this replica currently leads (always `true` without leader election).
     pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::SeqCst)
+        *self.leader.borrow()
+    }
+
+    /// Resolves once this replica leads (at once without leader election): controller-runtime's
+    /// `mgr.Elected()`. It stays pending on a replica that never leads; put it in a
+    /// `select!` with your shutdown.
+    ///
+    /// ```no_run
+    /// # async fn doc(manager: &kcr_controller::Manager) {
+    /// manager.elected().await;
+    /// tracing::info!("leading: starting the leader-only background work");
+    /// # }
+    /// ```
+    pub fn elected(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut leadership = self.leader.subscribe();
+        async move {
+            if leadership.wait_for(|leads| *leads).await.is_err() {
+                // The manager is gone without this replica leading: never elected.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// A watch channel of this replica's leadership: `true` while it leads. It turns `false`
+    /// when leadership is lost or released, and when [`run`](Self::run) returns.
+    pub fn leadership(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.leader.subscribe()
     }
 
     /// An event recorder for the controller `name` (reporting controller
@@ -554,7 +596,10 @@ impl Manager {
         Ok(())
     }
 
-    /// Registers a controller (it needs leadership). Controller names must be unique.
+    /// Registers a controller. Controller names must be unique. It runs on the leader only
+    /// unless its [`needs_leader_election`](crate::ControllerOptions::needs_leader_election) is off;
+    /// with [`warmup`](crate::ControllerOptions::warmup) its watches start before leadership and its
+    /// workers once this replica leads.
     ///
     /// A controller on the system clock gets the manager's [`clock`](Self::clock); one given a
     /// manual clock keeps it. (To run one controller on the system clock under a manager with a
@@ -582,14 +627,21 @@ impl Manager {
         let unsynced = self.unsynced.clone();
         unsynced.fetch_add(1, Ordering::SeqCst);
         let unsynced_on_sync = unsynced.clone();
+        let options = controller.options();
+        let needs_leader = options.needs_leader_election;
+        // A warm controller starts with the replica and waits for leadership to start workers.
+        let gate = (needs_leader && options.warmup && self.options.leader_election.is_some())
+            .then(|| self.elected().boxed());
         let added = self.add_runnable(
             format!("controller/{name}"),
-            true,
+            needs_leader && gate.is_none(),
             move |token| async move {
                 let on_synced: Box<dyn FnOnce() + Send> = Box::new(move || {
                     unsynced_on_sync.fetch_sub(1, Ordering::SeqCst);
                 });
-                let res = controller.run_with_ready(token, Some(on_synced)).await;
+                let res = controller
+                    .run_with_ready(token, Some(on_synced), gate)
+                    .await;
                 res.map_err(|e| Box::new(e) as BoxError)
             },
         );
@@ -691,11 +743,11 @@ impl Manager {
                     if !elector.acquire(&stop).await {
                         return Ok(());
                     }
-                    leader.store(true, Ordering::SeqCst);
+                    leader.send_replace(true);
                     let _ = elected_tx.send(());
                     let res = elector.renew_until_lost(&stop).await;
                     if res.is_err() {
-                        leader.store(false, Ordering::SeqCst);
+                        leader.send_replace(false);
                     }
                     res.map_err(ManagerError::from)
                 }));
@@ -813,17 +865,17 @@ impl Manager {
         }
         if let Some(elector) = &elector
             && elector.config().release_on_cancel
-            && self.leader.load(Ordering::SeqCst)
+            && self.is_leader()
             && failure.is_none()
         {
             if let Err(e) = elector.release().await {
                 tracing::warn!(error = %e, "could not release the leader lease");
             }
-            self.leader.store(false, Ordering::SeqCst);
+            self.leader.send_replace(false);
         }
         // Whatever happened, this replica no longer leads once run returns.
         self.leader
-            .store(self.options.leader_election.is_none(), Ordering::SeqCst);
+            .send_replace(self.options.leader_election.is_none());
         self.cache.stop();
         http_stop.cancel();
         for task in http_tasks {

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::clock::Clock;
+use crate::reason::ReconcileReason;
 
 /// What the controller should do with the request after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -177,6 +178,7 @@ pub struct Context {
     pub(crate) shared: Arc<ContextShared>,
     pub(crate) reconcile_id: Uuid,
     pub(crate) retries: u32,
+    pub(crate) reason: ReconcileReason,
 }
 
 /// The per-controller part of a [`Context`].
@@ -199,7 +201,22 @@ impl Context {
             }),
             reconcile_id: Uuid::new_v4(),
             retries: 0,
+            reason: ReconcileReason::Unknown,
         }
+    }
+
+    /// This context with `reason` as its [`reason`](Self::reason) (for calling a reconciler by
+    /// hand).
+    #[must_use]
+    pub fn with_reason(mut self, reason: ReconcileReason) -> Self {
+        self.reason = reason;
+        self
+    }
+
+    /// Why this reconcile runs (see [`crate::reason`]): the first trigger recorded for the
+    /// request since its previous reconcile.
+    pub fn reason(&self) -> &ReconcileReason {
+        &self.reason
     }
 
     /// This context reading `clock` (a [`ManualClock`](crate::ManualClock)'s, typically), for

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kcr_controller::{Action, Context, Controller, Reconciler};
+use kcr_controller::{Action, Context, Controller, ReconcileInfo, Reconciler};
+use kcr_handler::Request;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -92,15 +93,75 @@ async fn each_reconcile_gets_a_span_with_controller_object_and_id() {
     assert_eq!(spans.len(), 3, "{spans:?}");
     for span in &spans {
         assert_eq!(span["controller"], "traced");
-        assert_eq!(span["reconcile_id"].len(), 36, "a UUID: {span:?}");
+        assert_eq!(span["reconcileID"].len(), 36, "a UUID: {span:?}");
+        assert_eq!(span["controllerGroup"], "", "no primary kind: {span:?}");
+        assert_eq!(span["controllerKind"], "");
     }
     let objects: Vec<&str> = spans.iter().map(|s| s["object"].as_str()).collect();
     assert_eq!(objects, vec!["ns/a", "ns/b", "ns/b"]);
-    let ids: HashSet<&str> = spans.iter().map(|s| s["reconcile_id"].as_str()).collect();
+    let ids: HashSet<&str> = spans.iter().map(|s| s["reconcileID"].as_str()).collect();
     assert_eq!(ids.len(), 3, "every reconcile has its own id");
     assert_eq!(
         capture.errors_in_span.load(Ordering::SeqCst),
         1,
         "the error is logged inside the reconcile's span"
     );
+
+    // A Request-keyed controller of a primary kind: controller-runtime's keys, namespace and
+    // name apart.
+    capture.spans.lock().clear();
+    let c = Controller::new("deployments", RequestOk, Default::default())
+        .with_primary_kind("apps", "Deployment");
+    c.queue().add(Request::namespaced("web", "prod"));
+    c.queue().add(Request::new("node-1", None));
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(c.run(stop.clone()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let spans = capture.spans.lock().clone();
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert_eq!(spans[0]["controller"], "deployments");
+    assert_eq!(spans[0]["controllerGroup"], "apps");
+    assert_eq!(spans[0]["controllerKind"], "Deployment");
+    assert_eq!(spans[0]["namespace"], "prod");
+    assert_eq!(spans[0]["name"], "web");
+    assert_eq!(spans[1]["namespace"], "", "cluster-scoped: {:?}", spans[1]);
+    assert_eq!(spans[1]["name"], "node-1");
+    assert!(!spans[0].contains_key("object"), "{:?}", spans[0]);
+
+    // A log constructor of the controller's own: its span and fields, with the reason.
+    capture.spans.lock().clear();
+    let c = Controller::new("custom", FailOnce::default(), Default::default())
+        .with_log_constructor(|info: &ReconcileInfo<'_, String>| {
+            tracing::info_span!(
+                "reconcile",
+                who = %info.controller,
+                key = %info.request,
+                why = %info.reason,
+            )
+        });
+    c.queue().add("ns/b".to_string());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(c.run(stop.clone()));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let spans = capture.spans.lock().clone();
+    assert_eq!(spans.len(), 2, "the failure and its retry: {spans:?}");
+    assert_eq!(spans[0]["who"], "custom");
+    assert_eq!(spans[0]["key"], "ns/b");
+    assert_eq!(spans[0]["why"], "unknown", "added to the queue directly");
+    assert_eq!(spans[1]["why"], "retry after error");
+    assert!(!spans[0].contains_key("reconcileID"));
+}
+
+/// Succeeds at once.
+struct RequestOk;
+
+impl Reconciler<Request> for RequestOk {
+    type Error = anyhow::Error;
+    async fn reconcile(&self, _request: &Request, _ctx: &Context) -> anyhow::Result<Action> {
+        Ok(Action::done())
+    }
 }

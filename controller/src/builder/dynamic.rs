@@ -136,6 +136,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             Box::new(move |_| Ok(handler)),
             options.predicates,
             None,
+            None,
         );
         self
     }

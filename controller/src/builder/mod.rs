@@ -102,10 +102,14 @@ use serde::Serialize;
 
 use crate::clock::Clock;
 use crate::controller::{Controller, ControllerOptions, Key};
+use crate::defaults::group_kind;
 use crate::error::ManagerError;
+use crate::error_policy::{ErrorAction, ErrorPolicy};
+use crate::log::{LogConstructor, ReconcileInfo};
 use crate::manager::Manager;
 use crate::object_reconciler::{FromCache, ObjectReconciler};
-use crate::reconciler::Reconciler;
+use crate::reason::ReconcileReason;
+use crate::reconciler::{ReconcileError, Reconciler};
 use crate::watch::Watch;
 
 pub mod dynamic;
@@ -167,6 +171,8 @@ pub struct Builder<'m, Q = Request> {
     client: Option<kube::Client>,
     name: Option<String>,
     for_kind: Option<String>,
+    /// The primary kind's API group (set with `for_kind`).
+    for_group: Option<String>,
     owner: Option<EnqueueRequestForOwner<DynamicObject>>,
     resync: Option<Resync<Q>>,
     /// The `Reader<K>` of the primary kind, for [`Builder::build_objects`].
@@ -180,6 +186,23 @@ pub struct Builder<'m, Q = Request> {
     error: Option<ManagerError>,
     /// Set by [`Builder::sharded`].
     shard: Option<crate::shard::ShardPlan<Q>>,
+    /// Which options this builder set (they win over the manager's controller defaults).
+    set: SetOptions,
+    /// An [`ErrorPolicy`] of the reconciler's error type (checked in `build`).
+    error_policy: Option<(Box<dyn std::any::Any + Send>, &'static str)>,
+    log_constructor: Option<LogConstructor<Q>>,
+}
+
+/// The options a builder set itself.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SetOptions {
+    all: bool,
+    max_concurrent_reconciles: bool,
+    reconcile_timeout: bool,
+    recover_panic: bool,
+    cache_sync_timeout: bool,
+    needs_leader_election: bool,
+    warmup: bool,
 }
 
 impl<Q> std::fmt::Debug for Builder<'_, Q> {
@@ -253,6 +276,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             client: None,
             name: None,
             for_kind: None,
+            for_group: None,
             owner: None,
             resync: None,
             primary_reader: None,
@@ -263,6 +287,9 @@ impl<'m, Q: Key> Builder<'m, Q> {
             rate_limiter: None,
             error: None,
             shard: None,
+            set: SetOptions::default(),
+            error_policy: None,
+            log_constructor: None,
         }
     }
 
@@ -319,6 +346,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             Box::new(move |_| Ok(handler)),
             options.predicates,
             None,
+            None,
         );
         self
     }
@@ -333,6 +361,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
         handler: MakeHandler<H, Q>,
         predicates: Vec<Box<dyn Predicate<K>>>,
         probe: Option<Probe>,
+        reason: Option<ReconcileReason>,
     ) where
         K: WatchedObject,
         S: Source<K>,
@@ -346,6 +375,10 @@ impl<'m, Q: Key> Builder<'m, Q> {
                 predicates,
                 ctx.filters.clone(),
             );
+            let watch = match reason {
+                Some(reason) => watch.with_reason(reason),
+                None => watch,
+            };
             Ok(finish_watch(watch, probe, ctx))
         }));
     }
@@ -361,6 +394,57 @@ impl<'m, Q: Key> Builder<'m, Q> {
     /// Sets the number of concurrent reconciles (default 1).
     pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
         self.options.max_concurrent_reconciles = n;
+        self.set.max_concurrent_reconciles = true;
+        self
+    }
+
+    /// Whether the controller runs only on the leader (default `true`; see
+    /// [`ControllerOptions::needs_leader_election`]).
+    #[must_use]
+    pub fn needs_leader_election(mut self, needs: bool) -> Self {
+        self.options.needs_leader_election = needs;
+        self.set.needs_leader_election = true;
+        self
+    }
+
+    /// Starts the controller's watches before leadership, its workers after (see
+    /// [`ControllerOptions::warmup`]).
+    #[must_use]
+    pub fn warmup(mut self, warmup: bool) -> Self {
+        self.options.warmup = warmup;
+        self.set.warmup = true;
+        self
+    }
+
+    /// Coalesces the events of one request within `window` (see
+    /// [`ControllerOptions::debounce`]).
+    #[must_use]
+    pub fn debounce(mut self, window: std::time::Duration) -> Self {
+        self.options.debounce = Some(window);
+        self
+    }
+
+    /// Sets the error policy: what to do with a request whose reconcile returned a
+    /// non-terminal error `E` (see [`crate::error_policy`]). `E` must be the reconciler's error
+    /// type; [`build`](Self::build) fails with [`ManagerError::Builder`] otherwise.
+    #[must_use]
+    pub fn error_policy<E: ReconcileError>(
+        mut self,
+        policy: impl Fn(&E, &crate::Context) -> ErrorAction + Send + Sync + 'static,
+    ) -> Self {
+        let policy: ErrorPolicy<E> = Arc::new(policy);
+        self.error_policy = Some((Box::new(policy), std::any::type_name::<E>()));
+        self
+    }
+
+    /// Sets the function that makes each reconcile's tracing span (see [`crate::log`];
+    /// default: controller-runtime's keys).
+    #[must_use]
+    pub fn log_constructor(
+        mut self,
+        constructor: impl Fn(&ReconcileInfo<'_, Q>) -> tracing::Span + Send + Sync + 'static,
+    ) -> Self {
+        self.log_constructor = Some(Arc::new(constructor));
         self
     }
 
@@ -373,26 +457,33 @@ impl<'m, Q: Key> Builder<'m, Q> {
     /// Sets all controller options at once. Their [`clock`](ControllerOptions::clock), if
     /// manual, is kept; the system clock is replaced by the manager's (see
     /// [`clock`](Self::clock)).
+    ///
+    /// Options set this way are all the controller's own: the manager's
+    /// [controller defaults](crate::ControllerDefaults) do not apply to them.
     pub fn options(mut self, options: ControllerOptions) -> Self {
         self.options = options;
+        self.set.all = true;
         self
     }
 
     /// Sets the per-reconcile timeout.
     pub fn reconcile_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.options.reconcile_timeout = Some(timeout);
+        self.set.reconcile_timeout = true;
         self
     }
 
     /// Sets how long start-up waits for every watch to sync.
     pub fn cache_sync_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.options.cache_sync_timeout = timeout;
+        self.set.cache_sync_timeout = true;
         self
     }
 
     /// Whether panics in reconciles are recovered (default `true`).
     pub fn recover_panic(mut self, recover: bool) -> Self {
         self.options.recover_panic = recover;
+        self.set.recover_panic = true;
         self
     }
 
@@ -427,6 +518,19 @@ impl<'m, Q: Key> Builder<'m, Q> {
             None => WorkQueue::new(name.clone()),
         };
         let mut options = self.options;
+        if let Some(manager) = self.manager
+            && !self.set.all
+        {
+            let group_kind = self
+                .for_kind
+                .as_deref()
+                .map(|kind| group_kind(self.for_group.as_deref().unwrap_or(""), kind));
+            manager.options().controller_defaults.apply(
+                &mut options,
+                group_kind.as_deref(),
+                |field| self.set.is_set(field),
+            );
+        }
         if let Some(clock) = self.clock {
             options.clock = clock;
         } else if let Some(manager) = self.manager
@@ -434,7 +538,25 @@ impl<'m, Q: Key> Builder<'m, Q> {
         {
             options.clock = manager.clock();
         }
-        let mut controller = Controller::with_queue(name, queue, reconciler, options);
+        let mut controller = Controller::with_queue(name, queue, reconciler, options)
+            .with_primary_kind(
+                self.for_group.as_deref().unwrap_or(""),
+                self.for_kind.as_deref().unwrap_or(""),
+            );
+        if let Some((policy, error_type)) = self.error_policy {
+            let policy = policy
+                .downcast::<ErrorPolicy<R::Error>>()
+                .map_err(|_| ManagerError::Builder {
+                    reason: format!(
+                        "the error policy takes errors of type {error_type}, but the reconciler returns {}",
+                        std::any::type_name::<R::Error>()
+                    ),
+                })?;
+            controller.set_error_policy(*policy);
+        }
+        if let Some(constructor) = self.log_constructor {
+            controller.set_log_constructor(constructor);
+        }
         let ctx = BuildContext {
             filters: self.filters,
             owner: self.owner,
@@ -575,6 +697,7 @@ impl<'m> Builder<'m> {
             return self;
         }
         self.for_kind = Some(kind_name);
+        self.for_group = Some(K::group(&dt).into_owned());
         self.owner = Some(
             EnqueueRequestForOwner::<DynamicObject>::with_dynamic_type(&ApiResource::erase::<K>(
                 &dt,
@@ -592,6 +715,7 @@ impl<'m> Builder<'m> {
             Box::new(|_| Ok(EnqueueRequestForObject)),
             predicates,
             probe,
+            Some(ReconcileReason::ObjectChanged),
         );
         self
     }
@@ -612,6 +736,7 @@ impl<'m> Builder<'m> {
         let Some((kind, _reader, probe)) = source else {
             return self;
         };
+        let child_kind = child.clone();
         let owner: MakeHandler<_, Request> = Box::new(move |ctx| {
             ctx.owner.clone().ok_or_else(|| ManagerError::Builder {
                 reason: format!(
@@ -619,7 +744,10 @@ impl<'m> Builder<'m> {
                 ),
             })
         });
-        self.push_watch(dt, kind, owner, predicates, probe);
+        let reason = ReconcileReason::OwnedObjectChanged {
+            kind: Arc::from(child_kind.as_str()),
+        };
+        self.push_watch(dt, kind, owner, predicates, probe, Some(reason));
         self
     }
 
@@ -762,5 +890,21 @@ impl<'m> Builder<'m> {
         }
         let controller = self.build_objects(reconciler)?;
         manager.register_controller(controller)
+    }
+}
+
+impl SetOptions {
+    /// Whether the builder set `field` (or every option, with [`Builder::options`]).
+    fn is_set(&self, field: crate::defaults::DefaultedOption) -> bool {
+        use crate::defaults::DefaultedOption as F;
+        self.all
+            || match field {
+                F::MaxConcurrentReconciles => self.max_concurrent_reconciles,
+                F::ReconcileTimeout => self.reconcile_timeout,
+                F::RecoverPanic => self.recover_panic,
+                F::CacheSyncTimeout => self.cache_sync_timeout,
+                F::NeedsLeaderElection => self.needs_leader_election,
+                F::Warmup => self.warmup,
+            }
     }
 }

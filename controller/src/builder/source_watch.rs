@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::filter::{EventFilter, passes_filters};
 use crate::controller::Key;
+use crate::reason::{ReconcileReason, with_reason};
 use crate::watch::{BoxError, StartedWatch, Watch};
 
 /// Events a watch's pump moves without awaiting (see `SourceWatch::start`).
@@ -78,6 +79,8 @@ pub struct SourceWatch<K: WatchedObject, S, H, Q = Request> {
     filters: Vec<EventFilter>,
     probe: Option<Probe>,
     resync: Option<Resync<Q>>,
+    /// The reason of the requests its events add (see [`crate::reason`]).
+    reason: ReconcileReason,
 }
 
 impl<K, S, H, Q> SourceWatch<K, S, H, Q>
@@ -113,7 +116,11 @@ where
         predicates: Vec<Box<dyn Predicate<K>>>,
         filters: Vec<EventFilter>,
     ) -> Self {
+        let reason = ReconcileReason::Mapped {
+            kind: Arc::from(K::kind(&dt).as_ref()),
+        };
         SourceWatch {
+            reason,
             dt,
             source,
             handler,
@@ -127,6 +134,18 @@ where
     /// Sets how a sync timeout is explained (by default: the last error in the event stream).
     pub fn with_probe(mut self, probe: Probe) -> Self {
         self.probe = Some(probe);
+        self
+    }
+
+    /// Sets the [reason](crate::reason) of the reconciles its events trigger (by default
+    /// [`ReconcileReason::Mapped`] from the watched kind; the builder's `for_kind` and `owns`
+    /// watches say [`ObjectChanged`](ReconcileReason::ObjectChanged) and
+    /// [`OwnedObjectChanged`](ReconcileReason::OwnedObjectChanged)). An update that changed no
+    /// `resourceVersion` (a periodic resync) and the resync after a lag are
+    /// [`Resync`](ReconcileReason::Resync) whatever this says.
+    #[must_use]
+    pub fn with_reason(mut self, reason: ReconcileReason) -> Self {
+        self.reason = reason;
         self
     }
 
@@ -170,6 +189,7 @@ where
                 source,
                 probe,
                 resync,
+                reason,
             } = *self;
             let name = source.name();
             let last_error = Arc::new(Mutex::new(None::<String>));
@@ -184,7 +204,17 @@ where
                         if predicates.iter().all(|p| p.evaluate(&event))
                             && passes_filters(&filters, &event, &dt)
                         {
-                            handler.handle(&event, &queue);
+                            let reason = match &event {
+                                Event::Update { old, new }
+                                    if old.meta().resource_version.is_some()
+                                        && old.meta().resource_version
+                                            == new.meta().resource_version =>
+                                {
+                                    &ReconcileReason::Resync
+                                }
+                                _ => &reason,
+                            };
+                            with_reason(reason, || handler.handle(&event, &queue));
                         }
                         Ok(true)
                     }
@@ -196,7 +226,7 @@ where
                                 "source lagged; resyncing every object of the primary kind"
                             );
                             *errors.lock() = Some(e.to_string());
-                            resync(&queue);
+                            with_reason(&ReconcileReason::Resync, || resync(&queue));
                             Ok(true)
                         }
                         None => {
