@@ -82,15 +82,16 @@ pub struct ControllerOptions {
     /// only reads, or that coordinates through the API server by other means).
     pub needs_leader_election: bool,
     /// Warm up before leadership (default `false`): under a [`Manager`](crate::Manager) with
-    /// leader election, the controller's watches start and its caches fill at once on every
-    /// replica, and events enqueue requests, but its workers start only once the replica
-    /// leads. A new leader then reconciles at once instead of listing everything first.
+    /// leader election, the controller's watches start at once on every replica and their
+    /// events enqueue requests, but its workers start only once the replica leads. A new
+    /// leader then reconciles at once, with every key already queued, instead of waiting for
+    /// its watches to start and replay the caches.
     ///
-    /// The cost is on the standby replicas: each holds the controller's caches (the same memory
-    /// as the leader's) and a queue of every key they would reconcile (one entry per object, no
-    /// object copies), and each makes the controller's list and watch requests to the API
-    /// server (one list and one open watch per watched kind and scope, shared with other
-    /// informers of the same cache). Without leader election it changes nothing.
+    /// The cost is on the standby replicas. The manager's shared cache already starts a kind's
+    /// informer when a controller of it is built, on every replica (its list and watch requests
+    /// and its memory are paid with or without warmup); warmup adds a queue entry per key (no
+    /// object copies) and the handlers' and predicates' work for each event. It makes no
+    /// extra API requests. Without leader election it changes nothing.
     pub warmup: bool,
     /// Coalesce the events of one request within this window (default `None`: off). The first
     /// event for a request schedules its reconcile `debounce` later; events for it until then

@@ -4,7 +4,7 @@
 //! | [`ErrorAction`] | queue operation | failure history |
 //! |---|---|---|
 //! | [`RateLimited`](ErrorAction::RateLimited) (the default, without a policy) | `add_rate_limited`: the delay grows per the rate limiter | kept (it is what grows the delay) |
-//! | [`RequeueAfter(d)`](ErrorAction::RequeueAfter) | `add_after(d)` | kept: [`Context::retries`](crate::Context::retries) keeps counting |
+//! | [`RequeueAfter(d)`](ErrorAction::RequeueAfter) | `add_after(d)` | left as it is: [`Context::retries`](crate::Context::retries) counts rate-limited retries only |
 //! | [`GiveUp`](ErrorAction::GiveUp) | `forget`: not retried until an event enqueues it again | cleared |
 //!
 //! [Terminal errors](crate::ReconcileError::is_terminal) are never retried and never reach the
