@@ -191,7 +191,7 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
     }
 
     /// Sets the function that makes each reconcile's tracing span (see [`crate::log`]; the
-    /// default is [`default_span`](crate::log::default_span)).
+    /// default is [`crate::log::default_span`]).
     #[must_use]
     pub fn with_log_constructor(
         mut self,

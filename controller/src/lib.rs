@@ -36,6 +36,58 @@
 //! }
 //! ```
 //!
+//! ## The kubebuilder scaffold's `main.rs`
+//!
+//! What `kubebuilder init` generates for a Go operator, in kcr: HTTP/2 off on every server it
+//! runs (the scaffold's answer to the HTTP/2 rapid-reset CVEs: kcr-tls's
+//! [`TlsOptions`](kcr_tls::TlsOptions) default), metrics over HTTPS on `:8443` for callers that
+//! pass a TokenReview and a SubjectAccessReview ([`secure_metrics`]), probes on `:8081`, leader
+//! election on a Lease, and the usual flags' defaults as manager-wide
+//! [controller defaults](ControllerDefaults).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use kcr_controller::secure_metrics::SecureMetrics;
+//! use kcr_controller::{Action, Context, ControllerDefaults, LeaderElectionConfig, Manager};
+//! use kcr_controller::{ManagerOptions, Reconciler, WatchOptions};
+//! use kcr_handler::Request;
+//! use kcr_tls::{TlsOptions, TlsVersion};
+//!
+//! struct Guestbook;
+//! impl Reconciler<Request> for Guestbook {
+//!     type Error = kcr_controller::ClientError;
+//!     async fn reconcile(&self, _request: &Request, _ctx: &Context) -> Result<Action, Self::Error> {
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> anyhow::Result<()> {
+//!     // --enable-http2=false (the default of TlsOptions), TLS 1.2 at least.
+//!     let tls = TlsOptions::new().min_version(TlsVersion::Tls12);
+//!     let options = ManagerOptions::default()
+//!         // --metrics-bind-address=:8443 --metrics-secure=true, the certificate from
+//!         // cert-manager's Secret volume (reloaded when it rotates).
+//!         .metrics_bind_address(":8443")?
+//!         .secure_metrics(SecureMetrics::from_dir("/tmp/k8s-metrics-server/metrics-certs").tls(tls))
+//!         // --health-probe-bind-address=:8081
+//!         .health_probe_bind_address(":8081")?
+//!         // --leader-elect, with the scaffold's lease name.
+//!         .leader_election(LeaderElectionConfig::new("e5f6a7b8.example.com"))
+//!         .field_owner("guestbook-operator")
+//!         .controller_defaults(
+//!             ControllerDefaults::default().cache_sync_timeout(Duration::from_secs(120)),
+//!         );
+//!     let mgr = Manager::new(kube::Client::try_default().await?, options).await?;
+//!     mgr.controller()
+//!         .for_kind::<Deployment>(WatchOptions::new())
+//!         .complete(Guestbook)?;
+//!     mgr.run_until_signal().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! ## One client for every kind
 //!
 //! [`Manager::client`] is controller-runtime's `mgr.GetClient()` ([`kcr_client::Client`]): reads
@@ -127,6 +179,12 @@
 //!
 //! - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].
 //! - [`controller`]: [`Controller`], the worker loop, start-up sync and graceful shutdown.
+//! - [`reason`]: [`ReconcileReason`], why a reconcile runs ([`Context::reason`]).
+//! - [`error_policy`]: [`ErrorAction`], what a controller does with a request whose reconcile
+//!   failed (requeue after, back off, give up).
+//! - [`log`]: each reconcile's tracing span, with controller-runtime's keys by default, or a
+//!   [`LogConstructor`] of the controller's own.
+//! - [`defaults`]: [`ControllerDefaults`], manager-wide controller options.
 //! - [`clock`]: [`Clock`], the time reconcilers read through [`Context::now`], and
 //!   [`ManualClock`], which a test advances by hand (requeues after a delay follow it).
 //! - [`builder`]: [`Builder`] (`for_kind`, `owns`, `watches`, event filters, concurrency, rate

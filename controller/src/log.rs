@@ -9,7 +9,7 @@
 //! | `controller` | the controller's name |
 //! | `controllerGroup` | the API group of its primary kind (empty for the core group, and when it has no primary kind) |
 //! | `controllerKind` | its primary kind (empty when it has none) |
-//! | `namespace`, `name` | the request's, for a [`Request`](kcr_handler::Request)-keyed controller |
+//! | `namespace`, `name` | the request's, for a `Request`-keyed controller |
 //! | `object` | the request as text, for a controller keyed by another type |
 //! | `reconcileID` | a fresh UUID per reconcile ([`Context::reconcile_id`](crate::Context::reconcile_id)) |
 //!

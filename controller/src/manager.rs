@@ -2,9 +2,13 @@
 //!
 //! - a [`kube::Client`], one shared [`Cache`] for every controller's `Kind` watches, and an event
 //!   [`Recorder`] per controller;
-//! - runnables: controllers need leadership, other runnables ([`Manager::add_runnable`]) may run
+//! - runnables: controllers need leadership unless their
+//!   [`needs_leader_election`](crate::ControllerOptions::needs_leader_election) is off (a
+//!   [`warmup`](crate::ControllerOptions::warmup) controller starts its watches before it),
+//!   other runnables ([`Manager::add_runnable`]) may run
 //!   on every replica;
-//! - optional leader election on a `coordination.k8s.io/v1` Lease ([`crate::leader`]): only the
+//! - optional leader election on a `coordination.k8s.io/v1` Lease ([`crate::leader`]), with
+//!   [`Manager::elected`] and [`Manager::leadership`] to follow it: only the
 //!   leader runs controllers; losing the lease stops them and [`Manager::run`] returns
 //!   [`ManagerError::LeaderElection`];
 //! - HTTP: `/healthz` and `/readyz` with named checks (`/readyz` fails until every running
@@ -370,6 +374,11 @@ impl Manager {
                 let tls = secure.server_config()?;
                 let certs = secure.certs.clone();
                 readyz.add(crate::secure_metrics::READYZ_CHECK, move || certs.check())?;
+                if let Some(ca) = secure.tls_options().client_ca_watcher().cloned() {
+                    readyz.add(crate::secure_metrics::READYZ_CLIENT_CA_CHECK, move || {
+                        ca.check()
+                    })?;
+                }
                 Some((Arc::new(auth), tokio_rustls::TlsAcceptor::from(tls)))
             }
             _ => None,

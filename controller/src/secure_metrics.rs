@@ -91,6 +91,9 @@ pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_CACHE_SIZE: usize = 1024;
 /// The readiness check reporting the serving certificate.
 pub const READYZ_CHECK: &str = "metrics-certificate";
+/// The `/readyz` check of the client-CA bundle, when the metrics server requires client
+/// certificates ([`kcr_tls::TlsOptions::client_ca_file`]): failing while no bundle has loaded.
+pub const READYZ_CLIENT_CA_CHECK: &str = "metrics-client-ca";
 
 /// Errors of the secured metrics endpoint.
 #[derive(Debug, thiserror::Error)]
