@@ -40,9 +40,9 @@ use crate::error::ControllerError;
 use crate::error_policy::{ErrorAction, ErrorPolicy};
 use crate::log::{LogConstructor, ReconcileInfo, default_span};
 use crate::metrics::ControllerMetrics;
-use crate::reason::{Reasons, ReconcileReason};
+use crate::reason::{ReconcileReason, reason_of, with_reason, with_tag};
 use crate::reconciler::{Action, Context, ContextShared, ReconcileError, Reconciler};
-use crate::watch::Watch;
+use crate::watch::{BoxError, Watch};
 
 /// The bounds a queue key (a request) must satisfy to be reconciled by a [`Controller`].
 pub trait Key: Hash + Eq + Clone + Send + Sync + fmt::Debug + fmt::Display + 'static {}
@@ -278,9 +278,6 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         let metrics = ControllerMetrics::new(&name);
         metrics.max_concurrent.set(workers as f64);
 
-        // Why each request is reconciled: recorded by the add hook of the queue the watches
-        // add to (the debounce queue, when debouncing).
-        let reasons: Arc<Reasons<K>> = Arc::new(Reasons::new());
         let debounce = options.debounce.filter(|d| !d.is_zero());
         let watch_queue = match debounce {
             Some(_) => WorkQueue::builder(format!("{name}-debounce"))
@@ -288,18 +285,15 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
                 .build(),
             None => queue.clone(),
         };
-        {
-            let reasons = reasons.clone();
-            if !watch_queue.set_add_hook(move |key: &K| reasons.record_current(key)) {
-                tracing::warn!(controller = %name, "the queue has an add hook already: reconcile reasons will be unknown");
-            }
-        }
         let mut forwarder = None;
         if let Some(window) = debounce {
             let (ingress, target) = (watch_queue.clone(), queue.clone());
             forwarder = Some(AbortOnDrop(tokio::spawn(async move {
                 while let Some(item) = ingress.get().await {
-                    target.add_after((*item).clone(), window);
+                    // The reason travels on: the first event's.
+                    with_tag(item.take_tag(), || {
+                        target.add_after((*item).clone(), window)
+                    });
                     item.done();
                 }
             })));
@@ -311,7 +305,7 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         let _stop_watches = watch_stop.clone().drop_guard();
 
         // Start every watch, then wait for all of them to sync.
-        let mut pumps = JoinSet::new();
+        let mut pumps: Pumps = JoinSet::new();
         let mut pending_sync = Vec::with_capacity(watches.len());
         for watch in watches {
             let description = watch.describe();
@@ -331,29 +325,10 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             tracing::info!(controller = %name, watches = pending_sync.len(), "waiting for caches to sync");
             let deadline = tokio::time::Instant::now() + options.cache_sync_timeout;
             for (description, synced, diagnose) in pending_sync {
-                let mut synced = std::pin::pin!(tokio::time::timeout_at(deadline, synced));
-                let res = loop {
-                    tokio::select! {
-                        biased;
-                        _ = shutdown.cancelled() => {
-                            queue.shutdown();
-                            return Ok(());
-                        }
-                        // A watch that fails while others sync (it lost events it cannot
-                        // resync) is the reason to stop, not the sync it may then never finish.
-                        // A pump that ended because its source did is no reason to stop.
-                        Some(done) = pumps.join_next() => {
-                            if let Ok(Err((watch, source))) = done {
-                                queue.shutdown();
-                                return Err(ControllerError::WatchFailed {
-                                    controller: name.to_string(),
-                                    watch,
-                                    source,
-                                });
-                            }
-                        }
-                        res = &mut synced => break res,
-                    }
+                let synced = tokio::time::timeout_at(deadline, synced);
+                let Some(res) = until_stopped(synced, &shutdown, &mut pumps, &queue, &name).await?
+                else {
+                    return Ok(());
                 };
                 match res {
                     Ok(Ok(())) => {}
@@ -384,26 +359,11 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
         }
         if let Some(gate) = start_workers {
             tracing::info!(controller = %name, "caches warm; waiting for leadership to start workers");
-            let mut gate = std::pin::pin!(gate);
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => {
-                        queue.shutdown();
-                        return Ok(());
-                    }
-                    Some(done) = pumps.join_next() => {
-                        if let Ok(Err((watch, source))) = done {
-                            queue.shutdown();
-                            return Err(ControllerError::WatchFailed {
-                                controller: name.to_string(),
-                                watch,
-                                source,
-                            });
-                        }
-                    }
-                    _ = &mut gate => break,
-                }
+            if until_stopped(gate, &shutdown, &mut pumps, &queue, &name)
+                .await?
+                .is_none()
+            {
+                return Ok(());
             }
         }
         tracing::info!(controller = %name, workers, "starting workers");
@@ -423,7 +383,6 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             }),
             manual_requeues: Arc::default(),
             next_requeue: AtomicU64::new(0),
-            reasons,
             error_policy,
             log_constructor,
             group,
@@ -520,8 +479,6 @@ struct Worker<K: Key, R: Reconciler<K>> {
     manual_requeues: Arc<Mutex<HashMap<K, u64>>>,
     /// The next requeue token.
     next_requeue: AtomicU64,
-    /// Why each waiting request was added.
-    reasons: Arc<Reasons<K>>,
     error_policy: Option<ErrorPolicy<R::Error>>,
     log_constructor: Option<LogConstructor<K>>,
     group: Arc<str>,
@@ -546,7 +503,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
     async fn process(&self, item: WorkItem<K>) {
         let request: &K = &item;
         let reconcile_id = new_reconcile_id();
-        let reason = self.reasons.take(request);
+        let reason = reason_of(item.take_tag());
         let info = ReconcileInfo {
             controller: &self.name,
             group: &self.group,
@@ -633,9 +590,16 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             if requeues.get(&request) == Some(&token) {
                 requeues.remove(&request);
                 drop(requeues);
-                queue.add(request);
+                with_reason(&ReconcileReason::Requeue, || queue.add(request));
             }
         })
+    }
+
+    /// Adds `request` back after the rate limiter's delay, as a retry after an error.
+    fn retry_rate_limited(&self, request: &K) {
+        with_reason(&ReconcileReason::ErrorRetry, || {
+            self.queue.add_rate_limited(request.clone())
+        });
     }
 
     /// Maps a reconcile's outcome onto the queue and the metrics.
@@ -658,9 +622,10 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
                     if retries > 0 {
                         self.queue.forget(request);
                     }
-                    self.reasons.record(request, ReconcileReason::Requeue);
                     if !self.requeue_on_manual_clock(request, delay) {
-                        self.queue.add_after(request.clone(), delay);
+                        with_reason(&ReconcileReason::Requeue, || {
+                            self.queue.add_after(request.clone(), delay)
+                        });
                     }
                     m.result_requeue_after.increment(1);
                 }
@@ -678,13 +643,13 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
                         .map_or(ErrorAction::RateLimited, |policy| policy(&e, ctx));
                     match action {
                         ErrorAction::RateLimited => {
-                            self.reasons.record(request, ReconcileReason::ErrorRetry);
-                            self.queue.add_rate_limited(request.clone());
+                            self.retry_rate_limited(request);
                             tracing::error!(parent: span, error = %e, "reconciler error; retrying with backoff");
                         }
                         ErrorAction::RequeueAfter(delay) => {
-                            self.reasons.record(request, ReconcileReason::ErrorRetry);
-                            self.queue.add_after(request.clone(), delay);
+                            with_reason(&ReconcileReason::ErrorRetry, || {
+                                self.queue.add_after(request.clone(), delay)
+                            });
                             tracing::error!(parent: span, error = %e, ?delay, "reconciler error; retrying after the error policy's delay");
                         }
                         ErrorAction::GiveUp => {
@@ -697,8 +662,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             Outcome::Panic(payload) => {
                 m.panics.increment(1);
                 m.count_error();
-                self.reasons.record(request, ReconcileReason::ErrorRetry);
-                self.queue.add_rate_limited(request.clone());
+                self.retry_rate_limited(request);
                 tracing::error!(
                     parent: span,
                     request = %request,
@@ -709,8 +673,7 @@ impl<K: Key, R: Reconciler<K>> Worker<K, R> {
             Outcome::Timeout(t) => {
                 m.timeouts.increment(1);
                 m.count_error();
-                self.reasons.record(request, ReconcileReason::ErrorRetry);
-                self.queue.add_rate_limited(request.clone());
+                self.retry_rate_limited(request);
                 tracing::error!(parent: span, timeout = ?t, "reconcile timed out; retrying with backoff");
             }
         }
@@ -738,6 +701,45 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
         s
     } else {
         "<non-string panic payload>"
+    }
+}
+
+/// The watch pumps a controller runs: each ends with the watch's description and error when
+/// its source lost events it cannot resync.
+type Pumps = JoinSet<Result<(), (String, BoxError)>>;
+
+/// Waits for `fut` while the controller starts (its caches syncing, or a warm standby waiting
+/// for leadership): `Ok(None)` when `shutdown` comes first (the queue is shut down), an error
+/// when a watch fails meanwhile (it lost events it cannot resync: the reason to stop, not the
+/// wait it may then never finish). A pump that ended because its source did is no reason to
+/// stop.
+async fn until_stopped<T, K: Key>(
+    fut: impl Future<Output = T>,
+    shutdown: &CancellationToken,
+    pumps: &mut Pumps,
+    queue: &WorkQueue<K>,
+    name: &str,
+) -> Result<Option<T>, ControllerError> {
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => {
+                queue.shutdown();
+                return Ok(None);
+            }
+            Some(done) = pumps.join_next() => {
+                if let Ok(Err((watch, source))) = done {
+                    queue.shutdown();
+                    return Err(ControllerError::WatchFailed {
+                        controller: name.to_string(),
+                        watch,
+                        source,
+                    });
+                }
+            }
+            res = &mut fut => return Ok(Some(res)),
+        }
     }
 }
 

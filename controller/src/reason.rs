@@ -12,21 +12,17 @@
 //! | [`Unknown`](ReconcileReason::Unknown) | a request added to the queue by other code |
 //!
 //! Requests are de-duplicated: when several triggers for one request arrive before it is
-//! reconciled, the reconcile runs once and reports the **first** of them. Reasons are recorded
-//! through the queue's add hook ([`kcr_queue::WorkQueue::set_add_hook`]), which the controller
-//! installs when it runs; a hook installed on the queue by other code first means every reason
-//! is `Unknown` (the controller logs a warning).
+//! reconciled, the reconcile runs once and reports the **first** of them. Reasons travel with
+//! the key in the queue as add tags ([`kcr_queue::queue::with_add_tag`]): a watch tags the adds
+//! its handler makes, the controller tags its requeues and retries. Adds made by other code
+//! (on [`Controller::queue`](crate::Controller::queue)) are untagged: `Unknown`.
 //!
-//! Cost: one thread-local read per add and, for an add made by a watch, one insert into a
-//! per-controller map (removed when the request is reconciled).
+//! Cost: one thread-local read per add and a word in the key's queue slot; no map, no lock.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::Hash;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 /// Why a reconcile runs; see the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -69,60 +65,67 @@ impl fmt::Display for ReconcileReason {
     }
 }
 
-thread_local! {
-    /// The reason of the adds the current thread is making (set by a watch's pump around its
-    /// handler, which adds synchronously).
-    static CURRENT: RefCell<Option<ReconcileReason>> = const { RefCell::new(None) };
+/// The queue tags of the reasons every controller has; the others are interned from
+/// [`FIRST_INTERNED`].
+const TAG_OBJECT_CHANGED: u32 = 1;
+const TAG_RESYNC: u32 = 2;
+const TAG_REQUEUE: u32 = 3;
+const TAG_ERROR_RETRY: u32 = 4;
+const FIRST_INTERNED: u32 = 5;
+
+/// The reasons naming a kind (owned, mapped), interned: a process has a few (one per watched
+/// kind), interned when a watch starts, never per event.
+static INTERNED: RwLock<Vec<ReconcileReason>> = RwLock::new(Vec::new());
+
+/// The queue tag of `reason` (see [`kcr_queue::queue::with_add_tag`]).
+pub(crate) fn tag_of(reason: &ReconcileReason) -> u32 {
+    match reason {
+        ReconcileReason::Unknown => 0,
+        ReconcileReason::ObjectChanged => TAG_OBJECT_CHANGED,
+        ReconcileReason::Resync => TAG_RESYNC,
+        ReconcileReason::Requeue => TAG_REQUEUE,
+        ReconcileReason::ErrorRetry => TAG_ERROR_RETRY,
+        ReconcileReason::OwnedObjectChanged { .. } | ReconcileReason::Mapped { .. } => {
+            if let Some(i) = INTERNED.read().iter().position(|r| r == reason) {
+                return FIRST_INTERNED + i as u32;
+            }
+            let mut interned = INTERNED.write();
+            let i = match interned.iter().position(|r| r == reason) {
+                Some(i) => i,
+                None => {
+                    interned.push(reason.clone());
+                    interned.len() - 1
+                }
+            };
+            FIRST_INTERNED + i as u32
+        }
+    }
 }
 
-/// Runs `f` with `reason` as the reason of every add it makes on this thread.
+/// The reason of a queue tag (`Unknown` for 0 and for tags no controller made).
+pub(crate) fn reason_of(tag: u32) -> ReconcileReason {
+    match tag {
+        TAG_OBJECT_CHANGED => ReconcileReason::ObjectChanged,
+        TAG_RESYNC => ReconcileReason::Resync,
+        TAG_REQUEUE => ReconcileReason::Requeue,
+        TAG_ERROR_RETRY => ReconcileReason::ErrorRetry,
+        t if t >= FIRST_INTERNED => INTERNED
+            .read()
+            .get((t - FIRST_INTERNED) as usize)
+            .cloned()
+            .unwrap_or_default(),
+        _ => ReconcileReason::Unknown,
+    }
+}
+
+/// Runs `f` with its adds (on this thread) tagged with the tag `tag_of` gave.
+pub(crate) fn with_tag<T>(tag: u32, f: impl FnOnce() -> T) -> T {
+    kcr_queue::queue::with_add_tag(tag, f)
+}
+
+/// Runs `f` with its adds (on this thread) tagged `reason`.
 pub(crate) fn with_reason<T>(reason: &ReconcileReason, f: impl FnOnce() -> T) -> T {
-    struct Reset(Option<ReconcileReason>);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            let previous = self.0.take();
-            CURRENT.with(|c| *c.borrow_mut() = previous);
-        }
-    }
-    let previous = CURRENT.with(|c| c.borrow_mut().replace(reason.clone()));
-    let _reset = Reset(previous);
-    f()
-}
-
-/// The reason of each request waiting to be reconciled (first trigger wins).
-pub(crate) struct Reasons<K> {
-    map: Mutex<HashMap<K, ReconcileReason>>,
-}
-
-impl<K: Hash + Eq + Clone> Reasons<K> {
-    pub(crate) fn new() -> Self {
-        Reasons {
-            map: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Records the reason of the add being made on this thread, if a watch set one.
-    pub(crate) fn record_current(&self, key: &K) {
-        let current = CURRENT.with(|c| c.borrow().clone());
-        if let Some(reason) = current {
-            self.record(key, reason);
-        }
-    }
-
-    /// Records `reason` for `key` unless an earlier trigger is pending.
-    pub(crate) fn record(&self, key: &K, reason: ReconcileReason) {
-        self.map.lock().entry(key.clone()).or_insert(reason);
-    }
-
-    /// Takes the reason of `key`'s reconcile (`Unknown` when none was recorded).
-    pub(crate) fn take(&self, key: &K) -> ReconcileReason {
-        self.map.lock().remove(key).unwrap_or_default()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.map.lock().len()
-    }
+    with_tag(tag_of(reason), f)
 }
 
 #[cfg(test)]
@@ -130,26 +133,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn first_trigger_wins_and_take_clears() {
-        let reasons = Reasons::<u32>::new();
-        reasons.record_current(&1);
-        assert_eq!(reasons.len(), 0, "no reason outside with_reason");
-        with_reason(&ReconcileReason::ObjectChanged, || {
-            reasons.record_current(&1);
-            with_reason(&ReconcileReason::Resync, || reasons.record_current(&2));
-            reasons.record_current(&3);
-        });
-        reasons.record(&1, ReconcileReason::Requeue);
-        assert_eq!(reasons.take(&1), ReconcileReason::ObjectChanged);
-        assert_eq!(reasons.take(&1), ReconcileReason::Unknown);
-        assert_eq!(reasons.take(&2), ReconcileReason::Resync);
-        assert_eq!(
-            reasons.take(&3),
+    fn every_reason_round_trips_through_its_tag() {
+        let kind: Arc<str> = Arc::from("Job");
+        let reasons = [
+            ReconcileReason::Unknown,
             ReconcileReason::ObjectChanged,
-            "the outer reason is restored"
-        );
-        reasons.record_current(&4);
-        assert_eq!(reasons.take(&4), ReconcileReason::Unknown, "reset after");
+            ReconcileReason::OwnedObjectChanged { kind: kind.clone() },
+            ReconcileReason::Mapped { kind: kind.clone() },
+            ReconcileReason::Mapped {
+                kind: Arc::from("Pod"),
+            },
+            ReconcileReason::Resync,
+            ReconcileReason::Requeue,
+            ReconcileReason::ErrorRetry,
+        ];
+        let tags: Vec<u32> = reasons.iter().map(tag_of).collect();
+        for (reason, tag) in reasons.iter().zip(&tags) {
+            assert_eq!(&reason_of(*tag), reason);
+            assert_eq!(tag_of(reason), *tag, "interned once");
+        }
+        let mut distinct = tags.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), tags.len(), "{tags:?}");
+        assert_eq!(reason_of(u32::MAX), ReconcileReason::Unknown);
+    }
+
+    #[tokio::test]
+    async fn tagged_adds_carry_their_reason_through_the_queue() {
+        let queue = kcr_queue::WorkQueue::<u32>::builder("reasons")
+            .metrics(false)
+            .build();
+        with_reason(&ReconcileReason::Resync, || queue.add(1));
+        queue.add(2);
+        let one = queue.get().await.unwrap();
+        assert_eq!(reason_of(one.take_tag()), ReconcileReason::Resync);
+        let two = queue.get().await.unwrap();
+        assert_eq!(reason_of(two.take_tag()), ReconcileReason::Unknown);
     }
 
     #[test]

@@ -54,6 +54,14 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkItem<T> {
         &self.slot.key
     }
 
+    /// Takes the key's add tag: the tag of the first add made under
+    /// [`with_add_tag`](crate::queue::with_add_tag) since the key was last taken, or 0 when no
+    /// tagged add came. The next call returns 0 until another tagged add comes. Take it when
+    /// the work starts: a tagged add while the key is in flight then tags its next hand-out.
+    pub fn take_tag(&self) -> u32 {
+        self.slot.tag.swap(0, std::sync::atomic::Ordering::AcqRel)
+    }
+
     /// The queue the key came from.
     pub fn queue(&self) -> &WorkQueue<T> {
         &self.queue

@@ -751,3 +751,28 @@ async fn add_all_wakes_every_waiting_getter_it_has_keys_for() {
     q.add_all([1, 2], 0);
     assert_eq!(q.len(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn add_tags_follow_the_first_add_through_delays_and_in_flight_adds() {
+    use kcr_queue::queue::with_add_tag;
+    let q = WorkQueue::<&str>::builder("tags").metrics(false).build();
+    // A delayed add keeps its tag until it is due; an untagged add of the same key later does
+    // not clear it.
+    with_add_tag(3, || q.add_after("late", Duration::from_secs(5)));
+    q.add_after("late", Duration::from_secs(1));
+    let late = q.get().await.unwrap();
+    assert_eq!((*late, late.take_tag()), ("late", 3));
+    // An add while in flight (after the worker took the tag) tags the next hand-out.
+    with_add_tag(9, || q.add("late"));
+    late.done();
+    let again = q.get().await.unwrap();
+    assert_eq!((*again, again.take_tag()), ("late", 9));
+    again.done();
+    // Batched adds are tagged too; the tag is restored after the closure.
+    with_add_tag(4, || q.add_all(["x", "y"], kcr_queue::DEFAULT_PRIORITY));
+    q.add("z");
+    for (key, tag) in [("x", 4), ("y", 4), ("z", 0)] {
+        let item = q.get().await.unwrap();
+        assert_eq!((*item, item.take_tag()), (key, tag));
+    }
+}

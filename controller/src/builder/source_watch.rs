@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::filter::{EventFilter, passes_filters};
 use crate::controller::Key;
-use crate::reason::{ReconcileReason, with_reason};
+use crate::reason::{ReconcileReason, tag_of, with_tag};
 use crate::watch::{BoxError, StartedWatch, Watch};
 
 /// Events a watch's pump moves without awaiting (see `SourceWatch::start`).
@@ -192,6 +192,9 @@ where
                 reason,
             } = *self;
             let name = source.name();
+            // Interned once here, not per event.
+            let tag = tag_of(&reason);
+            let resync_tag = tag_of(&ReconcileReason::Resync);
             let last_error = Arc::new(Mutex::new(None::<String>));
             let errors = last_error.clone();
             let mut events = started.events;
@@ -204,17 +207,12 @@ where
                         if predicates.iter().all(|p| p.evaluate(&event))
                             && passes_filters(&filters, &event, &dt)
                         {
-                            let reason = match &event {
-                                Event::Update { old, new }
-                                    if old.meta().resource_version.is_some()
-                                        && old.meta().resource_version
-                                            == new.meta().resource_version =>
-                                {
-                                    &ReconcileReason::Resync
-                                }
-                                _ => &reason,
-                            };
-                            with_reason(reason, || handler.handle(&event, &queue));
+                            // An update that changed no resourceVersion is a periodic resync.
+                            let is_resync = matches!(&event, Event::Update { old, new }
+                                if old.meta().resource_version.is_some()
+                                    && old.meta().resource_version == new.meta().resource_version);
+                            let tag = if is_resync { resync_tag } else { tag };
+                            with_tag(tag, || handler.handle(&event, &queue));
                         }
                         Ok(true)
                     }
@@ -226,7 +224,7 @@ where
                                 "source lagged; resyncing every object of the primary kind"
                             );
                             *errors.lock() = Some(e.to_string());
-                            with_reason(&ReconcileReason::Resync, || resync(&queue));
+                            with_tag(resync_tag, || resync(&queue));
                             Ok(true)
                         }
                         None => {

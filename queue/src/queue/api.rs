@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::add_side::{AddCounts, AddSide, Added, Signal};
 use super::shared::{Inner, Mode, Padded};
+use super::tag::{current_tag, mark_tag};
 use super::work_side::WorkSide;
 use super::{ADD_ALL_CHUNK, DEFAULT_PRIORITY, LAZY_DELAY_MAX, SWEEP_SLACK};
 use crate::FastMap;
@@ -122,7 +123,6 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
                 limiter,
                 metrics,
                 epoch: Instant::now(),
-                add_hook: std::sync::OnceLock::new(),
             }),
         };
         queue.spawn_unfinished_refresher();
@@ -161,16 +161,16 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// that is already waiting keeps the higher of its priorities.
     pub fn add_with_priority(&self, item: T, priority: i32) {
         let inner = &*self.inner;
-        if let Some(hook) = inner.add_hook.get() {
-            hook(&item);
-        }
+        let tag = current_tag();
         let now = inner.metrics_now().unwrap_or(0);
         let mut adds = inner.adds.lock();
         if inner.mode() != Mode::Running {
             return;
         }
-        let (added, pending) =
-            adds.with_slot(item, |counts, slot| counts.add_ready(slot, priority, now));
+        let (added, pending) = adds.with_slot(item, |counts, slot| {
+            mark_tag(slot, tag);
+            counts.add_ready(slot, priority, now)
+        });
         let wake = pending.is_some_and(|p| adds.push(p, &inner.signal, &inner.waiters));
         drop(adds);
         if wake {
@@ -216,9 +216,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub fn add_all(&self, items: impl IntoIterator<Item = T>, priority: i32) {
         let items: Vec<T> = items.into_iter().collect();
         let inner = &*self.inner;
-        if let Some(hook) = inner.add_hook.get() {
-            items.iter().for_each(|item| hook(item));
-        }
+        let tag = current_tag();
         let now = inner.metrics_now().unwrap_or(0);
         let (mut ready, mut dirty) = (0u64, 0u64);
         // Keys made ready at a higher priority than `priority` (a delayed key keeps its
@@ -238,8 +236,10 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             // concurrent consumer's throughput by more than half).
             let mut wake = false;
             for item in items.by_ref().take(ADD_ALL_CHUNK) {
-                let (added, pending) =
-                    adds.with_slot(item, |counts, slot| counts.add_ready(slot, priority, now));
+                let (added, pending) = adds.with_slot(item, |counts, slot| {
+                    mark_tag(slot, tag);
+                    counts.add_ready(slot, priority, now)
+                });
                 if let Some(p) = pending {
                     wake |= adds.push(p, &inner.signal, &inner.waiters);
                 }
@@ -288,9 +288,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             return self.add_with_priority(item, priority);
         }
         let inner = &*self.inner;
-        if let Some(hook) = inner.add_hook.get() {
-            hook(&item);
-        }
+        let tag = current_tag();
         let delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
         let lazy = delay <= LAZY_DELAY_MAX;
         // An exactly timed delay reads the clock before taking any lock.
@@ -304,6 +302,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             return;
         }
         let pending = adds.with_slot(item, |counts, slot| {
+            mark_tag(slot, tag);
             counts.add_delayed(slot, priority, at, lazy, || inner.now())
         });
         let wake = pending.is_some_and(|p| adds.push(p, &inner.signal, &inner.waiters));

@@ -81,12 +81,12 @@
 //! element that makes the inbox non-empty; the woken getter takes the whole inbox and wakes the
 //! next sleeping getter while keys are left. A busy queue makes no wake-up calls at all.
 
-mod add_hook;
 mod add_side;
 mod api;
 mod shared;
 mod shutdown;
 mod slot;
+mod tag;
 #[cfg(test)]
 mod tests;
 mod timers;
@@ -97,6 +97,7 @@ use std::time::Duration;
 
 pub use api::{WorkQueue, WorkQueueBuilder};
 pub(crate) use slot::KeySlot;
+pub use tag::with_add_tag;
 
 /// Priority of ordinary adds ([`WorkQueue::add`]).
 pub const DEFAULT_PRIORITY: i32 = 0;

@@ -55,8 +55,6 @@ pub(crate) struct Inner<T> {
     pub(super) limiter: Box<dyn RateLimiter<T>>,
     pub(super) metrics: Option<QueueMetrics>,
     pub(super) epoch: Instant,
-    /// Called with each key given to an add (see [`WorkQueue::set_add_hook`](super::WorkQueue::set_add_hook)).
-    pub(super) add_hook: std::sync::OnceLock<super::add_hook::AddHook<T>>,
 }
 
 impl<T> Inner<T> {

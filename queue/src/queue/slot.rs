@@ -2,7 +2,7 @@
 //! numbers, and the two compare-and-swap transitions both sides use (`make_ready`, `claim`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use super::DEFAULT_PRIORITY;
 
@@ -54,6 +54,9 @@ pub(crate) struct KeySlot<T> {
     pub(super) delay_at: AtomicU64,
     /// When the key became ready or dirty (metrics only).
     pub(super) since: AtomicU64,
+    /// The add tag of the first tagged add since the key was last handed out (0: none; see
+    /// [`crate::queue::with_add_tag`]).
+    pub(crate) tag: AtomicU32,
 }
 
 impl<T> KeySlot<T> {
@@ -65,6 +68,7 @@ impl<T> KeySlot<T> {
             delay_prio: AtomicI32::new(DEFAULT_PRIORITY),
             delay_at: AtomicU64::new(0),
             since: AtomicU64::new(0),
+            tag: AtomicU32::new(0),
         }
     }
 
