@@ -104,15 +104,23 @@ fn check_page(page: &Path, update: bool) -> Vec<String> {
 }
 
 fn pages() -> Vec<PathBuf> {
-    let dir = root().join("docs/guide/src");
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
+    let mut pages = Vec::new();
+    collect_pages(&root().join("docs/guide/src"), &mut pages);
     pages.sort();
     pages
+}
+
+/// Every `.md` file below `dir`, sub-folders (chapters) included.
+fn collect_pages(dir: &Path, pages: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+        if path.is_dir() {
+            collect_pages(&path, pages);
+        } else if path.extension().is_some_and(|x| x == "md") {
+            pages.push(path);
+        }
+    }
 }
 
 #[test]
