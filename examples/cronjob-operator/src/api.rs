@@ -25,6 +25,7 @@ pub const SCHEDULED_AT_ANNOTATION: &str = "batch.example.kcr.dev/scheduled-at";
 /// The condition type telling whether `spec.schedule` is a schedule the controller can follow.
 pub const SCHEDULE_VALID: &str = "ScheduleValid";
 
+// ANCHOR: spec
 /// What a CronJob should do: run a Job from `jobTemplate` at every time `schedule` names.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -74,7 +75,9 @@ pub struct CronJobSpec {
     #[schemars(range(min = 0))]
     pub failed_jobs_history_limit: Option<i32>,
 }
+// ANCHOR_END: spec
 
+// ANCHOR: policy
 /// What happens when a run is due while an earlier run's Job is still active.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum ConcurrencyPolicy {
@@ -87,7 +90,9 @@ pub enum ConcurrencyPolicy {
     /// Delete the active Jobs, then start the new one.
     Replace,
 }
+// ANCHOR_END: policy
 
+// ANCHOR: status
 /// What the controller observed. Reconstituted from the owned Jobs on every reconcile.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -104,3 +109,4 @@ pub struct CronJobStatus {
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }
+// ANCHOR_END: status

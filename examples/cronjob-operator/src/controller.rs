@@ -62,6 +62,7 @@ const OWNER_INDEX: &str = "cronjob-owner-uid";
 /// mgr.run_until_signal().await?;
 /// # Ok(()) }
 /// ```
+// ANCHOR: add_to_manager
 pub fn add_to_manager(mgr: &Manager, namespace: Option<&str>) -> anyhow::Result<()> {
     let mut cronjobs = WatchOptions::new().predicate(GenerationChanged);
     let mut owned_jobs = WatchOptions::new();
@@ -89,13 +90,16 @@ pub fn add_to_manager(mgr: &Manager, namespace: Option<&str>) -> anyhow::Result<
         .complete_objects(reconciler)?;
     Ok(())
 }
+// ANCHOR_END: add_to_manager
 
+// ANCHOR: owner_uid
 /// The uid of a Job's controller, when that is a CronJob of ours.
 fn owner_uid(job: &Job) -> Option<String> {
     let owner = controller_of(job)?;
     let group = owner.api_version.split_once('/').map(|(g, _)| g);
     (group == Some(GROUP) && owner.kind == "CronJob").then(|| owner.uid.clone())
 }
+// ANCHOR_END: owner_uid
 
 /// The longest note an Event may carry (bytes); the API server refuses longer ones.
 const MAX_NOTE: usize = 1024;
@@ -132,11 +136,13 @@ pub enum Error {
     Index(#[from] IndexError),
 }
 
+// ANCHOR: errors
 impl ReconcileError for Error {
     fn is_terminal(&self) -> bool {
         matches!(self, Error::Schedule(_) | Error::InvalidJob { .. })
     }
 }
+// ANCHOR_END: errors
 
 /// `Err(Error::Api)` naming what was being done.
 fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -196,6 +202,7 @@ fn reference(job: &Job) -> ObjectReference {
     }
 }
 
+// ANCHOR: reconcile_start
 impl ObjectReconciler for CronJobReconciler {
     type Object = CronJob;
     type Error = Error;
@@ -206,7 +213,9 @@ impl ObjectReconciler for CronJobReconciler {
         let namespace = cronjob.namespace().unwrap_or_default();
         let jobs: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
         let spec = &cronjob.spec;
+        // ANCHOR_END: reconcile_start
 
+        // ANCHOR: list_jobs
         // 1. The Jobs this CronJob owns, oldest run first.
         let uid = cronjob.uid().unwrap_or_default();
         let mut children = self.jobs.by_index(OWNER_INDEX, &uid)?;
@@ -227,7 +236,9 @@ impl ObjectReconciler for CronJobReconciler {
             of_state(JobState::Failed),
         );
         tracing::debug!(%name, active = active.len(), succeeded = succeeded.len(), failed = failed.len(), "jobs");
+        // ANCHOR_END: list_jobs
 
+        // ANCHOR: status
         // 2. The status, rebuilt from them.
         let old_status = cronjob.status.clone().unwrap_or_default();
         let latest_job = children.iter().filter_map(|j| scheduled_time(j)).max();
@@ -237,6 +248,7 @@ impl ObjectReconciler for CronJobReconciler {
             last_schedule_time: last_run.max(latest_job).map(Time),
             conditions: old_status.conditions.clone(),
         };
+        // ANCHOR_END: status
 
         // 3. History limits: best effort, a failure is retried at the next reconcile.
         self.delete_oldest(&jobs, &succeeded, spec.successful_jobs_history_limit)
@@ -244,6 +256,7 @@ impl ObjectReconciler for CronJobReconciler {
         self.delete_oldest(&jobs, &failed, spec.failed_jobs_history_limit)
             .await;
 
+        // ANCHOR: schedule
         // 4. The schedule: one that cannot be followed is reported and not retried.
         let parsed = Schedule::parse(&spec.schedule);
         let schedule = parsed.and_then(|s| s.next_after(now).map(|next| (s, next)));
@@ -265,7 +278,9 @@ impl ObjectReconciler for CronJobReconciler {
             self.write_status(&cronjob, &old_status, &status).await?;
             return Ok(Action::done());
         }
+        // ANCHOR_END: schedule
 
+        // ANCHOR: run
         // 6. The run that is due, if any.
         let since = status.last_schedule_time.as_ref().map(|t| t.0);
         let since = since.or_else(|| cronjob.creation_timestamp().map(|t| t.0));
@@ -294,7 +309,9 @@ impl ObjectReconciler for CronJobReconciler {
                 status.last_schedule_time = Some(Time(run));
             }
         }
+        // ANCHOR_END: run
 
+        // ANCHOR: requeue
         // 7. Status, and back when the next run is due (counted from the time now, which
         // under a test's clock may have moved during this reconcile).
         self.write_status(&cronjob, &old_status, &status).await?;
@@ -304,6 +321,7 @@ impl ObjectReconciler for CronJobReconciler {
         ))
     }
 }
+// ANCHOR_END: requeue
 
 impl CronJobReconciler {
     /// Deletes the oldest of `finished` (sorted oldest first) beyond `limit`.
@@ -415,6 +433,7 @@ async fn delete(jobs: &Api<Job>, job: &Job) -> Result<(), Error> {
     }
 }
 
+// ANCHOR: job_for
 /// The Job of `run`: the template's spec, labels and annotations, the scheduled time, and the
 /// CronJob as its controller.
 fn job_for(cronjob: &CronJob, run: Timestamp) -> Result<Job, OwnerError> {
@@ -436,6 +455,7 @@ fn job_for(cronjob: &CronJob, run: Timestamp) -> Result<Job, OwnerError> {
     set_controller_reference(cronjob, &mut job)?;
     Ok(job)
 }
+// ANCHOR_END: job_for
 
 /// Sets the `ScheduleValid` condition: `True`, or `False` with the `problem`. Its transition
 /// time is kept while its status holds.

@@ -15,6 +15,7 @@ use kcr_testkit::{consistently, eventually, that_ok};
 use kube::ResourceExt;
 use support::{HOLD, Harness, WAIT, created, job_name, plus};
 
+// ANCHOR: tutorial_test
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_run_creates_a_job_that_status_lists_while_it_is_active() -> anyhow::Result<()>
 {
@@ -80,3 +81,4 @@ async fn a_scheduled_run_creates_a_job_that_status_lists_while_it_is_active() ->
 
     h.stop().await
 }
+// ANCHOR_END: tutorial_test

@@ -42,6 +42,7 @@ pub struct Harness {
 }
 
 impl Harness {
+    // ANCHOR: harness_start
     /// A namespace named after `test`, the CRD, and the controller running on a manual clock
     /// that reads the current time and then stands still.
     pub async fn start(test: &str) -> anyhow::Result<Harness> {
@@ -65,6 +66,7 @@ impl Harness {
             running,
         })
     }
+    // ANCHOR_END: harness_start
 
     /// Stops the manager, failing if it had failed.
     pub async fn stop(self) -> anyhow::Result<()> {
