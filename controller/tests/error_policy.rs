@@ -250,3 +250,37 @@ async fn without_debounce_every_event_after_a_reconcile_reconciles() {
         .collect();
     assert_eq!(secs, [0, 3, 6]);
 }
+
+/// An object reconciler of ConfigMaps that always fails with `Error::NotYet`.
+struct NotYetObjects;
+
+impl kcr_controller::ObjectReconciler for NotYetObjects {
+    type Object = k8s_openapi::api::core::v1::ConfigMap;
+    type Error = Error;
+    async fn reconcile(&self, _object: Arc<Self::Object>, _ctx: &Context) -> Result<Action, Error> {
+        Err(Error::NotYet)
+    }
+}
+
+#[tokio::test]
+async fn an_object_reconcilers_policy_takes_its_own_error_type() {
+    let ns = kcr_envtest::TestNamespace::new("objpolicy").await.unwrap();
+    let cache = kcr_source::Cache::new(ns.client());
+    let built = Builder::new()
+        .cache(cache.clone())
+        .for_kind::<k8s_openapi::api::core::v1::ConfigMap>(kcr_controller::WatchOptions::new())
+        .error_policy(policy)
+        .build_objects(NotYetObjects);
+    assert!(built.is_ok(), "{:?}", built.err());
+    let mismatch = Builder::new()
+        .cache(cache)
+        .named("mismatch")
+        .for_kind::<k8s_openapi::api::core::v1::ConfigMap>(kcr_controller::WatchOptions::new())
+        .error_policy(|_: &kube::Error, _: &Context| ErrorAction::GiveUp)
+        .build_objects(NotYetObjects);
+    assert!(
+        matches!(mismatch, Err(ManagerError::Builder { .. })),
+        "{:?}",
+        mismatch.err()
+    );
+}

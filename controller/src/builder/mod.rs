@@ -426,7 +426,9 @@ impl<'m, Q: Key> Builder<'m, Q> {
 
     /// Sets the error policy: what to do with a request whose reconcile returned a
     /// non-terminal error `E` (see [`crate::error_policy`]). `E` must be the reconciler's error
-    /// type; [`build`](Self::build) fails with [`ManagerError::Builder`] otherwise.
+    /// type (for [`complete_objects`](Builder::complete_objects), the
+    /// [`ObjectReconciler`]'s own error type, or [`FromCacheError`](crate::FromCacheError) of
+    /// it); [`build`](Self::build) fails with [`ManagerError::Builder`] otherwise.
     #[must_use]
     pub fn error_policy<E: ReconcileError>(
         mut self,
@@ -853,6 +855,21 @@ impl<'m> Builder<'m> {
     {
         if let Some(error) = self.error.take() {
             return Err(error);
+        }
+        // An error policy of the object reconciler's own error type sees the errors it
+        // returns; a read of the cache that failed is terminal and never reaches it.
+        if let Some((policy, error_type)) = self.error_policy.take() {
+            self.error_policy = Some(match policy.downcast::<ErrorPolicy<R::Error>>() {
+                Ok(own) => {
+                    let wrapped: ErrorPolicy<crate::FromCacheError<R::Error>> =
+                        Arc::new(move |error, ctx| match error {
+                            crate::FromCacheError::Reconcile(e) => own(e, ctx),
+                            crate::FromCacheError::Read(_) => ErrorAction::GiveUp,
+                        });
+                    (Box::new(wrapped), error_type)
+                }
+                Err(policy) => (policy, error_type),
+            });
         }
         let wanted = short_type_name(std::any::type_name::<R::Object>());
         let reader = self
