@@ -59,8 +59,11 @@
 //! requests. What exists on some backends only is a typed [`EnvtestError::Unsupported`]: the
 //! builder's `history_window` and `bookmark_interval` on the real and existing backends, its
 //! `nodes` and `add_nodes` on an existing cluster (no Nodes are created in a cluster that is
-//! not the test's own), its `kubeconfig_path` on the others; `direct_kubeconfig` and `add_user`
-//! everywhere but the real backend; `client_as` and `client_for_service_account` in process.
+//! not the test's own), its `kubeconfig_path` on the others, its
+//! `admission_control_config_file` (kube-apiserver's admission configuration, e.g. the client
+//! certificates its webhook calls present) everywhere but the real backend; `direct_kubeconfig`
+//! and `add_user` everywhere but the real backend; `client_as` and `client_for_service_account`
+//! in process.
 //!
 //! Three ways to act as someone else, for RBAC tests (real backend; the first two also on an
 //! existing cluster whose kubeconfig user may impersonate):

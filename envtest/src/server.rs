@@ -31,6 +31,7 @@ pub struct TestApiServerBuilder {
     nodes: usize,
     backend: Option<Backend>,
     kubeconfig: Option<PathBuf>,
+    admission_control_config: Option<PathBuf>,
 }
 
 impl TestApiServerBuilder {
@@ -81,6 +82,25 @@ impl TestApiServerBuilder {
         self
     }
 
+    /// Start kube-apiserver with `--admission-control-config-file=<path>`: an
+    /// `AdmissionConfiguration` (`apiserver.config.k8s.io/v1`) that configures its admission
+    /// plugins, e.g. the `kubeConfigFile` with which `ValidatingAdmissionWebhook` and
+    /// `MutatingAdmissionWebhook` authenticate to webhooks (a client certificate per webhook
+    /// `host:port`, for webhooks that require mutual TLS). The file, and the files it names, must
+    /// stay in place while the server runs (kube-apiserver reads them at start); a relative path
+    /// is taken relative to the current directory.
+    ///
+    /// Real backend only: the in-process server's admission client presents no credentials,
+    /// and an existing cluster's API server is configured already; on those
+    /// [`start`](Self::start) fails with [`EnvtestError::Unsupported`]. The server is a control
+    /// plane of its own, as every server this builder starts is (the binary's shared server,
+    /// [`TestNamespace`](crate::TestNamespace), always runs kube-apiserver's defaults).
+    #[must_use]
+    pub fn admission_control_config_file(mut self, path: impl AsRef<Path>) -> Self {
+        self.admission_control_config = Some(path.as_ref().to_path_buf());
+        self
+    }
+
     /// Start the chosen backend and serve (see [`TestApiServer`]).
     pub async fn start(self) -> Result<TestApiServer, EnvtestError> {
         let backend = match self.backend {
@@ -92,6 +112,15 @@ impl TestApiServerBuilder {
                 helper: "TestApiServerBuilder::kubeconfig_path",
                 backend,
                 why: "it names the cluster of the existing backend; this backend starts its own",
+            });
+        }
+        if self.admission_control_config.is_some() && backend != Backend::Real {
+            return Err(EnvtestError::Unsupported {
+                helper: "TestApiServerBuilder::admission_control_config_file",
+                backend,
+                why: "it is a kube-apiserver flag: only the real backend starts a kube-apiserver \
+                      (the in-process server's admission client presents no credentials; an \
+                      existing cluster's API server is configured already)",
             });
         }
         let server = match backend {
@@ -184,7 +213,11 @@ impl TestApiServerBuilder {
             Arc::new(move || expiry.request())
         };
         let faults = Faults::new(compact);
-        let plane = crate::real::ControlPlane::start(self.port, faults.clone(), expiry).await?;
+        let flags = crate::real::ApiServerFlags {
+            admission_control_config: self.admission_control_config.clone(),
+        };
+        let plane =
+            crate::real::ControlPlane::start(self.port, &flags, faults.clone(), expiry).await?;
         let addr = plane.proxy_addr();
         Ok(TestApiServer {
             client: client_for(addr)?,
@@ -412,7 +445,7 @@ impl TestApiServer {
     }
 
     /// Options (backend, port, history window, bookmark interval, initial nodes, the existing
-    /// cluster's kubeconfig).
+    /// cluster's kubeconfig, kube-apiserver's admission configuration).
     pub fn builder() -> TestApiServerBuilder {
         TestApiServerBuilder::default()
     }

@@ -314,6 +314,12 @@ async fn what_an_existing_cluster_cannot_offer_is_a_typed_error() {
         .await
         .unwrap_err();
     unsupported(err, "TestApiServerBuilder::bookmark_interval");
+    let err = builder()
+        .admission_control_config_file(dir.path().join("admission.yaml"))
+        .start()
+        .await
+        .unwrap_err();
+    unsupported(err, "TestApiServerBuilder::admission_control_config_file");
     assert!(test_namespaces(&cluster).await.is_empty());
 
     let server = existing(&kubeconfig).await;

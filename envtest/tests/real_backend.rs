@@ -45,6 +45,27 @@ async fn options_of_one_backend_are_typed_errors_on_the_other() {
         .await
         .unwrap_err();
     assert!(matches!(err, EnvtestError::Unsupported { .. }), "{err}");
+    // kube-apiserver's admission configuration exists only where a kube-apiserver is started.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("admission.yaml");
+    std::fs::write(&config, "apiVersion: apiserver.config.k8s.io/v1\n").unwrap();
+    let err = TestApiServer::builder()
+        .backend(Backend::InProcess)
+        .admission_control_config_file(&config)
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EnvtestError::Unsupported {
+                helper: "TestApiServerBuilder::admission_control_config_file",
+                backend: Backend::InProcess,
+                ..
+            }
+        ),
+        "{err}"
+    );
     let server = TestApiServer::builder()
         .backend(Backend::InProcess)
         .start()

@@ -10,7 +10,8 @@
 //! 4. starts kube-apiserver with that PKI, RBAC authorization, service-account tokens
 //!    (TokenRequest, TokenReview), the ServiceAccount admission plugin off (as
 //!    controller-runtime's envtest: no pod needs a token) and
-//!    `OwnerReferencesPermissionEnforcement` on ([`ENABLED_ADMISSION_PLUGINS`]), and waits for
+//!    `OwnerReferencesPermissionEnforcement` on ([`ENABLED_ADMISSION_PLUGINS`]), plus the
+//!    test's own flags ([`ApiServerFlags`]: an admission control config file), and waits for
 //!    `/readyz` (which covers the bootstrap RBAC policy and the local APIServices), then for
 //!    what kube-apiserver writes only after it is ready (`bootstrap_objects`: the four system
 //!    namespaces and the `kubernetes` Service), so that a test starts on the state the
@@ -182,18 +183,47 @@ fn tls_config(pki: &Pki) -> Result<rustls::ClientConfig, EnvtestError> {
 /// also holds on those clusters.
 pub(crate) const ENABLED_ADMISSION_PLUGINS: &str = "OwnerReferencesPermissionEnforcement";
 
+/// What a test adds to kube-apiserver's command line
+/// ([`TestApiServerBuilder`](crate::TestApiServerBuilder)'s real-backend options).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ApiServerFlags {
+    /// `--admission-control-config-file`
+    /// ([`TestApiServerBuilder::admission_control_config_file`](crate::TestApiServerBuilder::admission_control_config_file)).
+    pub admission_control_config: Option<PathBuf>,
+}
+
+impl ApiServerFlags {
+    /// The flags, with paths made absolute (kube-apiserver runs in another directory), after
+    /// checking that the files they name can be read: a missing file is an
+    /// [`EnvtestError::Prepare`] naming it, not a kube-apiserver that exits at start.
+    fn args(&self) -> Result<Vec<String>, EnvtestError> {
+        let mut args = Vec::new();
+        if let Some(path) = &self.admission_control_config {
+            let what = "the admission control config file";
+            let abs = std::path::absolute(path)
+                .map_err(|e| prepare(what, format!("{}: {e}", path.display())))?;
+            std::fs::File::open(&abs)
+                .map_err(|e| prepare(what, format!("{}: {e}", abs.display())))?;
+            args.push(format!("--admission-control-config-file={}", abs.display()));
+        }
+        Ok(args)
+    }
+}
+
 /// kube-apiserver's command line: etcd at `etcd_url`, TLS on 127.0.0.1:`secure` with the
 /// generated PKI, RBAC authorization (the admin is in `system:masters`), service-account tokens
 /// (issuer, verification and signing keys: the TokenRequest and TokenReview APIs work), the
-/// ServiceAccount admission plugin off and [`ENABLED_ADMISSION_PLUGINS`] on.
+/// ServiceAccount admission plugin off and [`ENABLED_ADMISSION_PLUGINS`] on, then the test's
+/// `extra` flags ([`ApiServerFlags::args`]).
 fn apiserver_args(
     etcd_url: &str,
     secure: u16,
     files: &pki::PkiFiles,
     cert_dir: &Path,
+    extra: Vec<String>,
 ) -> Vec<String> {
     let p = |f: &PathBuf| f.display().to_string();
-    vec![
+    let mut args = vec![
         format!("--etcd-servers={etcd_url}"),
         "--bind-address=127.0.0.1".into(),
         "--advertise-address=127.0.0.1".into(),
@@ -223,22 +253,26 @@ fn apiserver_args(
         format!("--enable-admission-plugins={ENABLED_ADMISSION_PLUGINS}"),
         format!("--cert-dir={}", cert_dir.display()),
         "--v=1".into(),
-    ]
+    ];
+    args.extend(extra);
+    args
 }
 
 impl ControlPlane {
-    /// Start a control plane and a proxy on `127.0.0.1:proxy_port` (0 for any) that applies
-    /// `faults`. A free port found for etcd or kube-apiserver can be taken by another process
+    /// Start a control plane whose kube-apiserver also gets `flags`, and a proxy on
+    /// `127.0.0.1:proxy_port` (0 for any) that applies `faults`. A free port found for etcd or kube-apiserver can be taken by another process
     /// before they bind it (tests start control planes concurrently): such a start is retried
     /// with fresh ports, up to [`START_ATTEMPTS`] times.
     pub async fn start(
         proxy_port: u16,
+        flags: &ApiServerFlags,
         faults: Faults,
         expiry: Arc<Expiry>,
     ) -> Result<ControlPlane, EnvtestError> {
+        let extra = flags.args()?;
         let mut attempt = 1;
         loop {
-            match Self::start_once(proxy_port, faults.clone(), expiry.clone()).await {
+            match Self::start_once(proxy_port, &extra, faults.clone(), expiry.clone()).await {
                 Err(e) if attempt < START_ATTEMPTS && lost_a_port(&e) => {
                     tracing::warn!(attempt, error = %e, "a control-plane port was taken; retrying");
                     attempt += 1;
@@ -250,6 +284,7 @@ impl ControlPlane {
 
     async fn start_once(
         proxy_port: u16,
+        extra: &[String],
         faults: Faults,
         expiry: Arc<Expiry>,
     ) -> Result<ControlPlane, EnvtestError> {
@@ -292,7 +327,7 @@ impl ControlPlane {
         let apiserver = Process::spawn(
             "kube-apiserver",
             &binaries.kube_apiserver,
-            &apiserver_args(&etcd_url, secure, &files, &path("pki")),
+            &apiserver_args(&etcd_url, secure, &files, &path("pki"), extra.to_vec()),
             path("logs/kube-apiserver.log"),
             None,
         )?;
@@ -520,7 +555,13 @@ mod tests {
     fn the_api_server_authorizes_with_rbac_and_issues_service_account_tokens() {
         let dir = tempfile::tempdir().unwrap();
         let files = Pki::generate().unwrap().write(dir.path()).unwrap();
-        let args = apiserver_args("http://127.0.0.1:2379", 6443, &files, dir.path());
+        let args = apiserver_args(
+            "http://127.0.0.1:2379",
+            6443,
+            &files,
+            dir.path(),
+            Vec::new(),
+        );
         let flag = |name: &str| -> Vec<&str> {
             args.iter()
                 .filter_map(|a| a.strip_prefix(&format!("--{name}=")))
@@ -550,6 +591,64 @@ mod tests {
             ["OwnerReferencesPermissionEnforcement"]
         );
         assert_eq!(flag("disable-admission-plugins"), ["ServiceAccount"]);
+        assert!(flag("admission-control-config-file").is_empty());
+    }
+
+    #[test]
+    fn an_admission_config_file_is_passed_with_an_absolute_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = Pki::generate().unwrap().write(dir.path()).unwrap();
+        let config = dir.path().join("admission.yaml");
+        std::fs::write(&config, "apiVersion: apiserver.config.k8s.io/v1\n").unwrap();
+        let flags = ApiServerFlags {
+            admission_control_config: Some(config.clone()),
+        };
+        let args = apiserver_args(
+            "http://127.0.0.1:2379",
+            6443,
+            &files,
+            dir.path(),
+            flags.args().unwrap(),
+        );
+        let ours: Vec<&String> = args
+            .iter()
+            .filter(|a| a.starts_with("--admission-control-config-file="))
+            .collect();
+        assert_eq!(
+            ours,
+            [&format!(
+                "--admission-control-config-file={}",
+                config.display()
+            )]
+        );
+        // The defaults stay: the flag is added, nothing is replaced.
+        assert!(args.contains(&"--authorization-mode=RBAC".to_string()));
+
+        // A relative path is made absolute against the current directory.
+        let relative = ApiServerFlags {
+            admission_control_config: Some(PathBuf::from("Cargo.toml")),
+        };
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            relative.args().unwrap(),
+            [format!(
+                "--admission-control-config-file={}",
+                cwd.join("Cargo.toml").display()
+            )]
+        );
+
+        // A file that is not there fails before any process starts, naming the file.
+        let missing = ApiServerFlags {
+            admission_control_config: Some(dir.path().join("missing.yaml")),
+        };
+        match missing.args().unwrap_err() {
+            EnvtestError::Prepare { what, reason } => {
+                assert_eq!(what, "the admission control config file");
+                assert!(reason.contains("missing.yaml"), "{reason}");
+            }
+            other => panic!("expected Prepare, got {other}"),
+        }
+        assert!(ApiServerFlags::default().args().unwrap().is_empty());
     }
 
     #[test]
