@@ -112,8 +112,8 @@ fn pages() -> Vec<PathBuf> {
 
 /// Every `.md` file below `dir`, sub-folders (chapters) included.
 fn collect_pages(dir: &Path, pages: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
     for path in entries.filter_map(Result::ok).map(|e| e.path()) {
         if path.is_dir() {
             collect_pages(&path, pages);
