@@ -9,6 +9,9 @@
 //! - [`schedule`]: cron schedules (parsing, the run that is due, the next run);
 //! - [`controller`]: the reconciler and [`add_to_manager`], which registers it with a kcr
 //!   [`Manager`](kcr_controller::Manager);
+//! - [`webhook`]: the defaulting and validating admission webhooks ([`webhook::register`]);
+//! - [`manifests`]: the files of `config/` that are generated from the code (the CRD, the
+//!   webhook configurations);
 //! - `main.rs`: the binary (`cronjob-operator run`, `cronjob-operator crd`).
 //!
 //! The tests (`tests/`) run the controller against kcr-envtest with a manual clock: they move
@@ -16,7 +19,9 @@
 
 pub mod api;
 pub mod controller;
+pub mod manifests;
 pub mod schedule;
+pub mod webhook;
 
 pub use api::{ConcurrencyPolicy, CronJob, CronJobSpec, CronJobStatus};
 pub use controller::add_to_manager;
