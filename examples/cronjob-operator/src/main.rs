@@ -41,7 +41,7 @@ struct RunArgs {
 }
 
 impl RunArgs {
-    /// The options after `run`, or what is wrong with them.
+    /// The options after `run` (`--flag value` or `--flag=value`), or what is wrong with them.
     fn parse(mut args: impl Iterator<Item = String>) -> Result<RunArgs, String> {
         let mut run = RunArgs {
             namespace: None,
@@ -52,8 +52,16 @@ impl RunArgs {
             // controller-runtime's default, where cert-manager's Secret is usually mounted.
             webhook_cert_dir: std::env::temp_dir().join("k8s-webhook-server/serving-certs"),
         };
-        while let Some(flag) = args.next() {
-            let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
+        while let Some(arg) = args.next() {
+            let (flag, mut inline) = match arg.split_once('=') {
+                Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
+                None => (arg.clone(), None),
+            };
+            let mut value = || {
+                (inline.take())
+                    .or_else(|| args.next())
+                    .ok_or_else(|| format!("{flag} needs a value"))
+            };
             match flag.as_str() {
                 "--namespace" => run.namespace = Some(value()?),
                 "--metrics-bind-address" => run.metrics = value()?,
@@ -61,7 +69,7 @@ impl RunArgs {
                 "--health-probe-bind-address" => run.probes = value()?,
                 "--webhook-bind-address" => run.webhook = value()?,
                 "--webhook-cert-dir" => run.webhook_cert_dir = value()?.into(),
-                _ => return Err(format!("unknown option {flag:?}")),
+                _ => return Err(format!("unknown option {arg:?}")),
             }
         }
         Ok(run)
@@ -97,7 +105,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let mut leader_election = LeaderElectionConfig::new("cronjob-operator");
+    let mut leader_election =
+        LeaderElectionConfig::new(cronjob_operator::manifests::LEADER_ELECTION_ID);
     if let Ok(namespace) = std::env::var("POD_NAMESPACE") {
         leader_election = leader_election.namespace(namespace);
     }

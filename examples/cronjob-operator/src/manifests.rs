@@ -21,6 +21,8 @@ use crate::api::CronJob;
 
 /// The namespace the operator is deployed in (kubebuilder's `<project>-system`).
 pub const NAMESPACE: &str = "cronjob-operator-system";
+/// The Lease the replicas elect a leader on, in the operator's namespace (`$POD_NAMESPACE`).
+pub const LEADER_ELECTION_ID: &str = "cronjob-operator";
 /// The operator's ServiceAccount.
 pub const SERVICE_ACCOUNT: &str = "cronjob-operator-controller-manager";
 /// The Service in front of the webhook server.
@@ -85,22 +87,6 @@ pub async fn webhook_configurations() -> Result<
 /// [`webhook_configurations`] as the two documents of `config/webhook/manifests.yaml`.
 pub async fn webhook_manifests_yaml() -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let (mutating, validating) = webhook_configurations().await?;
-    let mut mutating = serde_json::to_value(&mutating)?;
-    let mut validating = serde_json::to_value(&validating)?;
-    // The typed objects leave out apiVersion and kind; a manifest has them.
-    for (doc, kind) in [
-        (&mut mutating, "MutatingWebhookConfiguration"),
-        (&mut validating, "ValidatingWebhookConfiguration"),
-    ] {
-        let mut with_kind = serde_json::json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": kind,
-        });
-        if let (Some(out), Some(fields)) = (with_kind.as_object_mut(), doc.as_object()) {
-            out.extend(fields.clone());
-        }
-        *doc = with_kind;
-    }
     Ok(format!(
         "{}---\n{}",
         serde_saphyr::to_string(&mutating)?,

@@ -188,38 +188,42 @@ impl Harness {
         Ok(())
     }
 
-    /// Marks a Job as finished: `Complete` (succeeded) or `Failed`, with the start and
-    /// completion times and the preceding condition (`SuccessCriteriaMet`, `FailureTarget`)
-    /// that kube-apiserver requires of a finished Job.
+    /// Marks a Job as finished ([`finish_job`]).
     pub async fn finish(&self, job: &str, succeeded: bool) -> anyhow::Result<()> {
-        let current = self.jobs.get(job).await?;
-        let started = current
-            .status
-            .as_ref()
-            .and_then(|s| s.start_time.clone())
-            .or(current.creation_timestamp());
-        let condition =
-            |type_: &str| json!({ "type": type_, "status": "True", "lastTransitionTime": started });
-        let status = if succeeded {
-            json!({
-                "active": 0, "succeeded": 1, "startTime": started, "completionTime": started,
-                "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
-            })
-        } else {
-            json!({
-                "active": 0, "failed": 1, "startTime": started,
-                "conditions": [condition("FailureTarget"), condition("Failed")],
-            })
-        };
-        self.jobs
-            .patch_status(
-                job,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({ "status": status })),
-            )
-            .await?;
-        Ok(())
+        finish_job(&self.jobs, job, succeeded).await
     }
+}
+
+/// Marks a Job as finished: `Complete` (succeeded) or `Failed`, with the start and
+/// completion times and the preceding condition (`SuccessCriteriaMet`, `FailureTarget`)
+/// that kube-apiserver requires of a finished Job.
+pub async fn finish_job(jobs: &Api<Job>, job: &str, succeeded: bool) -> anyhow::Result<()> {
+    let current = jobs.get(job).await?;
+    let started = current
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.clone())
+        .or(current.creation_timestamp());
+    let condition =
+        |type_: &str| json!({ "type": type_, "status": "True", "lastTransitionTime": started });
+    let status = if succeeded {
+        json!({
+            "active": 0, "succeeded": 1, "startTime": started, "completionTime": started,
+            "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
+        })
+    } else {
+        json!({
+            "active": 0, "failed": 1, "startTime": started,
+            "conditions": [condition("FailureTarget"), condition("Failed")],
+        })
+    };
+    jobs.patch_status(
+        job,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": status })),
+    )
+    .await?;
+    Ok(())
 }
 
 /// A Job template with what the API server requires and nothing more (the book's).
