@@ -10,7 +10,9 @@
 //!   mounts where the binary reads its certificate;
 //! - the binary accepts the Deployment's arguments, and the ports, probes and mounts they name
 //!   are the Deployment's;
-//! - the sample is a CronJob the validating webhook allows.
+//! - the sample is a CronJob the validating webhook allows;
+//! - what `kubectl apply -k config/default` sends (cert-manager's kinds aside) is accepted by
+//!   the API server (on the real backend, kube-apiserver's validation of every kind).
 //!
 //! What the RBAC grants is proven against the controller's requests in `tests/rbac.rs`.
 
@@ -21,7 +23,10 @@ use std::path::{Path, PathBuf};
 use cronjob_operator::manifests::{self, GENERATED_HEADER, INJECT_CA_FROM};
 use cronjob_operator::webhook::{self, MUTATE_PATH, VALIDATE_PATH};
 use cronjob_operator::{CronJob, api::GROUP};
+use kcr_envtest::TestApiServer;
 use kcr_webhook::{ServerOptions, WebhookServer, WebhookType};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
 use serde_json::Value;
 
 /// The generated files, under `config/`.
@@ -379,4 +384,82 @@ fn the_sample_is_a_cronjob_the_validator_allows() {
         serde_json::from_value(doc("samples/batch_v1_cronjob.yaml", "CronJob")).unwrap();
     assert!(webhook::validate(&sample).is_empty());
     assert!(sample.spec.job_template.spec.is_some());
+}
+
+/// The documents of the kustomization in `config/<dir>`, following its `resources` (files and
+/// folders) in order: what `kubectl kustomize` gives, as these kustomizations use no
+/// transformers.
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let kustomization = docs(&dir.join("kustomization.yaml").to_string_lossy()).remove(0);
+    let mut out = Vec::new();
+    for resource in strings(&kustomization["resources"]) {
+        let path = dir.join(resource);
+        if config().join(&path).is_dir() {
+            out.extend(kustomize(&normalize(&path)));
+        } else {
+            out.extend(docs(&normalize(&path).to_string_lossy()));
+        }
+    }
+    out
+}
+
+/// `path` without `..` components.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_default_applies_to_the_api_server() -> anyhow::Result<()> {
+    let all = kustomize(Path::new("default"));
+    let (certmanager, mut ours): (Vec<Value>, Vec<Value>) = all.into_iter().partition(|d| {
+        d["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("cert-manager.io/"))
+    });
+    // cert-manager's Issuer and Certificates need cert-manager's CRDs, which this server lacks.
+    assert_eq!(certmanager.len(), 3);
+    // kubectl's order: the Namespace and the CRD before what lives in or uses them.
+    let rank = |d: &Value| match d["kind"].as_str() {
+        Some("Namespace") => 0,
+        Some("CustomResourceDefinition") => 1,
+        _ => 2,
+    };
+    ours.sort_by_key(rank);
+
+    // A server of its own: the files make cluster-wide objects with fixed names.
+    let server = TestApiServer::start().await?;
+    let client = server.client();
+    let mut created = Vec::new();
+    for doc in ours {
+        let object: DynamicObject = serde_json::from_value(doc)?;
+        let types = object.types.clone().unwrap_or_default();
+        let (group, version) = types
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &types.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &types.kind);
+        let (resource, _) = kube::discovery::pinned_kind(&client, &gvk).await?;
+        let api: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let name = object.metadata.name.clone().unwrap_or_default();
+        // `kubectl apply --server-side`, refusing unknown fields (a misspelt one included).
+        let params = PatchParams::apply("kubectl").validation_strict();
+        api.patch(&name, &params, &Patch::Apply(&object))
+            .await
+            .map_err(|e| anyhow::anyhow!("applying {} {name}: {e}", types.kind))?;
+        created.push(format!("{} {name}", types.kind));
+    }
+    assert_eq!(created.len(), 15, "{created:#?}");
+    Ok(())
 }
