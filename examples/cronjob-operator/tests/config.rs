@@ -463,3 +463,108 @@ async fn config_default_applies_to_the_api_server() -> anyhow::Result<()> {
     assert_eq!(created.len(), 15, "{created:#?}");
     Ok(())
 }
+
+/// `(kind, namespace, name)` of each document, with the document, sorted.
+fn by_id(docs: Vec<Value>) -> Vec<((String, String, String), Value)> {
+    let field = |d: &Value, pointer: &str| {
+        d.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut out: Vec<_> = docs
+        .into_iter()
+        .map(|d| {
+            let id = (
+                field(&d, "/kind"),
+                field(&d, "/metadata/namespace"),
+                field(&d, "/metadata/name"),
+            );
+            (id, d)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// kubectl's kustomize builds `config/default` and `config/samples` into the documents the
+/// other tests read (so they test what `kubectl apply -k` applies). kubectl is the control
+/// plane's (`KUBEBUILDER_ASSETS`) or the first on `PATH`; without one the test says it is
+/// skipped, unless `KCR_REQUIRE_BINARIES=1` (CI) makes that a failure.
+#[test]
+fn kubectl_kustomize_builds_what_the_tests_read() {
+    let kubectl = match kcr_envtest::kubectl_for_tests() {
+        Ok(Some(path)) => path,
+        Ok(None) => {
+            println!("SKIPPED kubectl_kustomize_builds_what_the_tests_read: no kubectl");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    for dir in ["default", "samples"] {
+        let out = std::process::Command::new(&kubectl)
+            .arg("kustomize")
+            .arg(config().join(dir))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "kubectl kustomize config/{dir}: {stderr}"
+        );
+        let built: Vec<Value> =
+            serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        let read = kustomize(Path::new(dir));
+        let (built, read) = (by_id(built), by_id(read));
+        let ids = |docs: &[((String, String, String), Value)]| -> Vec<String> {
+            docs.iter().map(|(id, _)| format!("{id:?}")).collect()
+        };
+        assert_eq!(ids(&built), ids(&read), "config/{dir}");
+        for ((id, b), (_, r)) in built.iter().zip(&read) {
+            let difference = first_difference(&integral(b), &integral(r), String::new());
+            assert_eq!(
+                difference, None,
+                "config/{dir}: {id:?}: kustomize's and the file's"
+            );
+        }
+    }
+}
+
+/// `v` with every float that is a whole number as an integer: kustomize writes the CRD's
+/// `minimum: 0.0` as `0`, the same number.
+fn integral(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9e15 => Value::from(f as i64),
+            _ => v.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(integral).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), integral(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The JSON pointer of the first place where `a` and `b` differ, with both values there.
+fn first_difference(a: &Value, b: &Value, at: String) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let (x, y) = (&x.get(k), &y.get(k));
+                match (x, y) {
+                    (Some(x), Some(y)) => first_difference(x, y, format!("{at}/{k}")),
+                    _ => Some(format!("{at}/{k}: {x:?} vs {y:?}")),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(x, y, format!("{at}/{i}"))),
+        _ if a == b => None,
+        _ => Some(format!("{at}: {a} vs {b}")),
+    }
+}
