@@ -265,18 +265,17 @@ async fn errors_have_status_codes_and_reasons() {
     assert_eq!(err.code, 404);
 }
 
-/// Pinned to the in-process backend: decoding protobuf bodies only of the kinds kubectl's
-/// `create` generators send is an in-process limitation (kube-apiserver decodes every kind).
+/// Pinned to the in-process backend: a protobuf body of a kind outside the built-in message tables
+/// (here a made-up `example.com/v1` `Widget` posted to pods) is refused with a 415 naming it.
 #[tokio::test]
-async fn protobuf_bodies_of_other_kinds_are_415_in_process() {
+async fn protobuf_bodies_of_kinds_without_tables_are_415_in_process() {
     // Own server: pinned to the in-process backend (a builder option).
     let server = TestApiServer::builder()
         .backend(kcr_envtest::Backend::InProcess)
         .start()
         .await
         .unwrap();
-    // A protobuf Pod (only kubectl's `create` generator kinds are decoded): 415 saying so
-    let mut body = b"k8s\0\x0a\x09\x0a\x02v1\x12\x03Pod".to_vec();
+    let mut body = b"k8s\0\x0a\x18\x0a\x0eexample.com/v1\x12\x06Widget".to_vec();
     body.extend(b"\x12\x05\x0a\x03\x0a\x01p");
     let req = http::Request::post("/api/v1/namespaces/default/pods")
         .header("Content-Type", "application/vnd.kubernetes.protobuf")
@@ -286,7 +285,7 @@ async fn protobuf_bodies_of_other_kinds_are_415_in_process() {
     assert_eq!(err.code, 415);
     assert!(
         err.message
-            .contains("protobuf bodies of v1 Pod are not supported"),
+            .contains("protobuf bodies of example.com/v1 Widget are not supported"),
         "{}",
         err.message
     );

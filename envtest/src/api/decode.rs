@@ -10,8 +10,8 @@ use super::route::Route;
 use crate::error::ApiError;
 use crate::resources::ResourceType;
 
-/// A request body of media type `content_type` as JSON bytes: protobuf bodies of the kinds
-/// kubectl's `create` generators send are decoded ([`crate::protobuf`]); other protobuf and
+/// A request body of media type `content_type` as JSON bytes: protobuf bodies of built-in kinds
+/// (and `DeleteOptions`) are decoded ([`crate::protobuf`]); protobuf bodies of other kinds and
 /// CBOR bodies are 415, a body that is not well-formed protobuf is a 400, as upstream.
 pub(crate) fn decode_protobuf(content_type: &str, body: Bytes) -> Result<Bytes, ApiError> {
     let media = content_type.to_ascii_lowercase();

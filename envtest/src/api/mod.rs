@@ -168,8 +168,8 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Ok(t) => t,
         Err(e) => return error_response(&e),
     };
-    // JSON (and YAML) bodies; protobuf only for the kinds kubectl's `create` generators send;
-    // anything else (CBOR, other protobuf kinds) gets 415.
+    // JSON (and YAML) bodies; protobuf ones of built-in kinds are decoded to JSON first;
+    // anything else (CBOR, protobuf of other kinds) gets 415.
     let body = match decode::decode_protobuf(&content_type, body) {
         Ok(body) => body,
         Err(e) => return error_response(&e),
