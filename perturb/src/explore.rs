@@ -254,6 +254,19 @@ pub struct Report {
     pub reference_writes: Vec<WriteRecord>,
     /// The reference run's watch events, in order: the stale-read points.
     pub reference_events: Vec<EventKey>,
+    /// Every perturbed run, in the order run.
+    pub tried: Vec<Tried>,
+}
+
+/// One perturbed run, found or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tried {
+    /// The run.
+    pub run: RunId,
+    /// What the perturbation did; none if its point was never reached (nothing happened).
+    pub effect: Option<String>,
+    /// Whether the run is a finding.
+    pub finding: bool,
 }
 
 impl Report {
@@ -292,6 +305,21 @@ impl fmt::Display for Report {
         writeln!(f, "reference writes:")?;
         for w in &self.reference_writes {
             writeln!(f, "  {}: {w}", w.index)?;
+        }
+        writeln!(f, "reference watch events:")?;
+        for (i, e) in self.reference_events.iter().enumerate() {
+            writeln!(f, "  {}: {e}", i + 1)?;
+        }
+        for t in &self.tried {
+            writeln!(
+                f,
+                "  run {}: {}{}",
+                t.run,
+                t.effect
+                    .as_deref()
+                    .unwrap_or("point not reached, nothing perturbed"),
+                if t.finding { " [finding]" } else { "" }
+            )?;
         }
         for finding in &self.findings {
             write!(f, "{finding}")?;
@@ -636,6 +664,7 @@ impl Exploration {
         let mut findings = Vec::new();
         let mut tried = 0;
         let mut effective = 0;
+        let mut tried_runs = Vec::new();
         for id in chosen {
             if let Some(max) = self.max_time
                 && started.elapsed() >= max
@@ -658,6 +687,11 @@ impl Exploration {
             let outcome = self.run_once(id, plan, &start, &scenario).await?;
             runs += 1;
             tried += 1;
+            tried_runs.push(Tried {
+                run: id,
+                effect: outcome.effect.clone(),
+                finding: false,
+            });
             let Some(effect) = outcome.effect.clone() else {
                 continue;
             };
@@ -681,6 +715,9 @@ impl Exploration {
                 };
                 tracing::warn!(exploration = %self.name, "{finding}");
                 findings.push(finding);
+                if let Some(last) = tried_runs.last_mut() {
+                    last.finding = true;
+                }
             }
         }
         Ok(Report {
@@ -694,6 +731,7 @@ impl Exploration {
             seconds: started.elapsed().as_secs_f64(),
             reference_writes: reference.writes.clone(),
             reference_events: reference.events.clone(),
+            tried: tried_runs,
         })
     }
 
@@ -757,6 +795,9 @@ impl Exploration {
             run_name: run_name.clone(),
         });
         harness.start_incarnation().await?;
+        // The controller's caches are listed and watching before the user acts, so the
+        // user's objects arrive as watch events in every run, not in a list in some.
+        harness.drive(harness.settle(SettleKind::Initial)).await;
         let ctx = Scenario {
             harness: harness.clone(),
             namespace: server.namespace().to_owned(),
@@ -770,7 +811,7 @@ impl Exploration {
                 .push(Problem::Scenario(one_line(&e.to_string())));
         }
         // The harness's own settle: every held event released, the controller quiet.
-        harness.drive(harness.settle(true)).await;
+        harness.drive(harness.settle(SettleKind::Final)).await;
         let snap = snapshot(&server.client(), &self.compared, &self.excludes, &run_name).await?;
         if let Some(incarnation) = harness.current.lock().await.take() {
             if let Some(message) = incarnation.stopped.lock().clone() {
@@ -867,6 +908,17 @@ impl Outcome {
     }
 }
 
+/// Which settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SettleKind {
+    /// Before the scenario: the controller's start (settle 0, no invariants).
+    Initial,
+    /// The scenario's.
+    Step,
+    /// The harness's after the scenario: also waits for held events.
+    Final,
+}
+
 /// One run's harness: the incarnations, settling, invariants.
 struct Harness {
     run: Arc<RunShared>,
@@ -930,8 +982,12 @@ impl Harness {
     }
 
     /// Waits until the controller is quiet; then checks the invariants.
-    async fn settle(&self, final_settle: bool) {
-        let step = self.settles.fetch_add(1, Ordering::SeqCst) + 1;
+    async fn settle(&self, kind: SettleKind) {
+        let final_settle = kind == SettleKind::Final;
+        let step = match kind {
+            SettleKind::Initial => 0,
+            _ => self.settles.fetch_add(1, Ordering::SeqCst) + 1,
+        };
         let started = Instant::now();
         let poll = Duration::from_millis(10).min(self.quiet);
         loop {
@@ -957,7 +1013,7 @@ impl Harness {
                 break;
             }
         }
-        if self.invariants.is_empty() {
+        if self.invariants.is_empty() || kind == SettleKind::Initial {
             return;
         }
         match snapshot(&self.client, &self.compared, &self.excludes, &self.run_name).await {
@@ -1030,6 +1086,6 @@ impl Scenario {
     /// waits for them). Then checks the invariants. A timeout is recorded as a problem of
     /// the run, not returned.
     pub async fn settle(&self) {
-        self.harness.settle(false).await;
+        self.harness.settle(SettleKind::Step).await;
     }
 }

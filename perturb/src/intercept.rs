@@ -60,9 +60,11 @@ pub struct EventKey {
     pub event_type: String,
     /// The object's namespace (none for a cluster-scoped object).
     pub namespace: Option<String>,
-    /// The object's name.
+    /// The object's name; `<generateName>*` for a name made from a `generateName`, since
+    /// that differs from run to run.
     pub name: String,
-    /// 1 for the first event of this type for this object on this stream, and so on.
+    /// 1 for the first event of this type for this object (or, for generated names, any
+    /// object of that `generateName`) on this stream, and so on.
     pub occurrence: usize,
 }
 
@@ -576,7 +578,13 @@ fn on_line(
             return None;
         }
         let meta = &v["object"]["metadata"];
-        let name = meta["name"].as_str()?.to_owned();
+        let name = meta["name"].as_str()?;
+        // A generated name differs from run to run: such objects are told apart by the
+        // order in which they appear (the key's occurrence), under `<generateName>*`.
+        let name = match meta["generateName"].as_str() {
+            Some(prefix) if !prefix.is_empty() && name.starts_with(prefix) => format!("{prefix}*"),
+            _ => name.to_owned(),
+        };
         let namespace = meta["namespace"].as_str().map(str::to_owned);
         Some(run.next_event(stream, event_type, namespace, name))
     });

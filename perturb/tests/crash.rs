@@ -11,11 +11,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{Order, OrderSpec, Parent, ParentSpec, exploration};
+use common::{Order, OrderSpec, Parent, ParentSpec, exploration, one_child_per_parent};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::objects::set_controller_reference;
 use kcr_controller::{Action, Client, Context, Manager, ObjectReconciler, WatchOptions};
-use kcr_perturb::{Class, Exploration, Report, RunId, Scenario, Snapshot, manager_options};
+use kcr_perturb::{Class, Exploration, Report, RunId, Scenario, manager_options};
 use kube::api::{ObjectMeta, Patch, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -168,20 +168,6 @@ async fn start_children(client: kube::Client, buggy: bool) -> anyhow::Result<Man
             buggy,
         })?;
     Ok(mgr)
-}
-
-/// At most one ConfigMap labelled `parent=<name>` per parent.
-pub fn one_child_per_parent(snap: &Snapshot) -> Result<(), String> {
-    let mut children: BTreeMap<String, usize> = BTreeMap::new();
-    for cm in snap.objects("ConfigMap") {
-        if let Some(parent) = cm["metadata"]["labels"]["parent"].as_str() {
-            *children.entry(parent.to_owned()).or_default() += 1;
-        }
-    }
-    match children.iter().find(|(_, n)| **n > 1) {
-        Some((parent, n)) => Err(format!("parent {parent} has {n} children")),
-        None => Ok(()),
-    }
 }
 
 fn children(buggy: bool) -> Exploration {

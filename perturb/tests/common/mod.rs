@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use kcr_perturb::Exploration;
+use std::collections::BTreeMap;
+
+use kcr_perturb::{Exploration, Snapshot};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -91,4 +93,18 @@ pub fn init_tracing() {
         )
         .with_test_writer()
         .try_init();
+}
+
+/// At most one ConfigMap labelled `parent=<name>` per parent.
+pub fn one_child_per_parent(snap: &Snapshot) -> Result<(), String> {
+    let mut children: BTreeMap<String, usize> = BTreeMap::new();
+    for cm in snap.objects("ConfigMap") {
+        if let Some(parent) = cm["metadata"]["labels"]["parent"].as_str() {
+            *children.entry(parent.to_owned()).or_default() += 1;
+        }
+    }
+    match children.iter().find(|(_, n)| **n > 1) {
+        Some((parent, n)) => Err(format!("parent {parent} has {n} children")),
+        None => Ok(()),
+    }
 }
