@@ -344,15 +344,29 @@ fn the_deployment_runs_the_binary_with_probes_secure_metrics_and_no_root() {
     assert_eq!(strings(&security["capabilities"]["drop"]), ["ALL"]);
 }
 
-/// Runs the binary with `args` and no cluster to reach: the exit code and stderr.
+/// Runs the binary with `args` and no cluster to reach (no kubeconfig, no in-cluster
+/// configuration): the exit code and stderr. Killed, and failing the test, if it is still
+/// running after 30 s (it found a cluster after all).
 fn run_binary(args: &[String]) -> (Option<i32>, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cronjob-operator"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cronjob-operator"))
         .args(args)
         .env("KUBECONFIG", "/nonexistent/kcr-cronjob-example/kubeconfig")
+        .env("HOME", "/nonexistent/kcr-cronjob-example")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("ENABLE_WEBHOOKS")
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("cronjob-operator {args:?} is still running after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
