@@ -112,6 +112,18 @@ async fn go_client_protobuf_bodies_create_update_and_delete() {
     assert_eq!(updated["metadata"]["labels"]["version"], json!("v2"));
     assert_eq!(updated["metadata"]["creationTimestamp"], created_at);
 
+    // The scale subresource with an autoscaling/v1 Scale.
+    let (code, scale) = send(
+        &client,
+        "PUT",
+        &format!("{web}/scale"),
+        fixture("e2e_scale"),
+    )
+    .await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["spec"], json!({"replicas": 3}));
+    assert_eq!(get(&client, &web).await["spec"]["replicas"], json!(3));
+
     // DeleteOptions under the client's group version: a failed precondition is a 409, so the
     // preconditions were read; then a delete with propagationPolicy and gracePeriodSeconds.
     let (code, err) = send(&client, "DELETE", &web, fixture("e2e_delete_conflict")).await;
@@ -148,4 +160,115 @@ async fn a_go_client_node_with_taints_and_status() {
         .body(Vec::new())
         .unwrap();
     client.request::<Value>(req).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_go_client_pod_eviction_token_request_and_cluster_objects() {
+    let ns = TestNamespace::new("protobuf-pod").await.unwrap();
+    let client = ns.client();
+    let n = ns.namespace();
+
+    // A Pod with probes, resources, volumes, env and tolerations; then evicted.
+    let pods = format!("/api/v1/namespaces/{n}/pods");
+    let (code, pod) = send(&client, "POST", &pods, fixture("e2e_pod")).await;
+    assert_eq!(code, 200, "{pod}");
+    let spec = &pod["spec"];
+    assert_eq!(
+        spec["volumes"][0],
+        json!({"name": "config", "configMap": {"name": "settings", "defaultMode": 420}})
+    );
+    assert_eq!(
+        spec["tolerations"][0],
+        json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"})
+    );
+    let c = &spec["containers"][0];
+    assert_eq!(
+        c["ports"],
+        json!([{"name": "http", "containerPort": 8080, "protocol": "TCP"}])
+    );
+    // (fieldRef.apiVersion is defaulted upstream, not in process: not compared.)
+    assert_eq!(
+        c["env"][1]["valueFrom"]["fieldRef"]["fieldPath"],
+        json!("metadata.name")
+    );
+    assert_eq!(
+        c["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"]})
+    );
+    let eviction = format!("{pods}/pb-pod/eviction");
+    let (code, answer) = send(&client, "POST", &eviction, fixture("e2e_eviction")).await;
+    assert_eq!(code, 200, "{answer}");
+    let req = http::Request::get(format!("{pods}/pb-pod"))
+        .body(Vec::new())
+        .unwrap();
+    match client.request::<Value>(req).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 404),
+        Ok(v) => assert!(v["metadata"]["deletionTimestamp"].is_string(), "{v}"),
+        Err(e) => panic!("{e:?}"),
+    }
+
+    // A TokenRequest for a ServiceAccount.
+    let sas = format!("/api/v1/namespaces/{n}/serviceaccounts");
+    let req = http::Request::post(&sas)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&json!({"metadata": {"name": "pb-sa"}})).unwrap())
+        .unwrap();
+    client.request::<Value>(req).await.unwrap();
+    let token = format!("{sas}/pb-sa/token");
+    let (code, answer) = send(&client, "POST", &token, fixture("e2e_token_request")).await;
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(answer["spec"]["audiences"], json!(["pb-audience"]));
+    assert_eq!(answer["spec"]["expirationSeconds"], json!(3600));
+    assert!(
+        answer["status"]["token"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{answer}"
+    );
+
+    // An events.k8s.io Event (MicroTime eventTime), in `default`: its `regarding` has no
+    // namespace, which upstream allows only there.
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let (code, event) = send(&client, "POST", events, fixture("e2e_event")).await;
+    assert_eq!(code, 200, "{event}");
+    assert_eq!(event["eventTime"], json!("2026-12-02T10:11:12.345678Z"));
+    assert_eq!(event["regarding"]["name"], json!("pb-web"));
+    let req = http::Request::delete(format!("{events}/kcr-protobuf-e2e-event"))
+        .body(Vec::new())
+        .unwrap();
+    client.request::<Value>(req).await.unwrap();
+
+    // A CertificateSigningRequest (bytes) and a ClusterRole (cluster-scoped).
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let (code, csr) = send(&client, "POST", csrs, fixture("e2e_csr")).await;
+    assert_eq!(code, 200, "{csr}");
+    let request = csr["spec"]["request"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        request.starts_with("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNU"),
+        "{csr}"
+    );
+    assert_eq!(
+        csr["spec"]["usages"],
+        json!(["digital signature", "client auth"])
+    );
+    assert_eq!(csr["spec"]["expirationSeconds"], json!(86400));
+    let roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    let (code, role) = send(&client, "POST", roles, fixture("e2e_clusterrole")).await;
+    assert_eq!(code, 200, "{role}");
+    assert_eq!(
+        role["rules"],
+        json!([{"verbs": ["get", "list", "watch"], "apiGroups": ["", "apps"],
+                "resources": ["pods", "deployments/scale"]},
+               {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}])
+    );
+    for path in [
+        format!("{csrs}/kcr-protobuf-e2e-csr"),
+        format!("{roles}/kcr-protobuf-e2e-role"),
+    ] {
+        let req = http::Request::delete(path).body(Vec::new()).unwrap();
+        client.request::<Value>(req).await.unwrap();
+    }
 }

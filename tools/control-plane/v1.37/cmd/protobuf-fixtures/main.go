@@ -13,7 +13,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -450,6 +454,45 @@ func objects() map[string]runtime.Object {
 			},
 			Status: corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
 		},
+		"e2e_pod": e2ePod(),
+		"e2e_eviction": &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Name: "pb-pod"},
+			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))},
+		},
+		"e2e_scale": &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: "pb-web"},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: 3},
+		},
+		"e2e_token_request": &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"pb-audience"}, ExpirationSeconds: ptr(int64(3600))},
+		},
+		"e2e_csr": &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: "kcr-protobuf-e2e-csr"},
+			Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:           csrPEM(),
+				SignerName:        "example.com/protobuf",
+				ExpirationSeconds: ptr(int32(86400)),
+				Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			},
+		},
+		"e2e_clusterrole": &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "kcr-protobuf-e2e-role"},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"", "apps"}, Resources: []string{"pods", "deployments/scale"}, Verbs: []string{"get", "list", "watch"}},
+				{NonResourceURLs: []string{"/healthz"}, Verbs: []string{"get"}},
+			},
+		},
+		"e2e_event": &eventsv1.Event{
+			ObjectMeta:          metav1.ObjectMeta{Name: "kcr-protobuf-e2e-event"},
+			EventTime:           micro,
+			ReportingController: "example.com/operator",
+			ReportingInstance:   "operator-0",
+			Action:              "Reconcile",
+			Reason:              "Synced",
+			Regarding:           corev1.ObjectReference{Kind: "Deployment", Name: "pb-web", APIVersion: "apps/v1"},
+			Note:                "synced",
+			Type:                corev1.EventTypeNormal,
+		},
 		"eviction": &policyv1.Eviction{
 			ObjectMeta:    metav1.ObjectMeta{Name: "web-0", Namespace: "default"},
 			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(5))},
@@ -497,6 +540,25 @@ func e2eDeployment(replicas *int32, version string, created *metav1.Time, manage
 	}
 }
 
+// e2ePod: a Pod with the parts of a spec operators fill in: probes, resources, volumes, env.
+func e2ePod() *corev1.Pod {
+	spec := e2eDeployment(nil, "v1", nil, nil).Spec.Template.Spec
+	spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pb-pod", Labels: map[string]string{"app": "pb-pod"}}, Spec: spec}
+}
+
+// csrPEM: a PEM certificate request from a fixed ed25519 key (ed25519 signatures are
+// deterministic, so the fixture is the same on every run).
+func csrPEM() []byte {
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
+	der, err := x509.CreateCertificateRequest(nil, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "protobuf-client", Organization: []string{"kcr"}}}, key)
+	if err != nil {
+		panic(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
 // kinds: the group version of each object (what a typed client's versioning codec sets).
 var kinds = map[string]schema.GroupVersionKind{
 	"node":                  corev1.SchemeGroupVersion.WithKind("Node"),
@@ -525,6 +587,13 @@ var kinds = map[string]schema.GroupVersionKind{
 	"e2e_deployment":        appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	"e2e_deployment_update": appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	"e2e_node":              corev1.SchemeGroupVersion.WithKind("Node"),
+	"e2e_pod":               corev1.SchemeGroupVersion.WithKind("Pod"),
+	"e2e_eviction":          policyv1.SchemeGroupVersion.WithKind("Eviction"),
+	"e2e_scale":             autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
+	"e2e_token_request":     authenticationv1.SchemeGroupVersion.WithKind("TokenRequest"),
+	"e2e_csr":               certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"),
+	"e2e_clusterrole":       rbacv1.SchemeGroupVersion.WithKind("ClusterRole"),
+	"e2e_event":             eventsv1.SchemeGroupVersion.WithKind("Event"),
 }
 
 func main() {
