@@ -200,14 +200,26 @@ pub fn validate_label_value(value: &str) -> Vec<String> {
 }
 
 /// Checks a DNS-1123 label: at most 63 characters of lowercase alphanumerics and `-`,
-/// alphanumeric at both ends. Returns the API server's messages, empty when valid.
+/// alphanumeric at both ends. Returns the API server's messages, empty when valid: a value
+/// that would be a valid DNS-1123 subdomain gets "must not contain dots" instead of the
+/// pattern's message, as upstream's `IsDNS1123Label` answers.
 pub fn validate_dns1123_label(value: &str) -> Vec<String> {
-    check(
-        value,
-        DNS1123_LABEL_MAX_LENGTH,
-        matches_dns1123_label(value),
-        (DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, DNS1123_LABEL_EXAMPLES),
-    )
+    let mut errors = Vec::new();
+    if value.len() > DNS1123_LABEL_MAX_LENGTH {
+        errors.push(max_len_message(DNS1123_LABEL_MAX_LENGTH));
+    }
+    if !matches_dns1123_label(value) {
+        if matches_dns1123_subdomain(value) {
+            errors.push("must not contain dots".to_string());
+        } else {
+            errors.push(regex_message(
+                DNS1123_LABEL_MSG,
+                DNS1123_LABEL_FMT,
+                DNS1123_LABEL_EXAMPLES,
+            ));
+        }
+    }
+    errors
 }
 
 /// Checks a DNS-1123 subdomain: at most 253 characters, DNS-1123 labels joined by `.`. Returns

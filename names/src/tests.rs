@@ -194,6 +194,18 @@ fn dns1123_labels() {
         validate_dns1123_label(&long('a', 64)),
         ["must be no more than 63 characters"]
     );
+    // A valid subdomain that is no label has dots: upstream says so instead of the pattern.
+    assert_eq!(validate_dns1123_label("a.b"), ["must not contain dots"]);
+    assert_eq!(validate_dns1123_label("db.v1"), ["must not contain dots"]);
+    assert_eq!(
+        validate_dns1123_label("A.b"),
+        validate_dns1123_label("My-Name"),
+        "not a subdomain either: the pattern's message"
+    );
+    assert_eq!(
+        validate_dns1123_label("a..b"),
+        validate_dns1123_label("My-Name")
+    );
 }
 
 #[test]

@@ -55,9 +55,25 @@ fn set_pointer(obj: &mut Value, pointer: &str, value: Option<Value>) {
 }
 
 /// Combine the incoming object with the current one according to the subresource rules: a
-/// write through a subresource changes only its part ([`subresource_scope`]); a write of the
-/// main resource of a kind with a status subresource keeps the stored status.
+/// write through `/status` of a built-in kind keeps the stored spec and the metadata fields
+/// the kind resets (`Kind::status_resets`); any other write through a subresource changes only its
+/// part ([`subresource_scope`]); a write of the main resource of a kind with a status
+/// subresource keeps the stored status.
 fn split_status(route: &Route, current: &Value, mut incoming: Value) -> Value {
+    if route.subresource.as_deref() == Some("status")
+        && let Some(kind) = crate::resources::kinds::of(&route.t)
+    {
+        let reset = kind.status_resets;
+        // A built-in kind's status strategy: the stored spec, the sent status and metadata
+        // but for the fields the kind resets (labels of a Deployment, a Pod's owners).
+        let mut out = incoming;
+        set_pointer(&mut out, "/spec", current.get("spec").cloned());
+        for field in reset {
+            let stored = current["metadata"].get(*field).cloned();
+            set_pointer(&mut out, &format!("/metadata/{field}"), stored);
+        }
+        return out;
+    }
     if let Some(scope) = subresource_scope(route.subresource.as_deref()) {
         let mut out = current.clone();
         let part = incoming.pointer(scope).filter(|v| !v.is_null()).cloned();

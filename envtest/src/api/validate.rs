@@ -236,8 +236,9 @@ pub(crate) fn validate(
         .to_string();
     let name = name.as_str();
     let mut causes = Vec::new();
-    // As upstream's `ValidateObjectMeta`: one cause per broken rule of the name.
-    for message in kcr_names::validate_dns1123_subdomain(name) {
+    // As upstream's `ValidateObjectMeta` with the kind's name rule: one cause per broken
+    // rule of the name.
+    for message in crate::resources::kinds::NameRule::of(t).check(name) {
         causes.push((
             "metadata.name".to_string(),
             "FieldValueInvalid".to_string(),

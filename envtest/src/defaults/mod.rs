@@ -72,8 +72,8 @@ use serde_json::{Map, Value, json};
 
 pub(crate) use objects::{
     config_map, custom_resource_definition, deployment, empty_status, endpoint_slice, endpoints,
-    event, mutating_webhooks, no_replicas, replicated, replication_controller, templated,
-    validating_webhooks,
+    event, job, job_selector, mutating_webhooks, no_replicas, replicated, replication_controller,
+    templated, validating_webhooks,
 };
 pub(crate) use pod::{admit_pod, admit_pod_update, pod, pod_status};
 pub(crate) use service::{allocate, service, service_status};

@@ -209,3 +209,104 @@ pub(crate) fn endpoint_slice(_old: Option<&Value>, obj: &mut Value) {
         or_insert(e, "conditions", json!({}));
     }
 }
+
+/// A Job's defaults (`SetDefaults_Job`): one completion and one pod at a time when neither
+/// is set, a backoff limit of 6 (the largest `int32` with a per-index limit), `NonIndexed`,
+/// not suspended, no manual selector, pods replaced once terminating or failed (only failed
+/// with a pod failure policy), the template's defaults; and metadata labels taken from the
+/// template's when the Job has none.
+pub(crate) fn job(_old: Option<&Value>, obj: &mut Value) {
+    let Some(spec) = object_field(obj, "spec") else {
+        return;
+    };
+    let unset =
+        |spec: &serde_json::Map<String, Value>, f: &str| spec.get(f).is_none_or(Value::is_null);
+    if unset(spec, "completions") && unset(spec, "parallelism") {
+        spec.insert("completions".into(), json!(1));
+    }
+    or_insert(spec, "parallelism", json!(1));
+    let backoff = if unset(spec, "backoffLimitPerIndex") {
+        json!(6)
+    } else {
+        json!(i32::MAX)
+    };
+    or_insert(spec, "backoffLimit", backoff);
+    or_insert(spec, "completionMode", json!("NonIndexed"));
+    or_insert(spec, "suspend", json!(false));
+    or_insert(spec, "manualSelector", json!(false));
+    let replacement = if unset(spec, "podFailurePolicy") {
+        "TerminatingOrFailed"
+    } else {
+        "Failed"
+    };
+    or_insert(spec, "podReplacementPolicy", json!(replacement));
+    template(spec);
+    labels_from_template(obj);
+}
+
+/// `SetDefaults_Job`'s metadata labels: the template's, when the Job has none.
+fn labels_from_template(obj: &mut Value) {
+    let template_labels = obj
+        .pointer("/spec/template/metadata/labels")
+        .filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+        .cloned();
+    let has_labels = obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|m| !m.is_empty());
+    if let Some(labels) = template_labels
+        && !has_labels
+        && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("labels".into(), labels);
+    }
+}
+
+/// A new Job's generated selector (the Job strategy's `PrepareForCreate`, unless
+/// `spec.manualSelector`): the template gets the `job-name` and `controller-uid` labels (legacy
+/// and `batch.kubernetes.io/` forms) unless set, the selector matches
+/// `batch.kubernetes.io/controller-uid`, and the Job takes the template's labels when it has
+/// none (what every read of it shows upstream, through the defaults of its decoding); then the
+/// first status, `{}`.
+pub(crate) fn job_selector(obj: &mut Value) {
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let uid = obj["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if obj.pointer("/spec/manualSelector") != Some(&json!(true))
+        && let Some(spec) = object_field(obj, "spec")
+    {
+        let template = spec.entry("template").or_insert_with(|| json!({}));
+        if !template["metadata"].is_object() {
+            template["metadata"] = json!({});
+        }
+        if !template["metadata"]["labels"].is_object() {
+            template["metadata"]["labels"] = json!({});
+        }
+        if let Some(labels) = template["metadata"]["labels"].as_object_mut() {
+            for key in ["job-name", "batch.kubernetes.io/job-name"] {
+                or_insert(labels, key, json!(name));
+            }
+            for key in ["controller-uid", "batch.kubernetes.io/controller-uid"] {
+                or_insert(labels, key, json!(uid));
+            }
+        }
+        let selector = spec.entry("selector").or_insert_with(|| json!({}));
+        if !selector["matchLabels"].is_object() {
+            selector["matchLabels"] = json!({});
+        }
+        if let Some(match_labels) = selector["matchLabels"].as_object_mut() {
+            or_insert(
+                match_labels,
+                "batch.kubernetes.io/controller-uid",
+                json!(uid),
+            );
+        }
+    }
+    labels_from_template(obj);
+    empty_status(obj);
+}

@@ -68,6 +68,61 @@ pub(crate) struct Kind {
     pub on_update: Option<fn(&Value, &mut Value)>,
     /// The strategy's `PrepareForCreate` on every create: the first status.
     pub prepare_create: Option<fn(&mut Value)>,
+    /// The rule `metadata.name` follows (upstream's name validation function of the kind).
+    pub name: NameRule,
+    /// The metadata fields a write through the `status` subresource leaves as stored (the
+    /// kind's status strategy's `PrepareForUpdate` upstream). It keeps the stored spec and the
+    /// sent status and metadata otherwise: most built-in kinds reset no metadata, Deployments
+    /// reset `labels`, Pods `ownerReferences`, APIServices labels, annotations, finalizers and
+    /// owners. (Identity and system fields are the stored ones on every update anyway; custom
+    /// resources keep only the status, see `api/update.rs`.)
+    pub status_resets: &'static [&'static str],
+}
+
+/// The rule a kind's `metadata.name` follows: the name validation function upstream's
+/// `ValidateObjectMeta` is given for the kind (`pkg/apis/*/validation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameRule {
+    /// `NameIsDNSSubdomain`: most kinds, and every custom resource.
+    Subdomain,
+    /// `NameIsDNSLabel`: Namespaces (`ValidateNamespaceName`), StatefulSets, and Services
+    /// since 1.37 (KEP-5311, `RelaxedServiceNameValidation` locked on; they were DNS-1035
+    /// labels before).
+    Label,
+    /// `content.IsPathSegmentName` (`ValidateRBACName`): roles and role bindings, whose names
+    /// may hold capitals and `:` (`system:controller:x`).
+    PathSegment,
+    /// No rule of the kind's own (`ValidateCertificateRequestName`).
+    Any,
+}
+
+impl NameRule {
+    /// The rule of the resource `t` (custom resources: a DNS subdomain).
+    pub(crate) fn of(t: &super::ResourceType) -> NameRule {
+        of(t).map_or(NameRule::Subdomain, |k| k.name)
+    }
+
+    /// The API server's messages for `name`, empty when it follows the rule.
+    pub(crate) fn check(self, name: &str) -> Vec<String> {
+        match self {
+            NameRule::Subdomain => kcr_names::validate_dns1123_subdomain(name),
+            NameRule::Label => kcr_names::validate_dns1123_label(name),
+            NameRule::PathSegment => path_segment(name),
+            NameRule::Any => Vec::new(),
+        }
+    }
+}
+
+/// Upstream's `content.IsPathSegmentName`: not `.` or `..`, no `/` or `%`.
+fn path_segment(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|c| name.contains(**c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
 }
 
 /// A subresource besides `status` and `scale`, as discovery lists it. `group` and `version`
@@ -124,6 +179,8 @@ const BASE: Kind = Kind {
     on_create: None,
     on_update: None,
     prepare_create: None,
+    name: NameRule::Subdomain,
+    status_resets: &[],
 };
 
 /// The `all` category.
@@ -231,6 +288,7 @@ pub(crate) const KINDS: &[Kind] = &[
         printer: Printer::Columns(columns::namespace),
         fields: &[field("status.phase")],
         defaults: Some(defaults::namespace),
+        name: NameRule::Label,
         ..BASE
     },
     Kind {
@@ -293,6 +351,7 @@ pub(crate) const KINDS: &[Kind] = &[
         on_create: Some(defaults::admit_pod),
         on_update: Some(defaults::admit_pod_update),
         prepare_create: Some(defaults::pod_status),
+        status_resets: &["ownerReferences"],
         ..BASE
     },
     Kind {
@@ -330,6 +389,7 @@ pub(crate) const KINDS: &[Kind] = &[
         printer: Printer::Columns(columns::service),
         defaults: Some(defaults::service),
         prepare_create: Some(defaults::service_status),
+        name: NameRule::Label,
         ..BASE
     },
     Kind {
@@ -362,6 +422,7 @@ pub(crate) const KINDS: &[Kind] = &[
         printer: Printer::Columns(columns::deployment),
         defaults: Some(defaults::deployment),
         prepare_create: Some(defaults::empty_status),
+        status_resets: &["labels"],
         ..workload("apps", "deployments", "Deployment")
     },
     Kind {
@@ -376,6 +437,7 @@ pub(crate) const KINDS: &[Kind] = &[
         scale: true,
         printer: Printer::Columns(columns::stateful_set),
         defaults: Some(defaults::templated),
+        name: NameRule::Label,
         ..workload("apps", "statefulsets", "StatefulSet")
     },
     Kind {
@@ -386,7 +448,8 @@ pub(crate) const KINDS: &[Kind] = &[
     },
     Kind {
         printer: Printer::Columns(columns::job),
-        defaults: Some(defaults::templated),
+        defaults: Some(defaults::job),
+        prepare_create: Some(defaults::job_selector),
         ..workload("batch", "jobs", "Job")
     },
     Kind {
@@ -493,6 +556,7 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "roles",
         kind: "Role",
         printer: Printer::Complete(columns::role),
+        name: NameRule::PathSegment,
         ..BASE
     },
     Kind {
@@ -500,6 +564,7 @@ pub(crate) const KINDS: &[Kind] = &[
         plural: "rolebindings",
         kind: "RoleBinding",
         printer: Printer::Complete(columns::role_binding),
+        name: NameRule::PathSegment,
         ..BASE
     },
     Kind {
@@ -508,6 +573,7 @@ pub(crate) const KINDS: &[Kind] = &[
         kind: "ClusterRole",
         printer: Printer::Complete(columns::role),
         namespaced: false,
+        name: NameRule::PathSegment,
         ..BASE
     },
     Kind {
@@ -516,6 +582,7 @@ pub(crate) const KINDS: &[Kind] = &[
         kind: "ClusterRoleBinding",
         printer: Printer::Complete(columns::role_binding),
         namespaced: false,
+        name: NameRule::PathSegment,
         ..BASE
     },
     Kind {
@@ -553,6 +620,7 @@ pub(crate) const KINDS: &[Kind] = &[
         status: true,
         lists: Lists::rows(CONDITIONS),
         fields: &[field("spec.signerName")],
+        name: NameRule::Any,
         ..BASE
     },
     Kind {
@@ -564,6 +632,7 @@ pub(crate) const KINDS: &[Kind] = &[
         categories: API_EXTENSIONS,
         status: true,
         lists: Lists::rows(CONDITIONS),
+        status_resets: &["labels", "annotations", "finalizers", "ownerReferences"],
         ..BASE
     },
 ];

@@ -139,5 +139,25 @@ pub fn area() -> Area {
         )
         .q("dryRun", "All"),
     );
+    // A resourceVersion on create: the store's unclassified 500 for a real create, and an
+    // answer for a dry run (which never reaches the store).
+    s.status(
+        "500-create-with-resource-version",
+        post(
+            CM,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "with-rv", "resourceVersion": "12345"}}),
+        ),
+    );
+    s.pick(
+        "dry-run-create-with-resource-version",
+        post(
+            CM,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "with-rv", "resourceVersion": "12345"}}),
+        )
+        .q("dryRun", "All"),
+        &["/kind", "/metadata/name", "/metadata/resourceVersion"],
+    );
     s.done()
 }

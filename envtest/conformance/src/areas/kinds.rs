@@ -194,5 +194,66 @@ pub fn area() -> Area {
         "partial-create",
         post(CM, cm("pom2", json!({}))).h("Accept", PARTIAL),
     );
+    // Each kind's name rule: RBAC takes path segments (capitals, ':'), Services (1.37) and
+    // StatefulSets DNS-1123 labels ("must not contain dots"), CSRs anything.
+    s.pick(
+        "rbac-role-name-with-capitals",
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "clusterRole-10:Reader"}}),
+        ),
+        &["/kind", "/metadata/name"],
+    );
+    s.status(
+        "rbac-role-name-with-percent",
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "fifty%off"}}),
+        ),
+    );
+    s.pick(
+        "service-name-leading-digit",
+        post(
+            "/api/v1/namespaces/{ns}/services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1st"},
+                "spec": {"ports": [{"port": 80}]}}),
+        ),
+        &["/kind", "/metadata/name"],
+    );
+    s.status(
+        "service-name-with-dots",
+        post(
+            "/api/v1/namespaces/{ns}/services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a.b"},
+                "spec": {"ports": [{"port": 80}]}}),
+        ),
+    );
+    s.status(
+        "statefulset-name-with-dots",
+        post(
+            "/apis/apps/v1/namespaces/{ns}/statefulsets",
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db.v1"},
+                "spec": {"selector": {"matchLabels": {"app": "db"}},
+                    "template": {"metadata": {"labels": {"app": "db"}},
+                        "spec": {"containers": [{"name": "db", "image": "db"}]}}}}),
+        ),
+    );
+    // A Job's create: its generated selector and template labels (no manualSelector), its
+    // defaults, and metadata labels defaulted from the template's.
+    s.body(
+        "job-create-generated-selector",
+        post(
+            "/apis/batch/v1/namespaces/{ns}/jobs",
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gen"},
+                "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+        ),
+    );
+    s.body(
+        "job-read-generated-selector",
+        get("/apis/batch/v1/namespaces/{ns}/jobs/gen"),
+    );
     s.done()
 }

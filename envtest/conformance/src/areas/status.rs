@@ -106,5 +106,38 @@ pub fn area() -> Area {
         ),
         &["/status/message", "/metadata/generation"],
     );
+    // What a status write keeps of the metadata it sends, per kind's status strategy: a
+    // Deployment keeps annotation changes and resets labels; a Job keeps both.
+    s.pick(
+        "deployment-status-metadata",
+        patch(
+            &format!("{d}/status"),
+            "merge",
+            json!({"metadata": {"annotations": {"conf.kcr.dev/seen": "yes"},
+                                "labels": {"conf-extra": "x"}},
+                   "status": {"replicas": 2}}),
+        ),
+        &[
+            "/metadata/annotations",
+            "/metadata/labels",
+            "/status/replicas",
+        ],
+    );
+    s.setup(post(
+        "/apis/batch/v1/namespaces/{ns}/jobs",
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j1"},
+            "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+    ));
+    s.pick(
+        "job-status-metadata",
+        patch(
+            "/apis/batch/v1/namespaces/{ns}/jobs/j1/status",
+            "merge",
+            json!({"metadata": {"annotations": {"note": "n"}, "labels": {"stage": "two"}},
+                   "spec": {"suspend": false}}),
+        ),
+        &["/metadata/annotations", "/metadata/labels", "/spec/suspend"],
+    );
     s.done()
 }
