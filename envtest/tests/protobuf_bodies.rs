@@ -272,3 +272,72 @@ async fn a_go_client_pod_eviction_token_request_and_cluster_objects() {
         client.request::<Value>(req).await.unwrap();
     }
 }
+
+/// A request with `accept`; the answer's status, content type and body.
+async fn fetch(client: &kube::Client, path: &str, accept: &str) -> (u16, String, Vec<u8>) {
+    use http_body_util::BodyExt;
+    let req = http::Request::get(path)
+        .header("Accept", accept)
+        .body(kube::client::Body::from(Vec::new()))
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    (code, content_type, body)
+}
+
+/// Answers in protobuf for a client that prefers it, as Go clients do
+/// (`application/vnd.kubernetes.protobuf, application/json`): an object, a list and a Status
+/// decode to what the same request answers in JSON.
+#[tokio::test]
+async fn go_clients_preferring_protobuf_get_protobuf_answers() {
+    let ns = TestNamespace::new("protobuf-answers").await.unwrap();
+    let client = ns.client();
+    let n = ns.namespace();
+    let deployments = format!("/apis/apps/v1/namespaces/{n}/deployments");
+    let (code, created) = send(&client, "POST", &deployments, fixture("e2e_deployment")).await;
+    assert_eq!(code, 200, "{created}");
+    let leases = format!("/apis/coordination.k8s.io/v1/namespaces/{n}/leases");
+    let (code, lease) = send(&client, "POST", &leases, fixture("e2e_lease")).await;
+    assert_eq!(code, 200, "{lease}");
+
+    let go_accept = "application/vnd.kubernetes.protobuf, application/json";
+    for path in [
+        format!("{deployments}/pb-web"),
+        format!("{leases}/pb-leader"),
+        deployments.clone(),
+    ] {
+        let (code, content_type, body) = fetch(&client, &path, go_accept).await;
+        assert_eq!(code, 200, "{path}");
+        assert_eq!(content_type, PROTOBUF, "{path}");
+        let decoded = kcr_envtest::protobuf::decode(&body)
+            .unwrap_or_else(|e| panic!("{path}: the answer does not decode: {e}"));
+        let (_, json_type, json) = fetch(&client, &path, "application/json").await;
+        assert_eq!(json_type, "application/json", "{path}");
+        let json: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(decoded, json, "{path}");
+    }
+
+    // An error is a protobuf Status.
+    let missing = format!("{deployments}/missing");
+    let (code, content_type, body) = fetch(&client, &missing, go_accept).await;
+    assert_eq!((code, content_type.as_str()), (404, PROTOBUF));
+    let status = kcr_envtest::protobuf::decode(&body).unwrap();
+    assert_eq!(
+        (&status["kind"], &status["reason"], &status["code"]),
+        (&json!("Status"), &json!("NotFound"), &json!(404)),
+        "{status}"
+    );
+}

@@ -37,6 +37,60 @@ pub(crate) fn decode_protobuf(content_type: &str, body: Bytes) -> Result<Bytes, 
     Ok(body)
 }
 
+/// Whether the client prefers protobuf answers: `application/vnd.kubernetes.protobuf` (without an
+/// `as=` parameter) is the first media type its `Accept` lists, as Go clients list it.
+pub(crate) fn wants_protobuf(accept: Option<&str>) -> bool {
+    let first = accept
+        .unwrap_or_default()
+        .split(',')
+        .next()
+        .unwrap_or_default();
+    let mut params = first.split(';').map(str::trim);
+    params
+        .next()
+        .is_some_and(|m| m.eq_ignore_ascii_case("application/vnd.kubernetes.protobuf"))
+        && params.all(|p| !p.starts_with("as="))
+}
+
+/// A JSON answer of a built-in kind (an object, a list, a Status) re-encoded as protobuf
+/// ([`crate::protobuf::encode`]), as kube-apiserver answers a client that prefers protobuf; any
+/// other answer (a custom resource, which upstream answers in JSON too) unchanged.
+pub(crate) async fn protobuf_answer(
+    resp: http::Response<super::Body>,
+) -> http::Response<super::Body> {
+    use http_body_util::{BodyExt, Full};
+    let is_json = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v == "application/json");
+    if !is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let bytes = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(never) => match never {},
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| crate::protobuf::encode(&v));
+    let body = match encoded {
+        Some(pb) => {
+            parts.headers.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+            );
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+            Bytes::from(pb)
+        }
+        None => bytes,
+    };
+    http::Response::from_parts(
+        parts,
+        Full::new(body).map_err(|never| match never {}).boxed(),
+    )
+}
+
 /// The media types a create or update body may have (the real server's list, in its order).
 pub(crate) const WRITE_MEDIA_TYPES: [&str; 3] = [
     "application/json",
@@ -268,6 +322,22 @@ mod tests {
             err.message,
             "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character 'n' looking for beginning of object key string ({not json)"
         );
+    }
+
+    #[test]
+    fn protobuf_answers_go_to_clients_listing_it_first() {
+        assert!(wants_protobuf(Some(
+            "application/vnd.kubernetes.protobuf, application/json"
+        )));
+        assert!(wants_protobuf(Some("application/vnd.kubernetes.protobuf")));
+        assert!(!wants_protobuf(Some(
+            "application/json, application/vnd.kubernetes.protobuf"
+        )));
+        assert!(!wants_protobuf(Some(
+            "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json"
+        )));
+        assert!(!wants_protobuf(Some("*/*")));
+        assert!(!wants_protobuf(None));
     }
 
     #[test]

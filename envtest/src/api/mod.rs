@@ -175,6 +175,11 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Err(e) => return error_response(&e),
     };
     let mode = output_mode(accept.as_deref(), &query);
+    // A Go client that prefers protobuf gets the answers of built-in kinds in protobuf (watch
+    // streams stay JSON, which it reads by their content type).
+    let protobuf_answer = matches!(target, Target::Resource(_))
+        && verb != "watch"
+        && decode::wants_protobuf(accept.as_deref());
     let mut warnings = None;
     let result = match target {
         Target::Fixed(v) => Ok(json_value(StatusCode::OK, &v)),
@@ -211,6 +216,9 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Ok(resp) => resp,
         Err(e) => error_response(&e),
     };
+    if protobuf_answer {
+        resp = decode::protobuf_answer(resp).await;
+    }
     for w in warnings
         .map(|w| std::mem::take(&mut *w.lock()))
         .unwrap_or_default()

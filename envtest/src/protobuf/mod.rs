@@ -31,10 +31,18 @@
 //! A body that is not a well-formed protobuf message (truncated, bad wire data, a known field with
 //! the wrong wire type, no `k8s\0` magic) is a 400 BadRequest, as on the real server
 //! ([`DecodeError::Malformed`]); a kind outside the tables (a custom resource) is a 415
-//! ([`DecodeError::Unsupported`]). Responses are JSON (Go clients list JSON in `Accept`).
+//! ([`DecodeError::Unsupported`]).
+//!
+//! [`encode`] is the way back, through the same tables: the server answers a client whose
+//! `Accept` lists protobuf first (Go clients do) in protobuf for built-in kinds (objects, lists,
+//! Status), byte for byte as Go's marshallers write them; watch streams stay JSON, which Go
+//! clients read by their content type.
 
+mod encode;
 #[rustfmt::skip]
 mod generated;
+
+pub use encode::encode;
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -177,8 +185,10 @@ enum Shape {
 /// How a field of a message becomes JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Rule {
-    /// Kept at any value: a pointer, or a non-pointer without `omitempty`.
+    /// Kept at any value: a non-pointer without `omitempty` (Go always writes it).
     Keep,
+    /// A pointer: present or not, kept at any value when present.
+    Opt,
     /// Left out at its zero value: a non-pointer tagged `omitempty`.
     Omit,
     /// `repeated`: an array.
@@ -212,6 +222,13 @@ const fn keep(number: u64, name: &'static str, ty: Ty) -> Spec {
         name,
         ty,
         rule: Rule::Keep,
+    }
+}
+
+const fn opt(number: u64, name: &'static str, ty: Ty) -> Spec {
+    Spec {
+        rule: Rule::Opt,
+        ..keep(number, name, ty)
     }
 }
 
@@ -418,7 +435,7 @@ impl Decoder {
                     Some(_) => return Err(Malformed(format!("{here}: not an object"))),
                     None => {}
                 },
-                Rule::Keep | Rule::Omit => {
+                Rule::Keep | Rule::Opt | Rule::Omit => {
                     let zero = match field {
                         Field::Varint(v) => v == 0,
                         Field::Bytes(b) => b.is_empty(),

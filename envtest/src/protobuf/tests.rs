@@ -440,3 +440,24 @@ fn every_kind_kcr_envtest_serves_has_a_table() {
     assert!(seen > 60, "only {seen} kinds seen");
     assert!(missing.is_empty(), "no protobuf table for {missing:?}");
 }
+
+#[test]
+fn encode_drops_unknown_members_and_refuses_what_does_not_fit() {
+    let pb = encode(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "x"}, "bogus": 1, "data": {"a": "b"}}))
+    .unwrap();
+    assert_eq!(
+        decode(&pb).unwrap(),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+               "data": {"a": "b"}})
+    );
+    // A kind without a table, a number where a string goes, a time that is not one.
+    assert!(encode(&json!({"apiVersion": "example.com/v1", "kind": "Widget"})).is_none());
+    assert!(encode(&json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": 1}})).is_none());
+    assert!(
+        encode(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"creationTimestamp": "yesterday"}}))
+        .is_none()
+    );
+    assert!(encode(&json!({"kind": "ConfigMap"})).is_none());
+}
