@@ -341,3 +341,85 @@ async fn go_clients_preferring_protobuf_get_protobuf_answers() {
         "{status}"
     );
 }
+
+/// The length-delimited fields of a protobuf message, by number (the last of each).
+fn length_delimited(mut buf: &[u8]) -> std::collections::BTreeMap<u64, Vec<u8>> {
+    fn varint(buf: &mut &[u8]) -> u64 {
+        let mut v = 0;
+        for shift in (0..64).step_by(7) {
+            let (byte, rest) = buf.split_first().expect("a varint");
+            *buf = rest;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        v
+    }
+    let mut out = std::collections::BTreeMap::new();
+    while !buf.is_empty() {
+        let key = varint(&mut buf);
+        assert_eq!(key & 7, 2, "a length-delimited field");
+        let len = varint(&mut buf) as usize;
+        out.insert(key >> 3, buf[..len].to_vec());
+        buf = &buf[len..];
+    }
+    out
+}
+
+/// A watch for a client that prefers protobuf: length-delimited `WatchEvent` frames, each
+/// object in its own `k8s\0` envelope.
+#[tokio::test]
+async fn go_clients_preferring_protobuf_watch_in_protobuf_frames() {
+    use http_body_util::BodyExt;
+    let ns = TestNamespace::new("protobuf-watch").await.unwrap();
+    let client = ns.client();
+    let leases = format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+        ns.namespace()
+    );
+    let list = get(&client, &leases).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let req = http::Request::get(format!("{leases}?watch=1&resourceVersion={rv}"))
+        .header(
+            "Accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )
+        .body(kube::client::Body::from(Vec::new()))
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.headers().get("content-type").unwrap(),
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    );
+    let (code, created) = send(&client, "POST", &leases, fixture("e2e_lease")).await;
+    assert_eq!(code, 200, "{created}");
+
+    let mut body = resp.into_body();
+    let mut buf = Vec::new();
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if buf.len() >= 4 {
+                let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                if buf.len() >= 4 + len {
+                    return buf[4..4 + len].to_vec();
+                }
+            }
+            let next = body.frame().await.expect("the stream goes on").unwrap();
+            if let Ok(data) = next.into_data() {
+                buf.extend_from_slice(&data);
+            }
+        }
+    })
+    .await
+    .expect("an event within 20s");
+    let event = length_delimited(&frame);
+    assert_eq!(event[&1], b"ADDED");
+    let raw = &length_delimited(&event[&2])[&1];
+    let object = kcr_envtest::protobuf::decode(raw).unwrap();
+    assert_eq!(object, created);
+}

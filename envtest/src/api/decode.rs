@@ -91,6 +91,49 @@ pub(crate) async fn protobuf_answer(
     )
 }
 
+/// A JSON watch stream of a built-in kind as a protobuf one
+/// (`application/vnd.kubernetes.protobuf;stream=watch`: one length-delimited `WatchEvent` frame
+/// per event line, [`crate::protobuf::watch_frame`]); an answer that is not a stream (an error
+/// Status) as [`protobuf_answer`] has it.
+pub(crate) async fn protobuf_watch(
+    resp: http::Response<super::Body>,
+) -> http::Response<super::Body> {
+    use futures::StreamExt as _;
+    use http_body_util::{BodyExt, StreamBody};
+    if resp.status() != http::StatusCode::OK {
+        return protobuf_answer(resp).await;
+    }
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/vnd.kubernetes.protobuf;stream=watch"),
+    );
+    let state = (body.into_data_stream(), bytes::BytesMut::new());
+    let frames = futures::stream::unfold(state, |(mut stream, mut buf)| async move {
+        loop {
+            // Every complete event line buffered so far, as one chunk of frames.
+            let mut out = Vec::new();
+            while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                let line = buf.split_to(end + 1);
+                match crate::protobuf::watch_frame(&line[..end]) {
+                    Some(frame) => out.extend(frame),
+                    None => tracing::warn!("a watch event not encoded as protobuf was left out"),
+                }
+            }
+            if !out.is_empty() {
+                let frame = hyper::body::Frame::data(Bytes::from(out));
+                return Some((Ok::<_, std::convert::Infallible>(frame), (stream, buf)));
+            }
+            match stream.next().await {
+                Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                Some(Err(never)) => match never {},
+                None => return None,
+            }
+        }
+    });
+    http::Response::from_parts(parts, BodyExt::boxed(StreamBody::new(frames)))
+}
+
 /// The media types a create or update body may have (the real server's list, in its order).
 pub(crate) const WRITE_MEDIA_TYPES: [&str; 3] = [
     "application/json",

@@ -40,6 +40,7 @@ mod selectors;
 mod update;
 mod validate;
 mod validate_fields;
+mod validate_pod;
 mod watch;
 
 use std::convert::Infallible;
@@ -175,11 +176,18 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
         Err(e) => return error_response(&e),
     };
     let mode = output_mode(accept.as_deref(), &query);
-    // A Go client that prefers protobuf gets the answers of built-in kinds in protobuf (watch
-    // streams stay JSON, which it reads by their content type).
+    // A Go client that prefers protobuf gets the answers of built-in kinds in protobuf, watch
+    // streams included.
     let protobuf_answer = matches!(target, Target::Resource(_))
         && verb != "watch"
         && decode::wants_protobuf(accept.as_deref());
+    let protobuf_watch = match &target {
+        Target::Resource(r) if verb == "watch" => {
+            decode::wants_protobuf(accept.as_deref())
+                && crate::protobuf::has_table(&r.t.api_version(&r.version), &r.t.kind)
+        }
+        _ => false,
+    };
     let mut warnings = None;
     let result = match target {
         Target::Fixed(v) => Ok(json_value(StatusCode::OK, &v)),
@@ -218,6 +226,8 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
     };
     if protobuf_answer {
         resp = decode::protobuf_answer(resp).await;
+    } else if protobuf_watch {
+        resp = decode::protobuf_watch(resp).await;
     }
     for w in warnings
         .map(|w| std::mem::take(&mut *w.lock()))

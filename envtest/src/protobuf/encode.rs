@@ -235,3 +235,26 @@ pub fn encode(value: &Value) -> Option<Vec<u8>> {
     put_bytes(&mut body, 4, b"");
     Some(body)
 }
+
+/// Whether objects of `kind` in `api_version` have a message table (so [`encode`] writes them).
+pub(crate) fn has_table(api_version: &str, kind: &str) -> bool {
+    message_of(api_version, kind).is_some()
+}
+
+/// One frame of a protobuf watch stream from a JSON watch event line (`{"type", "object"}`):
+/// the 4-byte big-endian length, then the `metav1.WatchEvent` message without an envelope
+/// (`type`, `object.raw` = the object's enveloped protobuf), as kube-apiserver's
+/// length-delimited raw serializer writes it. `None` for a line that is not such an event.
+pub(crate) fn watch_frame(line: &[u8]) -> Option<Vec<u8>> {
+    let event: Value = serde_json::from_slice(line).ok()?;
+    let kind = event.get("type")?.as_str()?;
+    let object = encode(event.get("object")?)?;
+    let mut raw = Vec::new();
+    put_bytes(&mut raw, 1, &object);
+    let mut message = Vec::new();
+    put_bytes(&mut message, 1, kind.as_bytes());
+    put_bytes(&mut message, 2, &raw);
+    let mut frame = u32::try_from(message.len()).ok()?.to_be_bytes().to_vec();
+    frame.extend(message);
+    Some(frame)
+}

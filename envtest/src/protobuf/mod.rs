@@ -35,14 +35,15 @@
 //!
 //! [`encode`] is the way back, through the same tables: the server answers a client whose
 //! `Accept` lists protobuf first (Go clients do) in protobuf for built-in kinds (objects, lists,
-//! Status), byte for byte as Go's marshallers write them; watch streams stay JSON, which Go
-//! clients read by their content type.
+//! Status, and watch events in length-delimited `WatchEvent` frames), byte for byte as Go's
+//! marshallers write them.
 
 mod encode;
 #[rustfmt::skip]
 mod generated;
 
 pub use encode::encode;
+pub(crate) use encode::{has_table, watch_frame};
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
