@@ -247,6 +247,7 @@ pub(crate) fn validate(
     }
     causes.extend(validate_builtin(route, operation, old, obj));
     causes.extend(super::validate_fields::causes(t, obj));
+    causes.extend(super::validate_pod::causes(t, obj));
     if let Some(custom) = &t.custom
         && let Some(schema) = custom.schemas.get(&route.version)
     {

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use crate::exchange::Area;
 
 mod apply;
+mod builtin_validation;
 mod crd_schema;
 mod crud;
 mod deletion;
@@ -37,6 +38,7 @@ pub fn all() -> Vec<Area> {
         watch::area(),
         errors::area(),
         kinds::area(),
+        builtin_validation::area(),
     ]
 }
 
