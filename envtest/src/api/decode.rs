@@ -37,8 +37,9 @@ pub(crate) fn decode_protobuf(content_type: &str, body: Bytes) -> Result<Bytes, 
     Ok(body)
 }
 
-/// Whether the client prefers protobuf answers: `application/vnd.kubernetes.protobuf` (without an
-/// `as=` parameter) is the first media type its `Accept` lists, as Go clients list it.
+/// Whether the client prefers protobuf answers: `application/vnd.kubernetes.protobuf` is the
+/// first media type its `Accept` lists, as Go clients list it, for the object itself or (client-go's
+/// metadata client) as `PartialObjectMetadata`; a Table is answered in JSON.
 pub(crate) fn wants_protobuf(accept: Option<&str>) -> bool {
     let first = accept
         .unwrap_or_default()
@@ -49,7 +50,11 @@ pub(crate) fn wants_protobuf(accept: Option<&str>) -> bool {
     params
         .next()
         .is_some_and(|m| m.eq_ignore_ascii_case("application/vnd.kubernetes.protobuf"))
-        && params.all(|p| !p.starts_with("as="))
+        && params.all(|p| {
+            !p.starts_with("as=")
+                || p == "as=PartialObjectMetadata"
+                || p == "as=PartialObjectMetadataList"
+        })
 }
 
 /// A JSON answer of a built-in kind (an object, a list, a Status) re-encoded as protobuf
@@ -378,6 +383,9 @@ mod tests {
         )));
         assert!(!wants_protobuf(Some(
             "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json"
+        )));
+        assert!(wants_protobuf(Some(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
         )));
         assert!(!wants_protobuf(Some("*/*")));
         assert!(!wants_protobuf(None));

@@ -184,7 +184,8 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
     let protobuf_watch = match &target {
         Target::Resource(r) if verb == "watch" => {
             decode::wants_protobuf(accept.as_deref())
-                && crate::protobuf::has_table(&r.t.api_version(&r.version), &r.t.kind)
+                && (mode == OutputMode::Metadata
+                    || crate::protobuf::has_table(&r.t.api_version(&r.version), &r.t.kind))
         }
         _ => false,
     };
