@@ -465,3 +465,54 @@ async fn go_clients_preferring_protobuf_watch_in_protobuf_frames() {
     let object = kcr_envtest::protobuf::decode(raw).unwrap();
     assert_eq!(object, created);
 }
+
+/// A length-delimited protobuf field.
+fn pb_field(number: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![number << 3 | 2];
+    let mut len = payload.len();
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        if len == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Field numbers a message does not have are dropped, not refused, as kube-apiserver's generated
+/// unmarshallers skip them: a ConfigMap with an unknown field in its metadata and one at the top
+/// level is created, without them.
+#[tokio::test]
+async fn unknown_protobuf_fields_are_dropped() {
+    let ns = TestNamespace::new("protobuf-unknown").await.unwrap();
+    let client = ns.client();
+    let mut meta = pb_field(1, b"pb-unknown");
+    meta.extend(pb_field(15, b"a field ObjectMeta does not have"));
+    let mut raw = pb_field(1, &meta);
+    raw.extend(pb_field(
+        2,
+        &[pb_field(1, b"a"), pb_field(2, b"b")].concat(),
+    ));
+    raw.extend(pb_field(9, b"a field ConfigMap does not have"));
+    let type_meta = [pb_field(1, b"v1"), pb_field(2, b"ConfigMap")].concat();
+    let body = [
+        b"k8s\0".to_vec(),
+        pb_field(1, &type_meta),
+        pb_field(2, &raw),
+        pb_field(3, b""),
+        pb_field(4, b""),
+    ]
+    .concat();
+    let path = format!("/api/v1/namespaces/{}/configmaps", ns.namespace());
+    let (code, created) = send(&client, "POST", &path, body).await;
+    assert_eq!(code, 200, "{created}");
+    let got = get(&client, &format!("{path}/pb-unknown")).await;
+    assert_eq!(got["data"], json!({"a": "b"}));
+    let mut keys: Vec<&String> = got.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["apiVersion", "data", "kind", "metadata"]);
+}
