@@ -24,8 +24,13 @@ use crate::intercept::{EventKey, Plan, RunShared, WriteRecord, one_line};
 use crate::state::{Change, EndState, Exclude, Normaliser, Snapshot, diff, normalise, snapshot};
 
 /// The environment variable that restricts an exploration to one run (plus the reference
-/// run it is compared with): `crash-after:3`, `crash-before:3`, `missed:2`, `stale:5`, or
-/// `reference`. Every finding prints it in its reproduction line.
+/// run it is compared with). By number in the reference run: `crash-after:3`,
+/// `crash-before:3`, `missed:2`, `stale:5`, or `reference`. By key, which stays right when
+/// the reference run's numbering varies (a controller whose writes or events vary in number
+/// from run to run): `crash-after=<write key>` ([`WriteRecord::key`]),
+/// `crash-before=<write key>`, `missed=<event>`, `stale=<event>` (an [`EventKey`] as it
+/// displays, e.g. `stale=MODIFIED /api/v1/nodes envtest-node-2 #2`). Every finding prints
+/// the key form in its reproduction line.
 pub const ONLY_ENV: &str = "KCR_PERTURB_ONLY";
 
 /// The environment variable that sets the exploration's seed (overrides
@@ -91,7 +96,8 @@ impl RunId {
         }
     }
 
-    /// Parses [`ONLY_ENV`]'s syntax (the [`Display`](fmt::Display) form).
+    /// Parses the [`Display`](fmt::Display) form (`crash-after:3`, ...), one of the two
+    /// forms [`ONLY_ENV`] accepts.
     pub fn parse(text: &str) -> Result<RunId, PerturbError> {
         let bad = |why: &str| PerturbError::BadOnly {
             value: text.to_owned(),
@@ -117,6 +123,39 @@ impl RunId {
             "stale" => Ok(RunId::Stale(n)),
             _ => Err(bad("unknown kind of run")),
         }
+    }
+}
+
+/// What [`ONLY_ENV`] selects: a run by its number in this reference run, or by the key of
+/// its write or event (stable when the reference run's numbering varies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Only {
+    Id(RunId),
+    CrashAfter(String),
+    CrashBefore(String),
+    Missed(String),
+    Stale(String),
+}
+
+impl Only {
+    fn parse(text: &str) -> Result<Only, PerturbError> {
+        let trimmed = text.trim();
+        if let Some((kind, key)) = trimmed.split_once('=')
+            && !kind.contains(':')
+        {
+            let key = key.trim().to_owned();
+            return match kind {
+                "crash-after" => Ok(Only::CrashAfter(key)),
+                "crash-before" => Ok(Only::CrashBefore(key)),
+                "missed" => Ok(Only::Missed(key)),
+                "stale" => Ok(Only::Stale(key)),
+                _ => Err(PerturbError::BadOnly {
+                    value: text.to_owned(),
+                    why: "unknown kind of run".into(),
+                }),
+            };
+        }
+        RunId::parse(trimmed).map(Only::Id)
     }
 }
 
@@ -356,7 +395,7 @@ pub struct Exploration {
     reproduce: Option<String>,
     check_reference: bool,
     uncounted: Vec<String>,
-    only: Option<RunId>,
+    only: Option<String>,
 }
 
 impl fmt::Debug for Exploration {
@@ -551,9 +590,11 @@ impl Exploration {
         self
     }
 
-    /// Runs only the reference run and `run` (what [`ONLY_ENV`] does; the variable wins).
-    pub fn only(mut self, run: RunId) -> Self {
-        self.only = Some(run);
+    /// Runs only the reference run and the run `selector` names, in [`ONLY_ENV`]'s syntax
+    /// (`crash-after:3`, `stale=MODIFIED /api/v1/nodes envtest-node-2 #2`, ...): what the
+    /// variable does, which wins over this. A bad selector fails [`run`](Self::run).
+    pub fn only(mut self, selector: impl Into<String>) -> Self {
+        self.only = Some(selector.into());
         self
     }
 
@@ -573,8 +614,8 @@ impl Exploration {
                 exploration: self.name.clone(),
             })?;
         let only = match std::env::var(ONLY_ENV) {
-            Ok(v) if !v.trim().is_empty() => Some(RunId::parse(&v)?),
-            _ => self.only,
+            Ok(v) if !v.trim().is_empty() => Some(Only::parse(&v)?),
+            _ => self.only.as_deref().map(Only::parse).transpose()?,
         };
         let seed = std::env::var(SEED_ENV)
             .ok()
@@ -627,6 +668,45 @@ impl Exploration {
             }
         }
         let found = points.len();
+        let only = match only {
+            None => None,
+            Some(Only::Id(id)) => Some(id),
+            Some(selector) => {
+                let key_of = |key: &str| PerturbError::BadOnly {
+                    value: format!("{selector:?}"),
+                    why: format!("the reference run has no write or event {key:?}"),
+                };
+                Some(match &selector {
+                    Only::CrashAfter(key) | Only::CrashBefore(key) => {
+                        let w = counted
+                            .iter()
+                            .find(|w| w.key == *key)
+                            .ok_or_else(|| key_of(key))?;
+                        if matches!(selector, Only::CrashAfter(_)) {
+                            RunId::CrashAfter(w.index)
+                        } else {
+                            RunId::CrashBefore(w.index)
+                        }
+                    }
+                    Only::Missed(key) => RunId::Missed(
+                        modified
+                            .iter()
+                            .position(|e| e.to_string() == *key)
+                            .ok_or_else(|| key_of(key))?
+                            + 1,
+                    ),
+                    Only::Stale(key) => RunId::Stale(
+                        reference
+                            .events
+                            .iter()
+                            .position(|e| e.to_string() == *key)
+                            .ok_or_else(|| key_of(key))?
+                            + 1,
+                    ),
+                    Only::Id(id) => *id,
+                })
+            }
+        };
         let chosen: Vec<RunId> = match only {
             Some(RunId::Reference) => Vec::new(),
             Some(id) => {
@@ -671,17 +751,20 @@ impl Exploration {
             {
                 break;
             }
+            // The hold comes from the seed and the point's key, so it is the same when the
+            // reference run numbers the point differently.
+            let key = selector_of(id, &counted, &modified, &reference.events);
             let plan = match id {
                 RunId::Reference => Plan::None,
                 RunId::CrashAfter(k) => Plan::CrashAfter(k),
                 RunId::CrashBefore(k) => Plan::CrashBefore(k),
                 RunId::Missed(i) => Plan::Missed {
                     point: modified[i - 1].clone(),
-                    hold: self.hold_for(seed, id),
+                    hold: self.hold_for(seed, &key),
                 },
                 RunId::Stale(i) => Plan::Stale {
                     point: reference.events[i - 1].clone(),
-                    hold: self.hold_for(seed, id),
+                    hold: self.hold_for(seed, &key),
                 },
             };
             let outcome = self.run_once(id, plan, &start, &scenario).await?;
@@ -709,7 +792,7 @@ impl Exploration {
                     perturbation: effect,
                     problems,
                     reproduce: format!(
-                        "{ONLY_ENV}={id} {SEED_ENV}={seed} {}",
+                        "{ONLY_ENV}='{key}' {SEED_ENV}={seed} {}",
                         self.reproduce.clone().unwrap_or_else(default_reproduce)
                     ),
                 };
@@ -735,10 +818,13 @@ impl Exploration {
         })
     }
 
-    fn hold_for(&self, seed: u64, id: RunId) -> Duration {
-        let mut h = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&(seed, id), &mut h);
-        let mut rng = SmallRng::seed_from_u64(std::hash::Hasher::finish(&h));
+    fn hold_for(&self, seed: u64, key: &str) -> Duration {
+        // FNV-1a: stable across Rust releases, unlike the standard library's hasher.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+        for b in key.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut rng = SmallRng::seed_from_u64(h);
         self.hold.mul_f64(rng.random_range(0.75..1.25))
     }
 
@@ -833,6 +919,24 @@ impl Exploration {
             problems,
         })
     }
+}
+
+/// The [`ONLY_ENV`] value that selects `id` by its write's or event's key.
+fn selector_of(
+    id: RunId,
+    counted: &[&WriteRecord],
+    modified: &[&EventKey],
+    events: &[EventKey],
+) -> String {
+    let write = |k: usize| counted.iter().find(|w| w.index == k).map(|w| w.key.clone());
+    let keyed = match id {
+        RunId::Reference => None,
+        RunId::CrashAfter(k) => write(k).map(|key| format!("crash-after={key}")),
+        RunId::CrashBefore(k) => write(k).map(|key| format!("crash-before={key}")),
+        RunId::Missed(i) => modified.get(i - 1).map(|e| format!("missed={e}")),
+        RunId::Stale(i) => events.get(i - 1).map(|e| format!("stale={e}")),
+    };
+    keyed.unwrap_or_else(|| id.to_string())
 }
 
 /// The reproduction command of the running test or example.

@@ -97,6 +97,10 @@ pub struct WriteRecord {
     pub status: Option<u16>,
     /// Which controller incarnation made it (1 is the first).
     pub incarnation: usize,
+    /// The write identified across runs: verb, resource, the object as the path names it
+    /// (`<new>` for a create), and how many such writes came before it, e.g.
+    /// `patch nodes/status envtest-node-0 #2`. [`ONLY_ENV`](crate::ONLY_ENV) accepts it.
+    pub key: String,
 }
 
 impl std::fmt::Display for WriteRecord {
@@ -127,6 +131,7 @@ pub(crate) struct RunShared {
     uncounted: Vec<String>,
     writes: Mutex<Vec<WriteRecord>>,
     write_counter: AtomicUsize,
+    write_occurrences: Mutex<HashMap<String, usize>>,
     events: Mutex<Vec<EventKey>>,
     occurrences: Mutex<HashMap<ObjectEvent, usize>>,
     /// Watch events held back now (a final settle waits for them).
@@ -146,6 +151,7 @@ impl RunShared {
             uncounted,
             writes: Mutex::new(Vec::new()),
             write_counter: AtomicUsize::new(0),
+            write_occurrences: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
             occurrences: Mutex::new(HashMap::new()),
             held: AtomicUsize::new(0),
@@ -420,7 +426,25 @@ where
             } else {
                 0
             };
+            let mut what = format!("{verb} {}", info.resource);
+            if let Some(sub) = &info.subresource {
+                what.push('/');
+                what.push_str(sub);
+            }
+            what.push(' ');
+            if let Some(ns) = &info.namespace {
+                what.push_str(ns);
+                what.push('/');
+            }
+            what.push_str(info.name.as_deref().unwrap_or("<new>"));
+            let occurrence = {
+                let mut occurrences = run.write_occurrences.lock();
+                let n = occurrences.entry(what.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
             let record = WriteRecord {
+                key: format!("{what} #{occurrence}"),
                 index,
                 verb: verb.to_owned(),
                 resource: info.resource.clone(),

@@ -120,7 +120,8 @@
 //! [`Exploration::compare`] in every namespace (except `kube-system`, `kube-public`,
 //! `kube-node-lease`, the `kube-root-ca.crt` ConfigMaps and `default` ServiceAccounts) and
 //! [`normalise`]s them: uid, resourceVersion, creationTimestamp, managedFields, generation
-//! and selfLink dropped, a deletionTimestamp's value and condition times replaced, every uid
+//! and selfLink dropped, a deletionTimestamp's value and condition times replaced, empty
+//! lists and maps and nulls dropped (Kubernetes treats them as absent), every uid
 //! replaced by the identity of its object (so an owner reference names its owner), names
 //! made from a `generateName` replaced by `<prefix><n>` in the order of the objects' content,
 //! then your [`Exploration::normalise`] closures. [`diff`] lists the objects only in one run

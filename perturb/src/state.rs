@@ -151,7 +151,7 @@ fn object_key(kind: &str, value: &Value) -> String {
 
 /// Normalises a snapshot: drops what differs between two equal runs (uid, resourceVersion,
 /// creationTimestamp, managedFields, generation, selfLink; the value of a deletionTimestamp
-/// and of condition times), replaces every uid by the identity of its object (so an owner
+/// and of condition times; empty lists and maps and nulls, which Kubernetes treats as absent), replaces every uid by the identity of its object (so an owner
 /// reference names its owner) and every name made from a `generateName` by
 /// `<generateName><n>` (n in the order of the objects' normalised content), then applies
 /// `extra`.
@@ -189,6 +189,7 @@ pub fn normalise(snapshot: &Snapshot, extra: &[Normaliser]) -> EndState {
             for n in extra {
                 n(&mut v);
             }
+            drop_empty(&mut v);
             normalised.push((kind.clone(), v));
         }
     }
@@ -250,6 +251,24 @@ fn replace_strings(value: &mut Value, replacements: &HashMap<String, String>) {
         Value::Object(map) => map
             .values_mut()
             .for_each(|i| replace_strings(i, replacements)),
+        _ => {}
+    }
+}
+
+/// An empty list or map, or a null, means the same as no field at all to Kubernetes
+/// (`omitempty`, merge patches): drop such fields, inside out.
+fn drop_empty(value: &mut Value) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(drop_empty),
+        Value::Object(map) => {
+            map.values_mut().for_each(drop_empty);
+            map.retain(|_, v| match v {
+                Value::Null => false,
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                _ => true,
+            });
+        }
         _ => {}
     }
 }
@@ -469,6 +488,19 @@ mod tests {
     }
 
     #[test]
+    fn empty_lists_and_maps_are_absent() {
+        let a = snap(vec![(
+            "Node",
+            json!({"metadata": {"name": "n", "labels": {}}, "spec": {"taints": []}}),
+        )]);
+        let b = snap(vec![(
+            "Node",
+            json!({"metadata": {"name": "n"}, "spec": {}}),
+        )]);
+        assert_eq!(diff(&normalise(&a, &[]), &normalise(&b, &[])), vec![]);
+    }
+
+    #[test]
     fn extra_normalisers_apply() {
         let s = snap(vec![(
             "CM",
@@ -480,6 +512,9 @@ mod tests {
             }
         });
         let e = normalise(&s, &[drop_at]);
-        assert_eq!(e.objects()["CM d/x"]["data"], json!({}));
+        assert_eq!(
+            e.objects()["CM d/x"],
+            json!({"metadata": {"name": "x", "namespace": "d"}})
+        );
     }
 }

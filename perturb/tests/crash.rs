@@ -221,9 +221,11 @@ async fn crash_finds_a_non_idempotent_pair_of_writes() {
     let text = finding.to_string();
     assert!(text.contains("/data/total: \"7\" -> \"10\""), "{text}");
     assert!(
-        finding
-            .reproduce
-            .starts_with("KCR_PERTURB_ONLY=crash-after:1 "),
+        finding.reproduce.starts_with(
+            "KCR_PERTURB_ONLY='crash-after=update configmaps default/ledger #1' \
+             KCR_PERTURB_SEED=0 cargo test -p kcr-perturb --test crash \
+             crash_finds_a_non_idempotent_pair_of_writes -- --exact"
+        ),
         "{text}"
     );
     // Crashing after a booking, or losing the marker that follows it, books the order twice;
@@ -243,19 +245,34 @@ async fn crash_finds_a_non_idempotent_pair_of_writes() {
 
 #[tokio::test]
 async fn crash_only_runs_the_chosen_point() {
-    let report = ledger(true).only(RunId::CrashAfter(3)).run().await.unwrap();
-    show(&report);
-    assert_eq!(
-        report.runs, 2,
-        "the reference run and crash-after:3: {report}"
-    );
-    assert_eq!(report.points_tried, 1);
-    assert_eq!(report.findings.len(), 1, "{report}");
-    assert_eq!(report.findings[0].run, RunId::CrashAfter(3));
+    // By number, and by key as the reproduction lines print it: the same run.
+    for selector in [
+        "crash-after:3",
+        "crash-after=update configmaps default/ledger #2",
+    ] {
+        let report = ledger(true).only(selector).run().await.unwrap();
+        show(&report);
+        assert_eq!(report.runs, 2, "the reference run and {selector}: {report}");
+        assert_eq!(report.points_tried, 1);
+        assert_eq!(report.findings.len(), 1, "{report}");
+        assert_eq!(report.findings[0].run, RunId::CrashAfter(3));
+        assert!(
+            report.findings[0].to_string().contains("\"7\" -> \"11\""),
+            "{report}"
+        );
+    }
+    let err = ledger(true).only("crash-after=update configmaps default/nothing #1");
+    let err = err.run().await.unwrap_err();
     assert!(
-        report.findings[0].to_string().contains("\"7\" -> \"11\""),
-        "{report}"
+        matches!(err, kcr_perturb::PerturbError::BadOnly { .. }),
+        "{err}"
     );
+    let err = ledger(true)
+        .only("crash-sideways:1")
+        .run()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown kind of run"), "{err}");
 }
 
 #[tokio::test]

@@ -68,6 +68,9 @@ pub enum ReconcileFailure {
     /// Writing the status failed.
     #[error("writing status: {}", describe(.0))]
     Status(#[source] kube::Error),
+    /// Listing the nodes from the API server (for a pool's cleanup) failed.
+    #[error("listing nodes: {}", describe(.0))]
+    NodeList(#[source] kube::Error),
 }
 
 impl ReconcileFailure {
@@ -83,6 +86,7 @@ impl ReconcileFailure {
             ReconcileFailure::Owner(_) => "PoolNotPersisted",
             ReconcileFailure::Allocatable(_) => "InvalidAllocatable",
             ReconcileFailure::Status(_) => "StatusUpdateFailed",
+            ReconcileFailure::NodeList(_) => "NodeListFailed",
         }
     }
 
@@ -97,7 +101,9 @@ impl ReconcileFailure {
             | ReconcileFailure::NodePatchInvalid { source, .. }
             | ReconcileFailure::NodePatchRejected { source, .. }
             | ReconcileFailure::RuntimeClass { source, .. } => api(source),
-            ReconcileFailure::Finalizer(e) | ReconcileFailure::Status(e) => api(e),
+            ReconcileFailure::Finalizer(e)
+            | ReconcileFailure::Status(e)
+            | ReconcileFailure::NodeList(e) => api(e),
             ReconcileFailure::NodeConflict { .. } => 409,
             ReconcileFailure::Owner(_) | ReconcileFailure::Allocatable(_) => 422,
         }

@@ -1,9 +1,11 @@
 //! The pool's guarded node patches: plan every relevant node, send the patches concurrently,
 //! and after a refusal re-read the node, classify the refusal and plan again when that helps.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch};
+use kube::api::{Api, ListParams, Patch};
 
 use super::error::{ReconcileFailure, Refusal, classify_refusal, describe, is_not_found};
 use super::{NodePoolReconciler, Outcome};
@@ -117,7 +119,22 @@ impl NodePoolReconciler {
         desired: Option<&Applied>,
         outcome: &mut Outcome,
     ) -> Result<(), ReconcileFailure> {
-        let all = self.nodes.list();
+        let all: Vec<Arc<Node>> = if desired.is_none() {
+            // The cleanup before the finalizer goes: the last reconcile of this pool, so the
+            // nodes come from the API server. A node the cache did not show with the pool's
+            // labels yet (the cache lags the operator's own patch) would keep them for good;
+            // kcr-perturb's stale-read class found this (issue 30).
+            self.api::<Node>()
+                .list(&ListParams::default())
+                .await
+                .map_err(ReconcileFailure::NodeList)?
+                .items
+                .into_iter()
+                .map(Arc::new)
+                .collect()
+        } else {
+            self.nodes.list()
+        };
         let plans: Vec<NodePlan> = relevant_nodes(pool, all.iter())
             .into_iter()
             .map(|n| {
