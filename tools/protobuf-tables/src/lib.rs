@@ -683,3 +683,132 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_screaming_snake_case() {
+        assert_eq!(screaming("HTTPGetAction"), "HTTP_GET_ACTION");
+        assert_eq!(screaming("PodIP"), "POD_IP");
+        assert_eq!(screaming("CSIDriver"), "CSI_DRIVER");
+        assert_eq!(screaming("V1beta1Thing"), "V1BETA1_THING");
+        assert_eq!(package_prefix("k8s.io.api.core.v1"), "CORE_V1");
+        assert_eq!(
+            package_prefix("k8s.io.apimachinery.pkg.apis.meta.v1"),
+            "META_V1"
+        );
+        assert_eq!(
+            package_prefix("k8s.io.apimachinery.pkg.util.intstr"),
+            "UTIL_INTSTR"
+        );
+    }
+
+    #[test]
+    fn proto_files_parse_with_comments_maps_and_references() {
+        let text = r#"/*
+Licence { with braces; }
+*/
+syntax = "proto2";
+package k8s.io.api.apps.v1;
+import "k8s.io/api/core/v1/generated.proto";
+option go_package = "k8s.io/api/apps/v1";
+
+// A message { in a comment; }
+message Deployment {
+  // +optional
+  optional .k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta metadata = 1;
+  repeated string finalizers = 14;
+  map<string, string> labels = 11;
+  optional DeploymentSpec spec = 2;
+}
+"#;
+        let file = parse_proto(text, Path::new("x.proto")).unwrap();
+        assert_eq!(file.package, "k8s.io.api.apps.v1");
+        assert_eq!(file.go_package, "k8s.io/api/apps/v1");
+        let [m] = file.messages.as_slice() else {
+            panic!("{:?}", file.messages)
+        };
+        let fields: Vec<_> = m
+            .fields
+            .iter()
+            .map(|f| (f.label, f.ty.as_str(), f.name.as_str(), f.number))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (
+                    Label::Single,
+                    ".k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+                    "metadata",
+                    1
+                ),
+                (Label::Repeated, "string", "finalizers", 14),
+                (Label::Map, "string", "labels", 11),
+                (Label::Single, "DeploymentSpec", "spec", 2),
+            ]
+        );
+        // What the parser does not know is an error, not a silently smaller table.
+        assert!(parse_proto("message X {\n  oneof y {\n}\n", Path::new("x")).is_err());
+        assert!(
+            parse_proto(
+                "message X {\n  map<int32, string> m = 1;\n}\n",
+                Path::new("x")
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn go_struct_tags_give_names_pointers_omitempty_and_inlining() {
+        let dir = std::env::temp_dir().join(format!("kcr-protobuf-tables-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("types.go"),
+            r#"package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const GroupName = "apps"
+
+// Thing is a kind. A comment with `backticks` and { braces }.
+type Thing struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object's metadata { not a brace that counts }
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Replicas *int32 `json:"replicas,omitempty" protobuf:"varint,2,opt,name=replicas"`
+	Port int32 `json:"port" protobuf:"varint,3,opt,name=port"` // trailing { comment
+	Source `json:"" protobuf:"bytes,4,opt,name=source"`
+}
+
+type Values []string
+"#,
+        )
+        .unwrap();
+        let pkg = parse_go(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(pkg.group.as_deref(), Some("apps"));
+        assert_eq!(pkg.others["Values"], "[]string");
+        assert_eq!(
+            pkg.imports["metav1"],
+            "k8s.io/apimachinery/pkg/apis/meta/v1"
+        );
+        let fields: Vec<_> = pkg.structs["Thing"]
+            .iter()
+            .map(|f| (f.embedded, f.ty.as_str(), f.json.as_str(), f.omit, f.number))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (true, "metav1.TypeMeta", "", false, None),
+                (true, "metav1.ObjectMeta", "metadata", true, Some(1)),
+                (false, "*int32", "replicas", true, Some(2)),
+                (false, "int32", "port", false, Some(3)),
+                (true, "Source", "", false, Some(4)),
+            ]
+        );
+    }
+}
