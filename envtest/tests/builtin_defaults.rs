@@ -320,3 +320,32 @@ async fn workloads_webhooks_events_and_crds_are_defaulted() {
     .await;
     assert!(cm.get("data").is_none(), "{cm}");
 }
+
+#[tokio::test]
+async fn field_references_name_their_api_version_and_are_owned_whole() {
+    let server = TestApiServer::start().await.unwrap();
+    let client = server.client();
+    let pod = create(
+        &client,
+        PODS,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "field-ref"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1", "env": [
+                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}],
+                "volumes": [{"name": "info", "downwardAPI": {"items": [
+                    {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}}),
+    )
+    .await;
+    // `SetDefaults_ObjectFieldSelector`.
+    assert_eq!(
+        pod["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"],
+        json!({"apiVersion": "v1", "fieldPath": "spec.nodeName"})
+    );
+    assert_eq!(
+        pod["spec"]["volumes"][0]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"],
+        "v1"
+    );
+    // `ObjectFieldSelector` is `+structType=atomic`: its manager owns it as a whole.
+    let fields = &pod["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]
+        ["f:env"]["k:{\"name\":\"NODE\"}"]["f:valueFrom"];
+    assert_eq!(fields["f:fieldRef"], json!({}), "{fields}");
+}

@@ -16,6 +16,11 @@
 //! equal now is reported `FIXED` (remove its line). `tools/classify.py` groups a verbose run's
 //! lines by root cause and regenerates the list.
 //!
+//! The Go client section ([`goclient`]): a small Go program on client-go (`goclient/`, test
+//! tooling) runs typed-client exchanges with protobuf and with JSON bodies against both
+//! servers; its exchanges count in the fidelity line as `goclient/...` (`-- --area goclient`
+//! runs it alone; `-- --no-goclient` leaves it out, e.g. without Go).
+//!
 //! `tests/random.rs` is the randomised differential test (seeded sequences of writes with
 //! watchers; `KCR_CONFORMANCE_SEEDS`, default 50), with its own known differences in
 //! `tests/random_known.txt`.
@@ -26,6 +31,7 @@
 
 pub mod areas;
 pub mod exchange;
+pub mod goclient;
 pub mod http;
 pub mod normalise;
 pub mod run;

@@ -12,6 +12,7 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let check = args.iter().any(|a| a == "--check");
     let verbose = args.iter().any(|a| a == "--verbose");
+    let no_goclient = args.iter().any(|a| a == "--no-goclient");
     let only: Option<&String> = args
         .iter()
         .position(|a| a == "--area")
@@ -63,11 +64,35 @@ async fn main() -> ExitCode {
     let mut e = Side::new(&envtest.url());
     let (mut total, mut equal, mut unexpected, mut expected) = (0usize, 0usize, 0usize, 0usize);
     let mut seen = std::collections::BTreeSet::new();
+    let mut outcomes = Vec::new();
     for area in areas::all() {
         if only.is_some_and(|o| *o != area.name) {
             continue;
         }
-        for o in run_area(&mut r, &mut e, &area).await {
+        outcomes.extend(run_area(&mut r, &mut e, &area).await);
+    }
+    if !no_goclient && only.is_none_or(|o| o == "goclient") {
+        let (real_kc, envtest_kc) = (real.kubeconfig_yaml(), envtest.kubeconfig_yaml());
+        let dir =
+            std::env::temp_dir().join(format!("kcr-conformance-goclient-{}", std::process::id()));
+        let result = tokio::task::spawn_blocking(move || {
+            kcr_envtest_conformance::goclient::run(&real_kc, &envtest_kc, &dir)
+        })
+        .await;
+        match result {
+            Ok(Ok(o)) => outcomes.extend(o),
+            Ok(Err(e)) => {
+                eprintln!("the Go client section could not run: {e}");
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("the Go client section panicked: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    {
+        for o in outcomes {
             total += 1;
             seen.insert(o.name.clone());
             if o.diffs.is_empty() {

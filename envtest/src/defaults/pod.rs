@@ -25,6 +25,13 @@ pub(crate) fn pod_spec(spec: &mut Map<String, Value>) {
                 or_insert(s, "defaultMode", json!(420));
             }
         }
+        if let Some(downward) = v.get_mut("downwardAPI").and_then(Value::as_object_mut) {
+            for item in items_mut(downward, "items") {
+                if let Some(field_ref) = item.get_mut("fieldRef").and_then(Value::as_object_mut) {
+                    or_insert(field_ref, "apiVersion", json!("v1"));
+                }
+            }
+        }
     }
 }
 
@@ -56,6 +63,16 @@ fn container(c: &mut Map<String, Value>) {
     }
     for p in items_mut(c, "ports") {
         or_insert(p, "protocol", json!("TCP"));
+    }
+    // `SetDefaults_ObjectFieldSelector`: a field reference names its API version.
+    for e in items_mut(c, "env") {
+        if let Some(field_ref) = e
+            .get_mut("valueFrom")
+            .and_then(|v| v.get_mut("fieldRef"))
+            .and_then(Value::as_object_mut)
+        {
+            or_insert(field_ref, "apiVersion", json!("v1"));
+        }
     }
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         if let Some(p) = c.get_mut(probe).and_then(Value::as_object_mut) {

@@ -30,7 +30,24 @@ pub(crate) const POD_SPEC_ZERO: &[&str] = &[
 ];
 
 /// Under a pod spec: atomic maps and structs.
-pub(crate) const POD_SPEC_ATOMIC: &[&str] = &["nodeSelector"];
+/// The selectors of an env var's `valueFrom` are `+structType=atomic` upstream
+/// (`ObjectFieldSelector`, `ResourceFieldSelector`, `ConfigMapKeySelector`,
+/// `SecretKeySelector`): owned as a whole.
+pub(crate) const POD_SPEC_ATOMIC: &[&str] = &[
+    "nodeSelector",
+    "containers.env.valueFrom.fieldRef",
+    "containers.env.valueFrom.resourceFieldRef",
+    "containers.env.valueFrom.configMapKeyRef",
+    "containers.env.valueFrom.secretKeyRef",
+    "initContainers.env.valueFrom.fieldRef",
+    "initContainers.env.valueFrom.resourceFieldRef",
+    "initContainers.env.valueFrom.configMapKeyRef",
+    "initContainers.env.valueFrom.secretKeyRef",
+    "ephemeralContainers.env.valueFrom.fieldRef",
+    "ephemeralContainers.env.valueFrom.resourceFieldRef",
+    "ephemeralContainers.env.valueFrom.configMapKeyRef",
+    "ephemeralContainers.env.valueFrom.secretKeyRef",
+];
 
 const SPEC_STATUS: &[&str] = &["spec", "status"];
 
