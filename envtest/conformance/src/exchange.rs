@@ -26,6 +26,9 @@ pub enum Body {
     Json(Value),
     /// Raw text, sent as is.
     Text(String),
+    /// A JSON object of a built-in kind, sent as the protobuf body Go clients send
+    /// (`application/vnd.kubernetes.protobuf`, encoded by kcr-envtest's message tables).
+    Protobuf(Value),
 }
 
 /// What of an answer is compared.

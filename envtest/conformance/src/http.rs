@@ -197,6 +197,17 @@ impl Conn {
             None => Bytes::new(),
             Some(Body::Json(v)) => Bytes::from(self.subst(&v.to_string())),
             Some(Body::Text(t)) => Bytes::from(self.subst(t)),
+            Some(Body::Protobuf(v)) => {
+                let json: serde_json::Value = serde_json::from_str(&self.subst(&v.to_string()))
+                    .map_err(|e| format!("the body is not JSON after substitution: {e}"))?;
+                let bytes = kcr_envtest::protobuf::encode(&json)
+                    .ok_or_else(|| format!("no protobuf message for this body: {json}"))?;
+                if !has_ct {
+                    b = b.header("Content-Type", "application/vnd.kubernetes.protobuf");
+                    has_ct = true;
+                }
+                Bytes::from(bytes)
+            }
         };
         if req.body.is_some() && !has_ct {
             b = b.header("Content-Type", "application/json");
