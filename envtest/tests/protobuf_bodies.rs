@@ -516,3 +516,72 @@ async fn unknown_protobuf_fields_are_dropped() {
     keys.sort();
     assert_eq!(keys, ["apiVersion", "data", "kind", "metadata"]);
 }
+
+/// Custom resources have no protobuf form: a client that prefers protobuf gets their objects in
+/// JSON, the second type its `Accept` lists, and their watch events too; errors are a Status,
+/// which has one, in protobuf.
+#[tokio::test]
+async fn custom_resources_are_answered_in_json_to_protobuf_clients() {
+    let ns = TestNamespace::new("protobuf-custom").await.unwrap();
+    ns.install_crd_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.protobuf.kcr.example"},
+        "spec": {
+            "group": "protobuf.kcr.example",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                              "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .await
+    .unwrap();
+    let client = ns.client();
+    let gadgets = format!(
+        "/apis/protobuf.kcr.example/v1/namespaces/{}/gadgets",
+        ns.namespace()
+    );
+    let req = http::Request::post(&gadgets)
+        .header("Content-Type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "protobuf.kcr.example/v1",
+                                       "kind": "Gadget", "metadata": {"name": "g"}}))
+            .unwrap(),
+        )
+        .unwrap();
+    client.request::<Value>(req).await.unwrap();
+    let go_accept = "application/vnd.kubernetes.protobuf, application/json";
+    let (code, content_type, body) = fetch(&client, &format!("{gadgets}/g"), go_accept).await;
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
+    let gadget: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(gadget["metadata"]["name"], json!("g"));
+    let (code, content_type, body) = fetch(&client, &format!("{gadgets}/missing"), go_accept).await;
+    assert_eq!((code, content_type.as_str()), (404, PROTOBUF));
+    let status = kcr_envtest::protobuf::decode(&body).unwrap();
+    assert_eq!(status["reason"], json!("NotFound"));
+    let list = get(&client, &gadgets).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let req = http::Request::get(format!(
+        "{gadgets}?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+    ))
+    .header("Accept", go_accept)
+    .body(kube::client::Body::from(Vec::new()))
+    .unwrap();
+    let resp = client.send(req).await.unwrap();
+    assert_eq!(
+        (
+            resp.status().as_u16(),
+            resp.headers()
+                .get("content-type")
+                .unwrap()
+                .to_str()
+                .unwrap()
+        ),
+        (200, "application/json")
+    );
+}

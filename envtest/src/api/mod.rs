@@ -178,14 +178,15 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
     let mode = output_mode(accept.as_deref(), &query);
     // A Go client that prefers protobuf gets the answers of built-in kinds in protobuf, watch
     // streams included.
-    let protobuf_answer = matches!(target, Target::Resource(_))
-        && verb != "watch"
-        && decode::wants_protobuf(accept.as_deref());
+    // Custom resources are answered in JSON (their objects have no protobuf form) but their
+    // errors in protobuf, as upstream negotiates them; so are their watch streams.
+    let protobuf =
+        matches!(target, Target::Resource(_)) && decode::wants_protobuf(accept.as_deref());
+    let protobuf_answer = protobuf && verb != "watch";
     let protobuf_watch = match &target {
-        Target::Resource(r) if verb == "watch" => {
-            decode::wants_protobuf(accept.as_deref())
-                && (mode == OutputMode::Metadata
-                    || crate::protobuf::has_table(&r.t.api_version(&r.version), &r.t.kind))
+        Target::Resource(r) if protobuf && verb == "watch" => {
+            mode == OutputMode::Metadata
+                || crate::protobuf::has_table(&r.t.api_version(&r.version), &r.t.kind)
         }
         _ => false,
     };
