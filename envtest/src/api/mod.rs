@@ -177,9 +177,8 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: hyper::Request<Incoming>) -
     };
     let mode = output_mode(accept.as_deref(), &query);
     // A Go client that prefers protobuf gets the answers of built-in kinds in protobuf, watch
-    // streams included.
-    // Custom resources are answered in JSON (their objects have no protobuf form) but their
-    // errors in protobuf, as upstream negotiates them; so are their watch streams.
+    // streams included. For custom resources (no protobuf form) objects and watch streams stay
+    // JSON while errors, a Status, are protobuf: as upstream negotiates them.
     let protobuf =
         matches!(target, Target::Resource(_)) && decode::wants_protobuf(accept.as_deref());
     let protobuf_answer = protobuf && verb != "watch";
