@@ -207,6 +207,10 @@ pub(crate) fn track_write(route: &Route, q: &Query, old: Option<&Value>, obj: &m
     }
     // An undecodable body is refused by admission; ownership is computed on what decodes.
     let _ = super::decode::decode_builtin(route, &mut decoded);
+    // Fields a built-in's Go type does not have are never decoded, so never owned.
+    if t.custom.is_none() {
+        let _ = crate::protobuf::prune_unknown(&mut decoded);
+    }
     if let Some(custom) = &t.custom
         && let Some(schema) = custom.schemas.get(t.storage_version())
     {

@@ -248,30 +248,20 @@ pub(crate) fn validate(
     causes.extend(validate_builtin(route, operation, old, obj));
     causes.extend(super::validate_fields::causes(t, obj));
     causes.extend(super::validate_pod::causes(t, obj));
+    // A built-in's JSON is decoded into its Go type upstream: unknown fields are dropped,
+    // named in a warning, or refused with `fieldValidation=Strict`, as for custom resources.
+    if t.custom.is_none()
+        && let Some(pruned) = crate::protobuf::prune_unknown(obj)
+    {
+        unknown_fields(route, &pruned)?;
+    }
     if let Some(custom) = &t.custom
         && let Some(schema) = custom.schemas.get(&route.version)
     {
         let mut pruned = crate::schema::prune(schema, obj);
         // The real server names unknown fields in sorted order.
         pruned.sort();
-        if route.strict && !pruned.is_empty() {
-            let fields: Vec<String> = pruned
-                .iter()
-                .map(|p| format!("unknown field \"{p}\""))
-                .collect();
-            return Err(ApiError::bad_request(format!(
-                "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
-                t.kind,
-                route.version,
-                t.kind,
-                fields.join(", ")
-            )));
-        }
-        if !route.ignore_unknown {
-            for p in &pruned {
-                route.warn(format!("unknown field \"{p}\""));
-            }
-        }
+        unknown_fields(route, &pruned)?;
         crate::schema::apply_defaults(schema, obj);
         causes.extend(
             crate::schema::validate(schema, obj)
@@ -290,4 +280,29 @@ pub(crate) fn validate(
         };
         Err(ApiError::invalid(group, &t.kind, name, causes))
     }
+}
+
+/// `fieldValidation` for the unknown fields of an object (already removed): `Strict` refuses
+/// the write naming them, `Warn` (the default) names each in a warning, `Ignore` says nothing.
+fn unknown_fields(route: &Route, pruned: &[String]) -> Result<(), ApiError> {
+    let t = &route.t;
+    if route.strict && !pruned.is_empty() {
+        let fields: Vec<String> = pruned
+            .iter()
+            .map(|p| format!("unknown field \"{p}\""))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+            t.kind,
+            route.version,
+            t.kind,
+            fields.join(", ")
+        )));
+    }
+    if !route.ignore_unknown {
+        for p in pruned {
+            route.warn(format!("unknown field \"{p}\""));
+        }
+    }
+    Ok(())
 }

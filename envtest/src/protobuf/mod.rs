@@ -39,11 +39,13 @@
 //! marshallers write them.
 
 mod encode;
+mod fields;
 #[rustfmt::skip]
 mod generated;
 
 pub use encode::encode;
 pub(crate) use encode::{has_table, watch_frame};
+pub(crate) use fields::prune_unknown;
 
 use base64::Engine as _;
 use serde_json::{Map, Value};

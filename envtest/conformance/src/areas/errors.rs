@@ -159,5 +159,34 @@ pub fn area() -> Area {
         .q("dryRun", "All"),
         &["/kind", "/metadata/name", "/metadata/resourceVersion"],
     );
+    // Unknown fields of built-ins: refused by name with Strict (nested ones with their list
+    // positions), dropped without it (never stored).
+    s.status(
+        "400-strict-unknown-nested-fields",
+        post(
+            "/api/v1/namespaces/{ns}/pods",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "strict-pod", "extra": 1},
+                "spec": {"containers": [{"name": "c", "image": "a", "colour": "red"}]}}),
+        )
+        .q("fieldValidation", "Strict"),
+    );
+    s.body(
+        "unknown-field-dropped",
+        post(
+            CM,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "dropped"}, "bogus": 1, "data": {"k": "v"}}),
+        ),
+    );
+    s.body(
+        "unknown-field-dropped-node",
+        post(
+            "/api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "conf-errors-unknown"},
+                "spec": {"invalidField": "x", "unschedulable": true}}),
+        )
+        .q("fieldValidation", "Ignore"),
+    );
+    s.setup(crate::exchange::delete("/api/v1/nodes/conf-errors-unknown"));
     s.done()
 }
