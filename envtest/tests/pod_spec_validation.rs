@@ -79,6 +79,31 @@ async fn pods_without_valid_containers_are_refused() {
         causes,
         pairs(&[("spec.containers[1].name", "Duplicate value: \"c\"")])
     );
+    let mut causes = invalid(
+        pods.create(
+            &pp,
+            &pod(json!({"containers": [{"name": "c", "image": "a",
+                "ports": [{"containerPort": 0}], "env": [{"value": "x"}],
+                "livenessProbe": {"periodSeconds": 5}}]})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    causes.sort();
+    assert_eq!(
+        causes,
+        pairs(&[
+            ("spec.containers[0].env[0].name", "Required value"),
+            (
+                "spec.containers[0].livenessProbe",
+                "Required value: must specify a handler type"
+            ),
+            (
+                "spec.containers[0].ports[0].containerPort",
+                "Required value"
+            ),
+        ])
+    );
     // Nothing refused was stored; a valid pod is accepted.
     assert!(pods.get_opt("p").await.unwrap().is_none());
     pods.create(

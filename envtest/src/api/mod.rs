@@ -41,6 +41,8 @@ mod update;
 mod validate;
 mod validate_fields;
 mod validate_pod;
+mod validate_rbac;
+mod validate_service;
 mod watch;
 
 use std::convert::Infallible;

@@ -248,6 +248,15 @@ pub(crate) fn validate(
     causes.extend(validate_builtin(route, operation, old, obj));
     causes.extend(super::validate_fields::causes(t, obj));
     causes.extend(super::validate_pod::causes(t, obj));
+    if t.custom.is_none() {
+        match t.group.as_str() {
+            "" if t.kind == "Service" => causes.extend(super::validate_service::causes(obj)),
+            "rbac.authorization.k8s.io" => {
+                causes.extend(super::validate_rbac::causes(&t.kind, obj));
+            }
+            _ => {}
+        }
+    }
     // A built-in's JSON is decoded into its Go type upstream: unknown fields are dropped,
     // named in a warning, or refused with `fieldValidation=Strict`, as for custom resources.
     if t.custom.is_none()

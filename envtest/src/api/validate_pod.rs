@@ -1,7 +1,8 @@
 //! Upstream's validation of pod specs that operators hit most, on Pods and on the pod templates
 //! of workloads (`ValidatePodSpec` through `ValidatePodTemplateSpec`, and the template rules of
 //! `pkg/apis/apps` and `pkg/apis/batch`): at least one container; each container named with a
-//! DNS-1123 label, once, and given an image; a pod's restart policy one of the three; a
+//! DNS-1123 label, once, and given an image, its ports numbered, its env vars named and its
+//! probes given one handler; a pod's restart policy one of the three; a
 //! replicated workload's template restarting `Always`, a Job's `OnFailure` or `Never`. Causes as
 //! `(field, reason, message)`, in upstream's order, with its messages.
 
@@ -107,6 +108,12 @@ fn container_causes(containers: Option<&Value>, prefix: &str) -> Vec<Cause> {
         if ctr["image"].as_str().unwrap_or_default().is_empty() {
             causes.push(required(format!("{at}.image"), ""));
         }
+        causes.extend(port_causes(ctr, &at));
+        for (j, env) in ctr["env"].as_array().into_iter().flatten().enumerate() {
+            if env["name"].as_str().unwrap_or_default().is_empty() {
+                causes.push(required(format!("{at}.env[{j}].name"), ""));
+            }
+        }
         if !names.insert(name.to_string()) {
             causes.push((
                 format!("{at}.name"),
@@ -114,8 +121,58 @@ fn container_causes(containers: Option<&Value>, prefix: &str) -> Vec<Cause> {
                 format!("Duplicate value: {name:?}"),
             ));
         }
+        for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+            causes.extend(probe_causes(&ctr[probe], &format!("{at}.{probe}")));
+        }
     }
     causes
+}
+
+/// A port number's message, as `IsValidPortNum`.
+pub(super) fn port_number_message(port: i64) -> Option<String> {
+    (!(1..=65535).contains(&port)).then(|| "must be between 1 and 65535, inclusive".to_string())
+}
+
+/// A container's ports (`validateContainerPorts`): a `containerPort` is required and a port
+/// number.
+fn port_causes(ctr: &Value, at: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (j, port) in ctr["ports"].as_array().into_iter().flatten().enumerate() {
+        let path = format!("{at}.ports[{j}].containerPort");
+        match port["containerPort"].as_i64().unwrap_or(0) {
+            0 => causes.push(required(path, "")),
+            n => {
+                if let Some(message) = port_number_message(n) {
+                    causes.push((
+                        path,
+                        "FieldValueInvalid".into(),
+                        format!("Invalid value: {n}: {message}"),
+                    ));
+                }
+            }
+        }
+    }
+    causes
+}
+
+/// A probe (`validateProbe` and its handler): exactly one of exec, httpGet, tcpSocket, grpc.
+fn probe_causes(probe: &Value, at: &str) -> Vec<Cause> {
+    if !probe.is_object() {
+        return Vec::new();
+    }
+    let handlers = ["exec", "httpGet", "tcpSocket", "grpc"]
+        .iter()
+        .filter(|h| probe.get(**h).is_some_and(|v| !v.is_null()))
+        .count();
+    match handlers {
+        0 => vec![required(at.to_string(), "must specify a handler type")],
+        1 => Vec::new(),
+        _ => vec![(
+            at.to_string(),
+            "FieldValueForbidden".into(),
+            "Forbidden: may not specify more than 1 handler type".into(),
+        )],
+    }
 }
 
 /// The pod spec causes of `obj` (an object of `t` about to be stored, defaults applied).

@@ -140,5 +140,109 @@ pub fn area() -> Area {
         )
         .q("dryRun", "All"),
     );
+    // Services, RBAC and Leases.
+    let svcs = "/api/v1/namespaces/{ns}/services";
+    s.body(
+        "service-no-ports",
+        post(
+            svcs,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s0"},
+            "spec": {"selector": {"app": "x"}}}),
+        ),
+    );
+    s.body(
+        "service-port-out-of-range",
+        post(
+            svcs,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s1"},
+            "spec": {"ports": [{"port": 70000}]}}),
+        ),
+    );
+    s.body(
+        "service-duplicate-port-names",
+        post(
+            svcs,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s2"},
+            "spec": {"ports": [{"name": "a", "port": 80}, {"name": "a", "port": 81}]}}),
+        ),
+    );
+    s.body(
+        "service-bad-type",
+        post(
+            svcs,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s3"},
+            "spec": {"type": "Magic", "ports": [{"port": 80}]}}),
+        ),
+    );
+    let roles = "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles";
+    s.body(
+        "role-rule-without-verbs",
+        post(
+            roles,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "r0"}, "rules": [{"apiGroups": [""], "resources": ["pods"]}]}),
+        ),
+    );
+    s.body(
+        "role-rule-without-resources",
+        post(
+            roles,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "r1"}, "rules": [{"apiGroups": [""], "verbs": ["get"]}]}),
+        ),
+    );
+    s.body(
+        "rolebinding-without-roleref-name",
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "rb0"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ""},
+                "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        ),
+    );
+    s.body(
+        "rolebinding-bad-subject-kind",
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "rb1"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+                "subjects": [{"kind": "Robot", "name": "r2d2"}]}),
+        ),
+    );
+    s.body(
+        "pod-probe-without-handler",
+        post(
+            PODS,
+            pod(
+                "p5",
+                json!({"containers": [{"name": "c", "image": "a",
+            "livenessProbe": {"periodSeconds": 5}}]}),
+            ),
+        ),
+    );
+    s.body(
+        "pod-container-port-out-of-range",
+        post(
+            PODS,
+            pod(
+                "p6",
+                json!({"containers": [{"name": "c", "image": "a",
+            "ports": [{"containerPort": 0}]}]}),
+            ),
+        ),
+    );
+    s.body(
+        "pod-env-without-name",
+        post(
+            PODS,
+            pod(
+                "p7",
+                json!({"containers": [{"name": "c", "image": "a",
+            "env": [{"value": "x"}]}]}),
+            ),
+        ),
+    );
     s.done()
 }
