@@ -1193,3 +1193,62 @@ impl Scenario {
         self.harness.settle(SettleKind::Step).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_round_trip() {
+        for id in [
+            RunId::Reference,
+            RunId::CrashAfter(3),
+            RunId::CrashBefore(1),
+            RunId::Missed(2),
+            RunId::Stale(10),
+        ] {
+            assert_eq!(RunId::parse(&id.to_string()).unwrap(), id);
+        }
+        assert!(RunId::parse("crash-after:0").is_err());
+        assert!(RunId::parse("crash-after").is_err());
+        assert!(RunId::parse("stale:x").is_err());
+    }
+
+    #[test]
+    fn selectors_parse_by_number_and_by_key() {
+        assert_eq!(
+            Only::parse(" missed:2 ").unwrap(),
+            Only::Id(RunId::Missed(2))
+        );
+        assert_eq!(
+            Only::parse("stale=MODIFIED /api/v1/nodes n #2").unwrap(),
+            Only::Stale("MODIFIED /api/v1/nodes n #2".into())
+        );
+        assert_eq!(
+            Only::parse("crash-before=patch nodes n #1").unwrap(),
+            Only::CrashBefore("patch nodes n #1".into())
+        );
+        assert!(Only::parse("sideways=x").is_err());
+    }
+
+    #[test]
+    fn summary_line_has_the_agreed_shape() {
+        let report = Report {
+            exploration: "x".into(),
+            seed: 0,
+            findings: Vec::new(),
+            runs: 12,
+            points: 10,
+            points_tried: 10,
+            points_effective: 9,
+            seconds: 3.04,
+            reference_writes: Vec::new(),
+            reference_events: Vec::new(),
+            tried: Vec::new(),
+        };
+        assert_eq!(
+            report.summary_line("demo"),
+            "perturbation-run controller=demo points=10 runs=12 findings=0 seconds=3.0"
+        );
+    }
+}
