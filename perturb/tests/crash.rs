@@ -4,7 +4,9 @@
 //! - the ledger: two non-idempotent writes with no marker between them (add the amount to a
 //!   total, then mark the order processed): a crash between them books the order twice;
 //! - the child: an owned object created with a generated name, its name recorded afterwards:
-//!   a crash between the two makes a second child.
+//!   a crash between the two makes a second child;
+//! - the finalizer: removed before the cleanup it guards is done: a crash between the two
+//!   leaves the cleanup undone for good (the object is gone, nothing reconciles it again).
 
 mod common;
 
@@ -194,6 +196,112 @@ fn children(buggy: bool) -> Exploration {
         })
 }
 
+const FINALIZER: &str = "perturb.kcr.dev/cleanup";
+
+/// Keeps a ConfigMap `<parent>-data` (not owned: garbage collection does not remove it) while
+/// the parent lives, and removes it under a finalizer when the parent is deleted.
+struct Finalizing {
+    client: Client,
+    /// The mistake: the finalizer goes first, the cleanup second.
+    buggy: bool,
+}
+
+impl Finalizing {
+    async fn set_finalizers(&self, parent: &Parent, finalizers: &[&str]) -> anyhow::Result<()> {
+        let patch = Patch::Merge(json!({"metadata": {"finalizers": finalizers}}));
+        self.client
+            .patch::<Parent, _>(&parent.name_any(), parent.namespace().as_deref(), &patch)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_data(&self, parent: &Parent) -> anyhow::Result<()> {
+        let name = format!("{}-data", parent.name_any());
+        match self
+            .client
+            .delete_named::<ConfigMap>(&name, parent.namespace().as_deref())
+            .await
+        {
+            Err(e) if !e.is_not_found() => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ObjectReconciler for Finalizing {
+    type Object = Parent;
+    type Error = anyhow::Error;
+
+    async fn reconcile(&self, parent: Arc<Parent>, _ctx: &Context) -> anyhow::Result<Action> {
+        let has_finalizer = parent.finalizers().iter().any(|f| f == FINALIZER);
+        if parent.metadata.deletion_timestamp.is_some() {
+            if !has_finalizer {
+                return Ok(Action::done());
+            }
+            if self.buggy {
+                self.set_finalizers(&parent, &[]).await?;
+                self.delete_data(&parent).await?;
+            } else {
+                self.delete_data(&parent).await?;
+                self.set_finalizers(&parent, &[]).await?;
+            }
+            return Ok(Action::done());
+        }
+        if !has_finalizer {
+            self.set_finalizers(&parent, &[FINALIZER]).await?;
+        }
+        let data = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("{}-data", parent.name_any())),
+                namespace: parent.namespace(),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("note".into(), parent.spec.note.clone())])),
+            ..ConfigMap::default()
+        };
+        self.client.apply(&data).force().await?;
+        Ok(Action::done())
+    }
+}
+
+async fn start_finalizing(client: kube::Client, buggy: bool) -> anyhow::Result<Manager> {
+    let mgr = Manager::new(client, manager_options()).await?;
+    mgr.controller()
+        .for_kind::<Parent>(WatchOptions::new())
+        .complete_objects(Finalizing {
+            client: mgr.client(),
+            buggy,
+        })?;
+    Ok(mgr)
+}
+
+fn finalizing(buggy: bool) -> Exploration {
+    exploration(if buggy {
+        "finalizer-buggy"
+    } else {
+        "finalizer"
+    })
+    .crd::<Parent>()
+    .compare::<ConfigMap>()
+    .compare::<Parent>()
+    .classes([Class::Crash])
+    .controller(move |client| start_finalizing(client, buggy))
+    .scenario(|ctx: Scenario| async move {
+        let parents: Api<Parent> = Api::namespaced(ctx.client(), ctx.namespace());
+        let spec = ParentSpec {
+            note: "n".into(),
+            ..ParentSpec::default()
+        };
+        parents
+            .create(&PostParams::default(), &Parent::new("p", spec))
+            .await?;
+        ctx.settle().await;
+        parents.delete("p", &Default::default()).await?;
+        ctx.settle().await;
+        anyhow::Ok(())
+    })
+}
+
 fn show(report: &Report) {
     println!("{report}");
     println!("{}", report.summary_line(&report.exploration));
@@ -302,6 +410,48 @@ async fn crash_finds_a_child_with_a_generated_name() {
 #[tokio::test]
 async fn crash_passes_a_child_with_a_derived_name() {
     let report = children(false).run().await.unwrap();
+    show(&report);
+    assert!(report.points >= 8, "{report}");
+    assert!(report.findings.is_empty(), "{report}");
+}
+
+#[tokio::test]
+async fn crash_finds_a_finalizer_removed_before_its_cleanup() {
+    let report = finalizing(true).run().await.unwrap();
+    show(&report);
+    // Writes: add the finalizer, apply the data (twice: the finalizer's update reconciles
+    // again), remove the finalizer, delete the data. Crashing after the removal, or losing
+    // the delete, leaves the data behind; every other point is harmless.
+    let found: Vec<(bool, &str)> = report
+        .findings
+        .iter()
+        .map(|f| {
+            (
+                matches!(f.run, RunId::CrashAfter(_)),
+                f.perturbation.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(found.len(), 2, "{report}");
+    assert!(
+        found[0].0
+            && found[0]
+                .1
+                .contains("(patch parents.perturb.kcr.dev default/p -> 200)"),
+        "{report}"
+    );
+    assert!(
+        !found[1].0 && found[1].1.contains("(delete configmaps default/p-data"),
+        "{report}"
+    );
+    for f in &report.findings {
+        assert!(f.to_string().contains("+ ConfigMap default/p-data"), "{f}");
+    }
+}
+
+#[tokio::test]
+async fn crash_passes_a_finalizer_removed_after_its_cleanup() {
+    let report = finalizing(false).run().await.unwrap();
     show(&report);
     assert!(report.points >= 8, "{report}");
     assert!(report.findings.is_empty(), "{report}");
