@@ -9,12 +9,16 @@
 //!   `retired`, as far as the controller can tell, keeps its child; correct: cleanup in every
 //!   phase from `draining` on.
 
+//!
+//! In process on every backend (see `common::in_process_exploration`): the perturbation is
+//! made in the controller's client, the same on any server.
+
 mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{Parent, ParentSpec, exploration};
+use common::{Parent, ParentSpec, in_process_exploration};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::objects::set_controller_reference;
 use kcr_controller::{Action, Client, Context, Manager, ObjectReconciler, WatchOptions};
@@ -146,7 +150,7 @@ async fn steps(ctx: Scenario, patches: Vec<serde_json::Value>) -> anyhow::Result
 }
 
 fn flips(buggy: bool) -> Exploration {
-    exploration(if buggy { "flips-buggy" } else { "flips" })
+    in_process_exploration(if buggy { "flips-buggy" } else { "flips" })
         .crd::<Parent>()
         .compare::<Parent>()
         .classes([Class::MissedIntermediate])
@@ -158,7 +162,7 @@ fn flips(buggy: bool) -> Exploration {
 }
 
 fn drain(buggy: bool) -> Exploration {
-    exploration(if buggy { "drain-buggy" } else { "drain" })
+    in_process_exploration(if buggy { "drain-buggy" } else { "drain" })
         .crd::<Parent>()
         .compare::<Parent>()
         .compare::<ConfigMap>()

@@ -9,12 +9,18 @@
 //!   children is empty; a child not yet in the cache gets a twin; correct: the list comes
 //!   from the API server.
 
+//!
+//! In process on every backend (see `common::in_process_exploration`): the perturbation is
+//! made in the controller's client, the same on any server.
+
 mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{Parent, ParentSpec, Tenant, TenantSpec, exploration, one_child_per_parent};
+use common::{
+    Parent, ParentSpec, Tenant, TenantSpec, in_process_exploration, one_child_per_parent,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::objects::set_controller_reference;
 use kcr_controller::{
@@ -87,7 +93,7 @@ fn labelled(name: &str, tenant: &str) -> ConfigMap {
 }
 
 fn cleaner(buggy: bool) -> Exploration {
-    exploration(if buggy { "cleaner-buggy" } else { "cleaner" })
+    in_process_exploration(if buggy { "cleaner-buggy" } else { "cleaner" })
         .crd::<Tenant>()
         .compare::<ConfigMap>()
         .compare::<Tenant>()
@@ -183,7 +189,7 @@ async fn start_maker(client: kube::Client, buggy: bool) -> anyhow::Result<Manage
 }
 
 fn maker(buggy: bool) -> Exploration {
-    exploration(if buggy { "maker-buggy" } else { "maker" })
+    in_process_exploration(if buggy { "maker-buggy" } else { "maker" })
         .crd::<Parent>()
         .compare::<ConfigMap>()
         .compare::<Parent>()

@@ -85,6 +85,19 @@ pub fn exploration(name: &str) -> Exploration {
         .settle_timeout(Duration::from_secs(20))
 }
 
+/// [`exploration`] on the in-process backend whatever `KCR_ENVTEST_BACKEND` says: for the
+/// watch-stream classes (missed intermediate states, stale reads), whose perturbations are made
+/// in the controller's client and so are the same on every backend. Their runs need a server
+/// each, which on the real backend costs a control plane per run (minutes per test); the crash
+/// class and the NodePool sample show the harness on the real backend.
+pub fn in_process_exploration(name: &str) -> Exploration {
+    exploration(name).server(|| {
+        kcr_envtest::TestApiServer::builder()
+            .backend(kcr_envtest::Backend::InProcess)
+            .start()
+    })
+}
+
 /// `RUST_LOG=...` shows the harness's and controllers' logs.
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
