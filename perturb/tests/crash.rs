@@ -39,6 +39,7 @@ impl ObjectReconciler for Ledger {
         }
         let ns = order.namespace();
         let name = order.name_any();
+        // ANCHOR: booking
         if self.buggy {
             let mut ledger: ConfigMap = self
                 .client
@@ -62,10 +63,12 @@ impl ObjectReconciler for Ledger {
         self.client
             .patch_status::<Order, _>(&name, ns.as_deref(), &status)
             .await?;
+        // ANCHOR_END: booking
         Ok(Action::done())
     }
 }
 
+// ANCHOR: exploration
 async fn start_ledger(client: kube::Client, buggy: bool) -> anyhow::Result<Manager> {
     let mgr = Manager::new(client, manager_options()).await?;
     mgr.controller()
@@ -110,6 +113,7 @@ fn ledger(buggy: bool) -> Exploration {
         .controller(move |client| start_ledger(client, buggy))
         .scenario(ledger_scenario)
 }
+// ANCHOR_END: exploration
 
 /// Keeps one child ConfigMap per parent.
 struct Children {
@@ -307,6 +311,7 @@ fn show(report: &Report) {
     println!("{}", report.summary_line(&report.exploration));
 }
 
+// ANCHOR: test
 #[tokio::test]
 async fn crash_finds_a_non_idempotent_pair_of_writes() {
     let report = ledger(true).run().await.unwrap();
@@ -350,6 +355,8 @@ async fn crash_finds_a_non_idempotent_pair_of_writes() {
         "{report}"
     );
 }
+
+// ANCHOR_END: test
 
 #[tokio::test]
 async fn crash_only_runs_the_chosen_point() {
