@@ -226,7 +226,31 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
             }
         }
     }
-    if versions.is_empty() {
+    // Upstream: exactly one storage version, unique names; with no single storage version
+    // the strategy's first `status.storedVersions` stays empty, which is refused too.
+    let all_versions = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let storage_flags = all_versions
+        .iter()
+        .filter(|v| v["storage"].as_bool() == Some(true))
+        .count();
+    let mut seen = std::collections::BTreeSet::new();
+    if !all_versions.iter().all(|v| seen.insert(text(&v["name"]))) {
+        causes.push(invalid_versions(spec, "must contain unique version names"));
+    }
+    if storage_flags != 1 {
+        causes.push(invalid_versions(
+            spec,
+            "must have exactly one version marked as storage version",
+        ));
+        causes.push((
+            "status.storedVersions".to_string(),
+            "FieldValueInvalid".to_string(),
+            "Invalid value: null: must have at least one stored version".to_string(),
+        ));
+    } else if versions.is_empty() {
         causes.push(required("spec.versions"));
     }
     let conversion = match crate::convert::webhook::from_crd_spec(spec) {
@@ -270,6 +294,19 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String, String
             conversion,
         }),
     })
+}
+
+/// A cause on `spec.versions` showing its value as upstream's field errors do (JSON).
+fn invalid_versions(spec: &Value, message: &str) -> (String, String, String) {
+    let shown = match &spec["versions"] {
+        Value::Null => "null".to_string(),
+        v => v.to_string(),
+    };
+    (
+        "spec.versions".to_string(),
+        "FieldValueInvalid".to_string(),
+        format!("Invalid value: {shown}: {message}"),
+    )
 }
 
 fn required(field: &str) -> (String, String, String) {
