@@ -104,9 +104,9 @@
 //! ## Measured differences
 //!
 //! Measured, not assumed: `cargo run --release -p kcr-envtest-conformance` sends the same
-//! 630 scripted exchanges, and a Go client's 46 (client-go's typed clients with protobuf and
+//! 632 scripted exchanges, and a Go client's 46 (client-go's typed clients with protobuf and
 //! with JSON), to kcr-envtest and to kube-apiserver v1.37.2 (the `real` backend) and compares
-//! the answers; today `fidelity: 671 of 676 exchanges equal`. Every
+//! the answers; today `fidelity: 673 of 678 exchanges equal`. Every
 //! exchange that still differs is listed in `envtest/conformance/known_differences.txt` (CI
 //! fails on any other difference), and every root cause of those is a row here, with the number
 //! of exchanges it appears in; `envtest/conformance/tests/fidelity_table.rs` checks this table

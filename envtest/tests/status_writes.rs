@@ -148,3 +148,54 @@ async fn a_dry_run_create_with_a_resource_version_is_answered() {
         other => panic!("expected 500, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn dry_run_answers_are_what_a_real_write_would_store() {
+    let ns = TestNamespace::new("dry-answers").await.unwrap();
+    let deployments: Api<Deployment> = Api::default_namespaced(ns.client());
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let body = |meta: Value| -> Deployment {
+        of(
+            json!({"metadata": meta, "spec": {"selector": {"matchLabels": {"app": "d"}},
+            "template": template("d")}}),
+        )
+    };
+    // A create: a generated name, the defaults and the workload's first status.
+    let answered = deployments
+        .create(&dry, &body(json!({"generateName": "dry-"})))
+        .await
+        .unwrap();
+    let name = answered.metadata.name.clone().unwrap_or_default();
+    assert!(name.starts_with("dry-") && name.len() == 9, "{name}");
+    assert_eq!(answered.spec.replicas, Some(1));
+    assert!(answered.status.is_some(), "the first status, {{}}");
+    assert!(deployments.get_opt(&name).await.unwrap().is_none());
+    // An update that changes the spec: the generation a real update would store.
+    let created = deployments
+        .create(&PostParams::default(), &body(json!({"name": "real"})))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    let patched = deployments
+        .patch(
+            "real",
+            &kube::api::PatchParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.generation, Some(2));
+    assert_eq!(
+        patched.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    let stored = deployments.get("real").await.unwrap();
+    assert_eq!(stored.metadata.generation, Some(1));
+    assert_eq!(stored.spec.replicas, Some(1));
+}

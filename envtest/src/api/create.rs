@@ -107,5 +107,9 @@ pub(crate) fn dry_run_created(route: &super::route::Route, mut obj: Value) -> Re
             meta.insert("generation".into(), json!(1));
         }
     }
+    // What the store adds on create: the always-encoded fields and the strategy's
+    // `PrepareForCreate` (a workload's first status, a Job's generated selector).
+    crate::defaults::encode(&route.t, &mut obj);
+    crate::defaults::prepare_create(&route.t, &mut obj);
     dry_run_response(StatusCode::CREATED, obj, route)
 }

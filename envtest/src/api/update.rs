@@ -134,9 +134,19 @@ pub(crate) async fn prepare_update(
     .await?;
     crate::immutable::check(&route.t, current_view, &candidate)?;
     if dry_run(q) {
+        // The generation the update would store (the spec changed: one more).
+        let mut answer = candidate;
+        let generation =
+            crate::store::generation_after_update(&route.t, current_view, current_view, &answer);
+        if let Some(meta) = answer.get_mut("metadata").and_then(Value::as_object_mut) {
+            match generation {
+                Some(g) => meta.insert("generation".into(), g),
+                None => meta.remove("generation"),
+            };
+        }
         return Ok(Prepared::DryRun(dry_run_response(
             StatusCode::OK,
-            candidate,
+            answer,
             route,
         )));
     }

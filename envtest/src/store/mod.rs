@@ -14,7 +14,7 @@ mod log;
 mod tests;
 mod write;
 
-pub(crate) use write::tracks_generation;
+pub(crate) use write::{generation_after_update, tracks_generation};
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;

@@ -35,6 +35,31 @@ pub fn tracks_generation(t: &ResourceType) -> bool {
         )
 }
 
+/// The `metadata.generation` an update of `old` to `obj` gives (`None`: none), by the
+/// generation rule: one more when anything but metadata (and a status kept apart by its
+/// subresource) changed, for kinds that [track it](tracks_generation). `compared` is `old` in
+/// `obj`'s version. Deployments also count annotation changes (upstream copies them to
+/// ReplicaSets), EndpointSlices label changes (their strategy compares the labels). Used by
+/// dry-run updates too, which answer the generation a real update would store.
+pub(crate) fn generation_after_update(
+    t: &ResourceType,
+    old: &Value,
+    compared: &Value,
+    obj: &Value,
+) -> Option<Value> {
+    let resource = crate::convert::storage_key(t);
+    let changed = spec_part(compared, t.status_subresource) != spec_part(obj, t.status_subresource)
+        || (resource == "apps/deployments"
+            && old["metadata"]["annotations"] != obj["metadata"]["annotations"])
+        || (resource == "discovery.k8s.io/endpointslices"
+            && old["metadata"]["labels"] != obj["metadata"]["labels"]);
+    match old["metadata"]["generation"].as_i64() {
+        Some(g) if tracks_generation(t) && changed => Some(json!(g + 1)),
+        None if tracks_generation(t) => Some(json!(if changed { 2 } else { 1 })),
+        _ => old["metadata"].get("generation").cloned(),
+    }
+}
+
 /// Everything except metadata (and status when `ignore_status`), for the generation rule.
 fn spec_part(obj: &Value, ignore_status: bool) -> BTreeMap<&String, &Value> {
     obj.as_object()
@@ -245,20 +270,7 @@ impl Store {
                 return Err(ApiError::invalid(&t.group, &t.kind, name, vec![cause]));
             }
         }
-        // Deployments also count annotation changes (upstream copies them to ReplicaSets),
-        // EndpointSlices label changes (their strategy compares the labels).
-        let compared = old_converted.unwrap_or(old);
-        let changed = spec_part(compared, t.status_subresource)
-            != spec_part(&obj, t.status_subresource)
-            || (resource == "apps/deployments"
-                && old["metadata"]["annotations"] != obj["metadata"]["annotations"])
-            || (resource == "discovery.k8s.io/endpointslices"
-                && old["metadata"]["labels"] != obj["metadata"]["labels"]);
-        let generation = match old["metadata"]["generation"].as_i64() {
-            Some(g) if tracks_generation(t) && changed => Some(json!(g + 1)),
-            None if tracks_generation(t) => Some(json!(if changed { 2 } else { 1 })),
-            _ => old["metadata"].get("generation").cloned(),
-        };
+        let generation = generation_after_update(t, old, old_converted.unwrap_or(old), &obj);
         {
             let meta = obj
                 .as_object_mut()

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::{CM, cm};
-use crate::exchange::{Area, Request, Script, get, post, put};
+use crate::exchange::{Area, Request, Script, get, patch, post, put};
 
 /// The errors area.
 pub fn area() -> Area {
@@ -188,5 +188,36 @@ pub fn area() -> Area {
         .q("fieldValidation", "Ignore"),
     );
     s.setup(crate::exchange::delete("/api/v1/nodes/conf-errors-unknown"));
+    // Dry-run answers: a generated name, defaults and a workload's first status on create;
+    // the resourceVersion unchanged and the generation bumped on an update that changes the
+    // spec.
+    s.body(
+        "dry-run-create-generated-name-and-defaults",
+        post(
+            "/apis/apps/v1/namespaces/{ns}/deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"generateName": "dry-"},
+                "spec": {"selector": {"matchLabels": {"app": "d"}},
+                    "template": {"metadata": {"labels": {"app": "d"}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+        )
+        .q("dryRun", "All"),
+    );
+    s.setup(post(
+        "/apis/apps/v1/namespaces/{ns}/deployments",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "dry-up"},
+            "spec": {"selector": {"matchLabels": {"app": "d"}},
+                "template": {"metadata": {"labels": {"app": "d"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+    ));
+    s.body(
+        "dry-run-update-spec",
+        patch(
+            "/apis/apps/v1/namespaces/{ns}/deployments/dry-up",
+            "merge",
+            json!({"spec": {"replicas": 3}}),
+        )
+        .q("dryRun", "All"),
+    );
     s.done()
 }
