@@ -300,6 +300,15 @@ impl ObjectReconciler for CronJobReconciler {
                 self.event(&cronjob, EventType::Normal, "JobAlreadyActive", note)
                     .await;
             } else {
+                // The cached CronJob can be behind the API server: starting a run is the one
+                // thing that cannot be taken back, so it is checked against the server first.
+                // kcr-perturb's stale-read class found this (tests/perturbation.rs, README):
+                // with the CronJob cache lagging, the controller started the run that a resume
+                // made due after the CronJob had been deleted, a Job owned by a CronJob that
+                // was gone (or it could start one after a suspend it had not seen yet).
+                if !self.still_runs(&cronjob).await? {
+                    return Ok(Action::done());
+                }
                 if spec.concurrency_policy == ConcurrencyPolicy::Replace {
                     for job in &active {
                         delete(&jobs, job).await?;
@@ -340,6 +349,28 @@ impl CronJobReconciler {
 
     /// Creates the Job of `run`. A Job of that name already there is this run's (the name is
     /// derived from the run), not yet in the cache.
+    /// Whether the CronJob, as the API server has it now, is the cached one (same uid), not
+    /// being deleted and not suspended. When it is not, its change or deletion is an event
+    /// still on its way to the cache, and the reconcile that event causes decides again.
+    async fn still_runs(&self, cached: &CronJob) -> Result<bool, Error> {
+        let name = cached.name_any();
+        let api: Api<CronJob> =
+            Api::namespaced(self.client.clone(), &cached.namespace().unwrap_or_default());
+        let current = api
+            .get_opt(&name)
+            .await
+            .map_err(api_error(format!("read CronJob {name}")))?;
+        let runs = current.is_some_and(|c| {
+            c.uid() == cached.uid()
+                && c.metadata.deletion_timestamp.is_none()
+                && c.spec.suspend != Some(true)
+        });
+        if !runs {
+            tracing::info!(cronjob = %name, "not starting a run: the cache is behind the CronJob");
+        }
+        Ok(runs)
+    }
+
     async fn create_job(
         &self,
         jobs: &Api<Job>,
