@@ -15,10 +15,12 @@
 //! 6. finds the run that is due (the latest scheduled time since the last run, or since the
 //!    CronJob's creation), skips it when it is older than `startingDeadlineSeconds` (Warning
 //!    Event `MissSchedule`) or when `Forbid` meets an active Job (Event `JobAlreadyActive`;
-//!    the run starts late once no Job is active), deletes the active Jobs first under
-//!    `Replace`, and creates the Job `<cronjob>-<unix time of the run>` (so a run is never
-//!    created twice), owned by the CronJob and annotated with its scheduled time (a Job the
-//!    API server refuses, 422, is a Warning Event `FailedCreate` and a terminal error);
+//!    the run starts late once no Job is active), reads the CronJob from the API server (the
+//!    cache can be behind: the run starts only if the CronJob is still there, not being
+//!    deleted and not suspended), deletes the active Jobs first under `Replace`, and creates
+//!    the Job `<cronjob>-<unix time of the run>` (so a run is never created twice), owned by
+//!    the CronJob and annotated with its scheduled time (a Job the API server refuses, 422, is
+//!    a Warning Event `FailedCreate` and a terminal error);
 //! 7. writes the status if it changed and asks to be requeued when the next run is due.
 //!
 //! The time is read from the [`Context`] (`ctx.now()`), never from the system: a test gives
@@ -35,7 +37,7 @@ use kcr_controller::objects::{OwnerError, controller_of, set_controller_referenc
 use kcr_controller::{Action, Context, Manager, ObjectReconciler, ReconcileError, WatchOptions};
 use kcr_predicate::GenerationChanged;
 use kcr_source::{IndexError, Reader, WatchScope};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 
@@ -293,7 +295,14 @@ impl ObjectReconciler for CronJobReconciler {
                 let note = format!("missed the starting deadline of the run at {run}");
                 self.event(&cronjob, EventType::Warning, "MissSchedule", note)
                     .await;
-            } else if spec.concurrency_policy == ConcurrencyPolicy::Forbid && !active.is_empty() {
+            } else if spec.concurrency_policy == ConcurrencyPolicy::Forbid
+                && (!active.is_empty() || !self.active_on_server(&jobs, &uid).await?.is_empty())
+            {
+                // Forbid asks the API server when the cache shows no active Job: the cache can
+                // be behind the controller's own create of the previous run's Job. kcr-perturb's
+                // stale-read class found this (tests/perturbation.rs, README): with the Job
+                // watch stream lagging, the next run started while the previous Job was active,
+                // two active Jobs under Forbid.
                 let note = format!(
                     "not starting the run at {run}: a Job is active and the concurrency policy is Forbid"
                 );
@@ -310,7 +319,11 @@ impl ObjectReconciler for CronJobReconciler {
                     return Ok(Action::done());
                 }
                 if spec.concurrency_policy == ConcurrencyPolicy::Replace {
+                    // The active Jobs the cache knows and those only the API server knows yet.
                     for job in &active {
+                        delete(&jobs, job).await?;
+                    }
+                    for job in &self.active_on_server(&jobs, &uid).await? {
                         delete(&jobs, job).await?;
                     }
                 }
@@ -349,6 +362,22 @@ impl CronJobReconciler {
 
     /// Creates the Job of `run`. A Job of that name already there is this run's (the name is
     /// derived from the run), not yet in the cache.
+    /// The active Jobs of the CronJob with uid `uid`, listed from the API server (not the
+    /// cache): only asked when a run is due and the concurrency policy depends on them.
+    async fn active_on_server(&self, jobs: &Api<Job>, uid: &str) -> Result<Vec<Job>, Error> {
+        let all = jobs
+            .list(&ListParams::default())
+            .await
+            .map_err(api_error("list Jobs"))?;
+        Ok(all
+            .items
+            .into_iter()
+            .filter(|job| {
+                owner_uid(job).as_deref() == Some(uid) && job_state(job) == JobState::Active
+            })
+            .collect())
+    }
+
     /// Whether the CronJob, as the API server has it now, is the cached one (same uid), not
     /// being deleted and not suspended. When it is not, its change or deletion is an event
     /// still on its way to the cache, and the reconcile that event causes decides again.
