@@ -14,13 +14,14 @@
 //! 5. stops there if the CronJob is suspended;
 //! 6. finds the run that is due (the latest scheduled time since the last run, or since the
 //!    CronJob's creation), skips it when it is older than `startingDeadlineSeconds` (Warning
-//!    Event `MissSchedule`) or when `Forbid` meets an active Job (Event `JobAlreadyActive`;
-//!    the run starts late once no Job is active), reads the CronJob from the API server (the
-//!    cache can be behind: the run starts only if the CronJob is still there, not being
-//!    deleted and not suspended), deletes the active Jobs first under `Replace`, and creates
-//!    the Job `<cronjob>-<unix time of the run>` (so a run is never created twice), owned by
-//!    the CronJob and annotated with its scheduled time (a Job the API server refuses, 422, is
-//!    a Warning Event `FailedCreate` and a terminal error);
+//!    Event `MissSchedule`) or when `Forbid` meets an active Job, in the cache or else on the
+//!    API server (Event `JobAlreadyActive`; the run starts late once no Job is active), reads
+//!    the CronJob from the API server (the cache can be behind: the run starts only if the
+//!    CronJob is still there, not being deleted and not suspended), deletes the active Jobs
+//!    (cached, and listed from the API server) first under `Replace`, and creates the Job
+//!    `<cronjob>-<unix time of the run>` (so a run is never created twice), owned by the
+//!    CronJob and annotated with its scheduled time (a Job the API server refuses, 422, is a
+//!    Warning Event `FailedCreate` and a terminal error);
 //! 7. writes the status if it changed and asks to be requeued when the next run is due.
 //!
 //! The time is read from the [`Context`] (`ctx.now()`), never from the system: a test gives
