@@ -87,7 +87,8 @@ fn check_page(page: &Path, update: bool) -> Vec<String> {
         }
         out.push(fence.to_string());
         match (update, anchored(&root().join(file), anchor)) {
-            (true, Ok(code)) => out.extend(code.lines().map(str::to_string)),
+            // `split`, not `lines`: a region that ends in a blank line keeps it, as the check reads it.
+            (true, Ok(code)) => out.extend(code.split('\n').map(str::to_string)),
             _ => out.extend(lines[i + 2..i + 2 + len].iter().map(|l| l.to_string())),
         }
         out.push(lines[i + 2 + len].to_string());
@@ -167,4 +168,30 @@ fn a_drifted_snippet_and_a_missing_anchor_are_reported() {
     check_page(&page, true);
     let problems = check_page(&page, false);
     assert_eq!(problems.len(), 1, "{problems:?}");
+}
+
+#[test]
+fn a_region_ending_in_a_blank_line_survives_an_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = dir.path().join("code.rs");
+    std::fs::write(
+        &code,
+        "// ANCHOR: a\nfn a() {}\n\n// ANCHOR_END: a\n// ANCHOR: b\nfn b() {}\n\n// ANCHOR_END: b\n",
+    )
+    .unwrap();
+    let page = dir.path().join("page.md");
+    let path = code.display().to_string();
+    // Block a matches its region (blank line included); block b has drifted.
+    let text = format!(
+        "<!-- include: {path}:a -->\n```rust\nfn a() {{}}\n\n```\n\n<!-- include: {path}:b -->\n```rust\nfn old() {{}}\n```\n"
+    );
+    std::fs::write(&page, &text).unwrap();
+    assert_eq!(check_page(&page, false).len(), 1);
+    check_page(&page, true);
+    // The update rewrote b with its blank line and left a as it was: the check agrees.
+    let problems = check_page(&page, false);
+    assert!(problems.is_empty(), "{problems:?}");
+    let updated = std::fs::read_to_string(&page).unwrap();
+    assert!(updated.contains("```rust\nfn a() {}\n\n```"), "{updated}");
+    assert!(updated.contains("```rust\nfn b() {}\n\n```"), "{updated}");
 }
