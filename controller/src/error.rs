@@ -159,13 +159,13 @@ pub enum ManagerError {
     /// The secured metrics endpoint could not be set up.
     #[error(transparent)]
     SecureMetrics(#[from] crate::secure_metrics::SecureMetricsError),
-    /// Sharding is misconfigured or failed ([`crate::shard`]); boxed, as it is large.
-    #[error(transparent)]
-    Shard(Box<crate::shard::ShardError>),
-}
-
-impl From<crate::shard::ShardError> for ManagerError {
-    fn from(e: crate::shard::ShardError) -> Self {
-        ManagerError::Shard(Box::new(e))
-    }
+    /// A manager extension ([`crate::extension`]) failed to set up.
+    #[error("manager extension {name}: {source}")]
+    Extension {
+        /// The extension's name.
+        name: String,
+        /// Why it failed.
+        #[source]
+        source: crate::watch::BoxError,
+    },
 }

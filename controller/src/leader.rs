@@ -204,19 +204,24 @@ pub enum LeaderElectionError {
     },
 }
 
-/// The parts of a lease record whose change proves the holder is alive (also the shard
-/// membership's liveness record, `shard::membership`).
+/// The parts of a Lease record whose change proves the holder is alive: an observer that sees
+/// the same record for longer than its lease duration (on its own monotonic clock) may judge
+/// the Lease expired, whatever the timestamps in it say. Leader election judges Leases so, and
+/// so can layers that keep Leases of their own (`kcr-shard`'s member Leases).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Record {
-    pub(crate) holder: Option<String>,
+pub struct Record {
+    /// The holder's identity (`None` when empty or released).
+    pub holder: Option<String>,
     renew_time: Option<Timestamp>,
     acquire_time: Option<Timestamp>,
-    pub(crate) lease_duration_seconds: Option<i32>,
+    /// The Lease's duration in seconds, as its holder wrote it.
+    pub lease_duration_seconds: Option<i32>,
     transitions: Option<i32>,
 }
 
 impl Record {
-    pub(crate) fn of(spec: Option<&LeaseSpec>) -> Record {
+    /// The record of a Lease's spec (`None`: a Lease without a spec).
+    pub fn of(spec: Option<&LeaseSpec>) -> Record {
         let spec = spec.cloned().unwrap_or_default();
         Record {
             holder: spec.holder_identity.filter(|h| !h.is_empty()),

@@ -205,8 +205,10 @@
 //!   an explicit path for objects that are gone.
 //! - [`objects`]: owner references, create-or-update, server-side apply and finalizers
 //!   (controller-runtime's `controllerutil` and `finalizer`).
-//! - [`shard`]: one controller sharded across replicas (Lease membership, a consistent-hash
-//!   ring, a sharder writing shard labels, label-selected caches, drain-and-acknowledge moves).
+//! - [`extension`] and [`builder::hook`]: how a layer built outside the manager takes part:
+//!   state set up once per manager, and hooks that see a controller's watches, gate its
+//!   reconciles and register it (the `kcr-shard` crate shards a controller across replicas
+//!   this way).
 //! - [`signals`]: SIGTERM/SIGINT handling.
 //! - [`watch`]: the type-erased watch a controller holds.
 //!
@@ -248,6 +250,7 @@ pub mod controller;
 pub mod defaults;
 pub mod error;
 pub mod error_policy;
+pub mod extension;
 pub mod http;
 pub mod leader;
 pub mod log;
@@ -260,7 +263,6 @@ pub mod reason;
 pub mod reconciler;
 pub mod rest_client;
 pub mod secure_metrics;
-pub mod shard;
 pub mod signals;
 pub mod watch;
 

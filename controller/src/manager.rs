@@ -82,9 +82,8 @@ pub struct ManagerOptions {
     /// `ExtraHandlers`), behind the same security; see
     /// [`ManagerOptions::metrics_extra_handler`].
     pub metrics_extra_handlers: crate::http::MetricsExtraHandlers,
-    /// Sharding of one controller across replicas ([`crate::shard`]); `None` (the default)
-    /// shards nothing.
-    pub shard: Option<crate::shard::ShardConfig>,
+    /// Layers set up once per manager from its client ([`crate::extension`]), e.g. sharding.
+    pub extensions: crate::extension::Extensions,
     /// The clock of every controller the manager runs, unless its builder set one
     /// ([`Builder::clock`](crate::Builder::clock)): what reconcilers read through
     /// [`Context::now`](crate::Context::now) and what times their
@@ -112,7 +111,7 @@ impl Default for ManagerOptions {
             api_server_host: None,
             secure_metrics: None,
             metrics_extra_handlers: crate::http::MetricsExtraHandlers::default(),
-            shard: None,
+            extensions: crate::extension::Extensions::default(),
             clock: Clock::system(),
             client: ClientOptions::default().field_owner(DEFAULT_FIELD_OWNER),
             controller_defaults: ControllerDefaults::default(),
@@ -165,11 +164,11 @@ impl ManagerOptions {
         self
     }
 
-    /// Shards the controller built with [`Builder::sharded`](crate::Builder::sharded) across
-    /// the replicas running this option with the same group name (see [`crate::shard`]); the
-    /// other controllers keep the manager's leader election, if any.
-    pub fn shard_by_lease(mut self, config: crate::shard::ShardConfig) -> Self {
-        self.shard = Some(config);
+    /// Adds a layer's per-manager set-up ([`crate::extension`]): [`Manager::new`] calls its
+    /// `init` with the manager's client, and [`Manager::extension`] finds its state.
+    #[must_use]
+    pub fn extension(mut self, extension: impl crate::extension::ManagerExtension) -> Self {
+        self.extensions.push(extension);
         self
     }
 
@@ -262,7 +261,8 @@ pub struct Manager {
     started: AtomicBool,
     /// Whether this replica leads (always `true` without leader election).
     leader: Arc<tokio::sync::watch::Sender<bool>>,
-    shard: Option<Arc<crate::shard::ShardRuntime>>,
+    /// The states of [`ManagerOptions::extensions`], by type.
+    extensions: crate::extension::ExtensionStates,
 }
 
 impl std::fmt::Debug for Manager {
@@ -303,13 +303,6 @@ impl Manager {
         if let Some(le) = &options.leader_election {
             le.validate()?;
         }
-        let shard = match &options.shard {
-            Some(config) => Some(Arc::new(crate::shard::ShardRuntime::new(
-                client.clone(),
-                config.clone(),
-            )?)),
-            None => None,
-        };
         let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
         let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
         if metrics_listener.is_some() {
@@ -326,6 +319,7 @@ impl Manager {
         } else {
             client
         };
+        let extensions = options.extensions.init(&client)?;
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let probes_addr = probes_listener.as_ref().and_then(|l| l.local_addr().ok());
         let unsynced = Arc::new(AtomicUsize::new(0));
@@ -402,7 +396,7 @@ impl Manager {
             metrics_security,
             started: AtomicBool::new(false),
             leader,
-            shard,
+            extensions,
         })
     }
 
@@ -476,9 +470,10 @@ impl Manager {
         self.cache_syncs.lock().push((name, handle));
     }
 
-    /// The sharding state, with [`ManagerOptions::shard_by_lease`].
-    pub(crate) fn shard_runtime(&self) -> Option<&Arc<crate::shard::ShardRuntime>> {
-        self.shard.as_ref()
+    /// The state of this manager's extension of type `T` ([`ManagerOptions::extension`],
+    /// [`crate::extension`]), if one stored it.
+    pub fn extension<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.extensions.get::<T>()
     }
 
     /// The options.
@@ -662,8 +657,10 @@ impl Manager {
         added
     }
 
-    /// Reserves a controller name; fails on a duplicate.
-    pub(crate) fn reserve_name(&self, name: &str) -> Result<(), ManagerError> {
+    /// Reserves a controller name; fails with [`ManagerError::DuplicateController`] on a
+    /// duplicate. For a layer that registers a controller itself
+    /// ([`BuilderHook::register`](crate::builder::BuilderHook::register)) with runnables.
+    pub fn reserve_name(&self, name: &str) -> Result<(), ManagerError> {
         if !self.controller_names.lock().insert(name.to_string()) {
             return Err(ManagerError::DuplicateController {
                 name: name.to_string(),

@@ -45,11 +45,44 @@ use kcr_handler::EventHandler;
 use kcr_source::{DynamicResource, Kind, Reader, Source, WatchScope};
 use kube::core::{ApiResource, DynamicObject};
 
+use std::sync::Arc;
+
+use super::hook::{MadeWatch, TypedMeta, WatchRole};
 use super::{Builder, Probe, WatchOptions, probe_dynamic};
 use crate::controller::Key;
-use crate::error::ManagerError;
 
 impl<'m> Builder<'m> {
+    /// A cached watch and reader of the run-time kind `resource` through the shared cache,
+    /// shown to the builder's hooks as `role` (before and after it is made).
+    #[allow(clippy::type_complexity)]
+    fn hooked_dynamic_source(
+        &mut self,
+        resource: &DynamicResource,
+        base: &WatchScope,
+        role: WatchRole,
+    ) -> Option<(Kind<DynamicObject>, Reader<DynamicObject>, Option<Probe>)> {
+        let scope = self.plan_with_hooks(
+            &resource.resource.kind,
+            &resource.resource.group,
+            role,
+            true,
+            base,
+        )?;
+        let source = self.dynamic_source(resource, &scope)?;
+        let (kind, reader) = (source.0.clone(), source.1.clone());
+        self.made_with_hooks(|| MadeWatch {
+            kind: resource.resource.kind.clone(),
+            resource: resource.resource.clone(),
+            cluster_scoped: !resource.is_namespaced(),
+            role,
+            dynamic: true,
+            base: base.clone(),
+            scope,
+            meta: Arc::new(TypedMeta { kind, reader }),
+        })
+        .then_some(source)
+    }
+
     /// A cached watch and reader of the run-time kind `resource` through the shared cache.
     fn dynamic_source(
         &mut self,
@@ -75,20 +108,16 @@ impl<'m> Builder<'m> {
     /// `Object` is `DynamicObject`; its scope decides whether owners' requests carry a
     /// namespace.
     pub fn for_dynamic(
-        mut self,
+        self,
         resource: DynamicResource,
         options: WatchOptions<DynamicObject>,
     ) -> Self {
-        if self.shard.is_some() {
-            self.fail(sharded_dynamic(&resource));
-            return self;
-        }
         let WatchOptions { predicates, scope } = options;
         self.set_primary(
             resource.resource.kind.clone(),
             resource.resource.clone(),
             !resource.is_namespaced(),
-            |builder| builder.dynamic_source(&resource, &scope),
+            |builder| builder.hooked_dynamic_source(&resource, &scope, WatchRole::Primary),
             predicates,
         )
     }
@@ -101,11 +130,7 @@ impl<'m> Builder<'m> {
         resource: DynamicResource,
         options: WatchOptions<DynamicObject>,
     ) -> Self {
-        if self.shard.is_some() {
-            self.fail(sharded_dynamic(&resource));
-            return self;
-        }
-        let source = self.dynamic_source(&resource, &options.scope);
+        let source = self.hooked_dynamic_source(&resource, &options.scope, WatchRole::Owned);
         self.add_owned(
             resource.resource.kind.clone(),
             resource.resource,
@@ -139,17 +164,5 @@ impl<'m, Q: Key> Builder<'m, Q> {
             None,
         );
         self
-    }
-}
-
-/// A sharded controller's kinds are typed: the shard's ownership gate and its sharder read
-/// the kind's Rust type, which a run-time [`DynamicResource`] does not have.
-fn sharded_dynamic(resource: &DynamicResource) -> ManagerError {
-    ManagerError::Builder {
-        reason: format!(
-            "a sharded controller takes typed kinds (for_kind, owns), not the run-time kind {}: \
-             sharding does not support DynamicObject yet",
-            resource.resource.kind
-        ),
     }
 }

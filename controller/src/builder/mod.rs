@@ -114,12 +114,17 @@ use crate::watch::Watch;
 
 pub mod dynamic;
 mod filter;
+pub mod hook;
 mod options;
 mod source_watch;
 #[cfg(test)]
 mod tests;
 
 pub use filter::EventFilter;
+pub use hook::{
+    BuilderHook, ControllerRunnable, GatePass, MadeWatch, MetaAccess, MetaEvent, MetaEvents,
+    PlannedWatch, ReconcileGate, WatchRole,
+};
 pub use options::WatchOptions;
 pub use source_watch::{Probe, Resync, SourceWatch, WatchedObject, probe_api};
 
@@ -184,8 +189,8 @@ pub struct Builder<'m, Q = Request> {
     clock: Option<Clock>,
     rate_limiter: Option<Box<dyn RateLimiter<Q>>>,
     error: Option<ManagerError>,
-    /// Set by [`Builder::sharded`].
-    shard: Option<crate::shard::ShardPlan<Q>>,
+    /// Layers taking part in building this controller ([`Builder::with_hook`]).
+    hooks: hook::Hooks<Q>,
     /// Which options this builder set (they win over the manager's controller defaults).
     set: SetOptions,
     /// An [`ErrorPolicy`] of the reconciler's error type (checked in `build`).
@@ -286,7 +291,7 @@ impl<'m, Q: Key> Builder<'m, Q> {
             clock: None,
             rate_limiter: None,
             error: None,
-            shard: None,
+            hooks: Vec::new(),
             set: SetOptions::default(),
             error_policy: None,
             log_constructor: None,
@@ -319,6 +324,155 @@ impl<'m, Q: Key> Builder<'m, Q> {
     fn fail(&mut self, error: ManagerError) {
         if self.error.is_none() {
             self.error = Some(error);
+        }
+    }
+
+    /// Records `error` as this builder's failure, returned by `build`/`complete` (the first
+    /// recorded wins): for extension traits on the builder that find a misuse.
+    #[must_use]
+    pub fn failed(mut self, error: ManagerError) -> Self {
+        self.fail(error);
+        self
+    }
+
+    /// The manager this builder registers with (`None` for [`Builder::new`]).
+    pub fn manager(&self) -> Option<&'m Manager> {
+        self.manager
+    }
+
+    /// Whether a watch (`for_kind`, `owns`, `watches` or their dynamic forms) was added.
+    pub fn has_watches(&self) -> bool {
+        self.for_kind.is_some() || !self.watches.is_empty()
+    }
+
+    /// Adds a layer's hook ([`hook`]): it sees the cached watches made after it and may gate
+    /// the reconciler and take over registration. Add hooks before the watches they should
+    /// see; a hook added after one fails the builder.
+    #[must_use]
+    pub fn with_hook(mut self, hook: impl BuilderHook<Q>) -> Self {
+        if self.has_watches() {
+            let reason = format!(
+                "add the builder hook {} before for_kind, owns and watches: it must see every watch",
+                hook.name()
+            );
+            self.fail(ManagerError::Builder { reason });
+            return self;
+        }
+        self.hooks.push(Box::new(hook));
+        self
+    }
+
+    /// Shows a watch about to be made to the hooks; the scope to make it with, or `None` once
+    /// a hook refused it (the builder has failed).
+    fn plan_with_hooks(
+        &mut self,
+        kind: &str,
+        group: &str,
+        role: WatchRole,
+        dynamic: bool,
+        base: &WatchScope,
+    ) -> Option<WatchScope> {
+        let mut planned = PlannedWatch {
+            kind,
+            group,
+            role,
+            dynamic,
+            base,
+            scope: base.clone(),
+        };
+        let mut refused = None;
+        for hook in &mut self.hooks {
+            if let Err(reason) = hook.plan_watch(&mut planned) {
+                refused = Some(reason);
+                break;
+            }
+        }
+        match refused {
+            Some(reason) => {
+                self.fail(ManagerError::Builder { reason });
+                None
+            }
+            None => Some(planned.scope),
+        }
+    }
+
+    /// Shows a made watch to the hooks; `false` once one refused it (the builder has failed).
+    fn made_with_hooks(&mut self, made: impl FnOnce() -> MadeWatch) -> bool {
+        if self.hooks.is_empty() {
+            return true;
+        }
+        let made = made();
+        let mut refused = None;
+        for hook in &mut self.hooks {
+            if let Err(reason) = hook.watch_made(made.clone()) {
+                refused = Some(reason);
+                break;
+            }
+        }
+        match refused {
+            Some(reason) => {
+                self.fail(ManagerError::Builder { reason });
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// The hooks' gates, and the hook that registers the controller if one does.
+    #[allow(clippy::type_complexity)]
+    fn take_hooks(
+        &mut self,
+    ) -> Result<
+        (
+            Vec<Arc<dyn ReconcileGate<Q>>>,
+            Option<Box<dyn BuilderHook<Q>>>,
+        ),
+        ManagerError,
+    > {
+        let mut gates = Vec::new();
+        let mut registrar: Option<Box<dyn BuilderHook<Q>>> = None;
+        for mut hook in std::mem::take(&mut self.hooks) {
+            if let Some(gate) = hook
+                .gate()
+                .map_err(|reason| ManagerError::Builder { reason })?
+            {
+                gates.push(gate);
+            }
+            if hook.takes_registration() {
+                if let Some(first) = &registrar {
+                    return Err(ManagerError::Builder {
+                        reason: format!(
+                            "the builder hooks {} and {} both register the controller; at most one may",
+                            first.name(),
+                            hook.name()
+                        ),
+                    });
+                }
+                registrar = Some(hook);
+            }
+        }
+        Ok((gates, registrar))
+    }
+
+    /// Registers `reconciler`'s controller: behind the hooks' gates, by the hook that takes
+    /// registration if one does, else with the manager.
+    fn finish<R: Reconciler<Q>>(
+        mut self,
+        manager: &Manager,
+        reconciler: R,
+    ) -> Result<(), ManagerError> {
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
+        let (gates, registrar) = self.take_hooks()?;
+        if gates.is_empty() && registrar.is_none() {
+            let controller = self.build(reconciler)?;
+            return manager.register_controller(controller);
+        }
+        let controller = self.build(hook::Gated::new(reconciler, gates))?;
+        match registrar {
+            Some(hook) => hook.register(manager, ControllerRunnable::new(controller)),
+            None => manager.register_controller(controller),
         }
     }
 
@@ -500,14 +654,26 @@ impl<'m, Q: Key> Builder<'m, Q> {
     }
 
     /// Builds the controller without registering it anywhere.
-    pub fn build<R: Reconciler<Q>>(self, reconciler: R) -> Result<Controller<Q, R>, ManagerError> {
+    pub fn build<R: Reconciler<Q>>(
+        mut self,
+        reconciler: R,
+    ) -> Result<Controller<Q, R>, ManagerError> {
         if let Some(error) = self.error {
             return Err(error);
         }
-        if self.shard.is_some() {
-            return Err(ManagerError::Builder {
-                reason: "a sharded controller is registered with complete() or complete_objects(), not built alone".into(),
-            });
+        for hook in &mut self.hooks {
+            let gated = hook
+                .gate()
+                .map_err(|reason| ManagerError::Builder { reason })?
+                .is_some();
+            if gated || hook.takes_registration() {
+                return Err(ManagerError::Builder {
+                    reason: format!(
+                        "a controller with the builder hook {} is registered with complete() or complete_objects(), not built alone",
+                        hook.name()
+                    ),
+                });
+            }
         }
         let name = self
             .name
@@ -573,45 +739,14 @@ impl<'m, Q: Key> Builder<'m, Q> {
     /// Builds the controller and registers it with the manager given to
     /// [`for_manager`](Self::for_manager); fails on a duplicate name, and with
     /// [`ManagerError::NoManager`] for a builder made with [`new`](Self::new).
-    pub fn complete<R: Reconciler<Q>>(mut self, reconciler: R) -> Result<(), ManagerError> {
+    pub fn complete<R: Reconciler<Q>>(self, reconciler: R) -> Result<(), ManagerError> {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
-        if let Some(plan) = self.shard.take() {
-            if let Some(error) = self.error.take() {
-                return Err(error);
-            }
-            let controller = self.build(plan.gate(reconciler)?)?;
-            return crate::shard::register(manager, controller, plan);
-        }
-        let controller = self.build(reconciler)?;
-        manager.register_controller(controller)
+        self.finish(manager, reconciler)
     }
 }
 
 /// The [`Request`]-keyed builder: the primary kind, owned kinds and object reconcilers.
 impl<'m> Builder<'m> {
-    /// Shards this controller across the replicas of its manager's
-    /// [`shard_by_lease`](crate::ManagerOptions::shard_by_lease) group (see [`crate::shard`]):
-    /// its `for_kind` and `owns` watches see only this replica's objects, and it runs on every
-    /// replica that holds its member Lease, not only on the leader. Call before `for_kind` and
-    /// `owns`; register with `complete` or `complete_objects`.
-    pub fn sharded(mut self) -> Self {
-        let runtime = self.manager.and_then(|m| m.shard_runtime().cloned());
-        let Some(runtime) = runtime else {
-            self.fail(ManagerError::Builder {
-                reason: "sharded() needs a manager made with ManagerOptions::shard_by_lease".into(),
-            });
-            return self;
-        };
-        if self.for_kind.is_some() || !self.watches.is_empty() {
-            self.fail(ManagerError::Builder {
-                reason: "call sharded() before for_kind, owns and watches: their caches hold only this replica's shard".into(),
-            });
-            return self;
-        }
-        self.shard = Some(crate::shard::ShardPlan::new(runtime));
-        self
-    }
-
     /// A cached watch and a reader of one store through the shared cache (made by `make`),
     /// tracked by the manager's readiness, and the probe (made by `probe`) that explains a
     /// watch that does not sync.
@@ -766,32 +901,37 @@ impl<'m> Builder<'m> {
     {
         let kind_name = K::kind(&K::DynamicType::default()).into_owned();
         let WatchOptions { predicates, scope } = options;
-        // A sharded controller's cache holds only this replica's shard of the kind.
-        let base = scope.clone();
-        let scope = match &self.shard {
-            Some(plan) => plan.scope(&base),
-            None => scope,
-        };
-        if self.shard.is_some()
-            && let Err(reason) = crate::shard::ShardPlan::<Request>::check_scope(&kind_name, &base)
-        {
-            self.fail(ManagerError::Builder { reason });
+        let dt = K::DynamicType::default();
+        let base = scope;
+        let Some(scope) =
+            self.plan_with_hooks(&kind_name, &K::group(&dt), WatchRole::Primary, false, &base)
+        else {
             return self;
-        }
+        };
         let options = WatchOptions {
             predicates: Vec::new(),
-            scope,
+            scope: scope.clone(),
         };
+        let name = kind_name.clone();
         self.set_primary(
             kind_name,
-            K::DynamicType::default(),
+            dt,
             is_cluster_scoped::<K>(),
             |builder| {
                 let source = builder.kind_source::<K>(&options)?;
-                if let Some(plan) = &mut builder.shard {
-                    plan.add_primary(&base, source.0.clone(), source.1.clone());
-                }
-                Some(source)
+                let (kind, reader) = (source.0.clone(), source.1.clone());
+                builder
+                    .made_with_hooks(|| MadeWatch {
+                        kind: name,
+                        resource: ApiResource::erase::<K>(&Default::default()),
+                        cluster_scoped: is_cluster_scoped::<K>(),
+                        role: WatchRole::Primary,
+                        dynamic: false,
+                        base,
+                        scope,
+                        meta: Arc::new(hook::TypedMeta { kind, reader }),
+                    })
+                    .then_some(source)
             },
             predicates,
         )
@@ -809,24 +949,37 @@ impl<'m> Builder<'m> {
     where
         C: CacheObject + Serialize,
         C::DynamicType: Default,
-        C::Scope: ScopedApi,
+        C::Scope: ScopedApi + 'static,
     {
         let child = C::kind(&C::DynamicType::default()).into_owned();
-        let mut options = options;
-        let base = options.scope.clone();
-        if let Some(plan) = &self.shard {
-            if let Err(reason) = crate::shard::ShardPlan::<Request>::check_scope(&child, &base) {
-                self.fail(ManagerError::Builder { reason });
+        let WatchOptions { predicates, scope } = options;
+        let dt = C::DynamicType::default();
+        let base = scope;
+        let Some(scope) =
+            self.plan_with_hooks(&child, &C::group(&dt), WatchRole::Owned, false, &base)
+        else {
+            return self;
+        };
+        let options = WatchOptions {
+            predicates,
+            scope: scope.clone(),
+        };
+        let source = self.kind_source::<C>(&options);
+        if let Some((kind, reader, _)) = &source {
+            let (kind, reader) = (kind.clone(), reader.clone());
+            let made = self.made_with_hooks(|| MadeWatch {
+                kind: child.clone(),
+                resource: ApiResource::erase::<C>(&Default::default()),
+                cluster_scoped: is_cluster_scoped::<C>(),
+                role: WatchRole::Owned,
+                dynamic: false,
+                base,
+                scope,
+                meta: Arc::new(hook::TypedMeta { kind, reader }),
+            });
+            if !made {
                 return self;
             }
-            options.scope = plan.scope(&base);
-        }
-        let source = self.kind_source::<C>(&options);
-        if let (Some(plan), Some((kind, _, _))) = (&mut self.shard, &source)
-            && let Err(reason) = plan.add_child(&base, kind.clone())
-        {
-            self.fail(ManagerError::Builder { reason });
-            return self;
         }
         self.add_owned(child, C::DynamicType::default(), source, options.predicates)
     }
@@ -900,13 +1053,8 @@ impl<'m> Builder<'m> {
         R::Object: 'static,
     {
         let manager = self.manager.ok_or(ManagerError::NoManager)?;
-        if let Some(plan) = self.shard.take() {
-            let reconciler = self.objects_reconciler(reconciler)?;
-            let controller = self.build(plan.gate(reconciler)?)?;
-            return crate::shard::register(manager, controller, plan);
-        }
-        let controller = self.build_objects(reconciler)?;
-        manager.register_controller(controller)
+        let reconciler = self.objects_reconciler(reconciler)?;
+        self.finish(manager, reconciler)
     }
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
 
-use crate::leader::Record;
+use kcr_controller::leader::Record;
 
 /// Prefix of member Lease names: `kcr-shard.<group>.<identity>`.
 pub const MEMBER_LEASE_PREFIX: &str = "kcr-shard.";

@@ -28,16 +28,16 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
+use kcr_controller::Key;
+use kcr_controller::builder::{GatePass, MetaAccess, ReconcileGate};
 use kcr_handler::Request;
-use kcr_source::{CacheObject, Event, Kind, ScopedApi, Source};
 use kube::api::{Patch, PatchParams};
-use kube::core::ObjectMeta;
+use kube::core::{DynamicObject, ObjectMeta};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::Key;
-use crate::reconciler::{Action, Context, Reconciler};
+use crate::target::Target;
 
 /// The shard label and drain mark of an object, as this replica's cache holds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,12 +87,12 @@ pub(crate) struct Ownership<Q> {
 }
 
 /// A reconcile in flight; counted until dropped.
-pub(crate) struct InFlight<'a, Q: Key> {
-    ownership: &'a Ownership<Q>,
+pub(crate) struct InFlight<Q: Key> {
+    ownership: Arc<Ownership<Q>>,
     key: Q,
 }
 
-impl<Q: Key> Drop for InFlight<'_, Q> {
+impl<Q: Key> Drop for InFlight<Q> {
     fn drop(&mut self) {
         let mut state = self.ownership.state.lock();
         if let Some(n) = state.in_flight.get_mut(&self.key) {
@@ -121,10 +121,10 @@ impl<Q: Key> Ownership<Q> {
 
     /// Admits a reconcile of `key` if this replica owns it (see the [module docs](self)).
     pub(crate) fn enter(
-        &self,
+        self: &Arc<Self>,
         key: &Q,
         lookup: impl FnOnce() -> Option<ShardMeta>,
-    ) -> Option<InFlight<'_, Q>> {
+    ) -> Option<InFlight<Q>> {
         if self.lost.is_cancelled() {
             return None;
         }
@@ -140,7 +140,7 @@ impl<Q: Key> Ownership<Q> {
         }
         *state.in_flight.entry(key.clone()).or_insert(0) += 1;
         Some(InFlight {
-            ownership: self,
+            ownership: self.clone(),
             key: key.clone(),
         })
     }
@@ -185,29 +185,25 @@ impl<Q: Key> Ownership<Q> {
     }
 }
 
-/// Wraps a reconciler with the ownership check (see the [module docs](self)).
-pub(crate) struct ShardGate<R, Q> {
-    pub(crate) inner: R,
+/// The ownership check in front of a sharded controller's reconciler (see the
+/// [module docs](self)): a request runs only while this replica owns its object; when the
+/// member Lease is lost, reconciles in flight are abandoned.
+pub(crate) struct ShardGate<Q> {
     pub(crate) ownership: Arc<Ownership<Q>>,
     pub(crate) lookup: Lookup<Q>,
 }
 
-impl<Q: Key, R: Reconciler<Q>> Reconciler<Q> for ShardGate<R, Q> {
-    type Error = R::Error;
-
-    async fn reconcile(&self, request: &Q, ctx: &Context) -> Result<Action, Self::Error> {
-        let Some(_in_flight) = self.ownership.enter(request, || (self.lookup)(request)) else {
-            tracing::trace!(%request, "not this replica's shard: skipped");
-            return Ok(Action::done());
-        };
-        tokio::select! {
-            biased;
-            _ = self.ownership.lost.cancelled() => {
-                tracing::warn!(%request, "shard membership lost: reconcile abandoned");
-                Ok(Action::done())
-            }
-            res = self.inner.reconcile(request, ctx) => res,
+impl<Q: Key> ReconcileGate<Q> for ShardGate<Q> {
+    fn enter(&self, key: &Q) -> Option<GatePass> {
+        let in_flight = self.ownership.enter(key, || (self.lookup)(key));
+        if in_flight.is_none() {
+            tracing::trace!(request = %key, "not this replica's shard: skipped");
         }
+        in_flight.map(GatePass::new)
+    }
+
+    fn abandon(&self) -> Option<CancellationToken> {
+        Some(self.ownership.lost.clone())
     }
 }
 
@@ -231,19 +227,14 @@ fn request_of(meta: &ObjectMeta) -> Request {
 /// Removes the shard label and drain mark of `request`'s object, precondition `rv`; on a lost
 /// race re-reads and returns the object's current metadata (`Ok(None)` once acknowledged or
 /// gone).
-async fn acknowledge<K>(
+async fn acknowledge(
+    target: &Target,
     client: &kube::Client,
     keys: &Keys,
     request: &Request,
     rv: &str,
-) -> Result<Option<(String, ShardMeta)>, kube::Error>
-where
-    K: CacheObject,
-    K::DynamicType: Default,
-    K::Scope: ScopedApi,
-{
-    let Ok(api) = <K::Scope as ScopedApi>::api::<K>(client.clone(), request.namespace.as_deref())
-    else {
+) -> Result<Option<(String, ShardMeta)>, kube::Error> {
+    let Ok(api) = target.api::<DynamicObject>(client.clone(), request.namespace.as_deref()) else {
         return Ok(None);
     };
     let patch = serde_json::json!({"metadata": {
@@ -284,6 +275,7 @@ where
 /// What acknowledging a drain needs.
 #[derive(Clone)]
 struct Acker {
+    target: Target,
     client: kube::Client,
     keys: Keys,
     ownership: Arc<Ownership<Request>>,
@@ -296,13 +288,9 @@ struct Acker {
 
 /// Acknowledges the drain of `request` once no reconcile of it runs (gated), or at once
 /// (children).
-async fn ack_when_idle<K>(acker: Acker, request: Request, mut rv: String)
-where
-    K: CacheObject,
-    K::DynamicType: Default,
-    K::Scope: ScopedApi,
-{
+async fn ack_when_idle(acker: Acker, request: Request, mut rv: String) {
     let Acker {
+        target,
         client,
         keys,
         ownership,
@@ -322,7 +310,7 @@ where
                 _ = ownership.wait_idle(&request) => {}
             }
         }
-        match acknowledge::<K>(&client, &keys, &request, &rv).await {
+        match acknowledge(&target, &client, &keys, &request, &rv).await {
             Ok(None) => {
                 tracing::debug!(%request, "drain acknowledged");
                 return;
@@ -348,27 +336,29 @@ where
     }
 }
 
-/// A drain watcher for objects of `K` in this replica's shard (`kind` is the label-selected
-/// watch). With `gated`, `K` is the primary kind: acknowledgement waits for in-flight
-/// reconciles; otherwise (children) it is immediate.
-pub(crate) fn drain_watcher<K>(
-    kind: Kind<K>,
+/// What a drain watcher follows: the kind, and its label-selected watch's metadata.
+pub(crate) struct DrainSource {
+    pub(crate) target: Target,
+    pub(crate) meta: Arc<dyn MetaAccess>,
+}
+
+/// A drain watcher for the objects of one kind in this replica's shard (`source.meta` is the
+/// label-selected watch). With `gated`, the kind is the primary kind: acknowledgement waits for
+/// in-flight reconciles; otherwise (children) it is immediate.
+pub(crate) fn drain_watcher(
+    source: DrainSource,
     client: kube::Client,
     keys: Keys,
     ownership: Arc<Ownership<Request>>,
     gated: bool,
     retry: Duration,
-) -> DrainTask
-where
-    K: CacheObject,
-    K::DynamicType: Default,
-    K::Scope: ScopedApi,
-{
+) -> DrainTask {
     Box::new(move |cancel: CancellationToken| {
         Box::pin(async move {
-            let kind_name = K::kind(&Default::default()).into_owned();
-            let mut events = match kind.start() {
-                Ok(started) => started.events,
+            let DrainSource { target, meta } = source;
+            let kind_name = target.kind().to_string();
+            let mut events = match meta.events() {
+                Ok(events) => events,
                 Err(e) => {
                     tracing::error!(kind = %kind_name, error = %e, "the drain watcher could not start");
                     return;
@@ -376,6 +366,7 @@ where
             };
             let me = ownership.identity().to_string();
             let acker = Acker {
+                target,
                 client,
                 keys: keys.clone(),
                 ownership: ownership.clone(),
@@ -400,12 +391,8 @@ where
                         continue;
                     }
                 };
-                let (object, deleted) = match event {
-                    Event::Create { object, .. } | Event::Generic { object } => (object, false),
-                    Event::Update { new, .. } => (new, false),
-                    Event::Delete { object, .. } => (object, true),
-                };
-                let meta = object.meta();
+                let deleted = event.deleted;
+                let meta = &event.meta;
                 let request = request_of(meta);
                 if deleted {
                     ownership.end_drain(&request);
@@ -422,7 +409,7 @@ where
                         continue;
                     }
                     let rv = meta.resource_version.clone().unwrap_or_default();
-                    acks.spawn(ack_when_idle::<K>(acker.clone(), request, rv));
+                    acks.spawn(ack_when_idle(acker.clone(), request, rv));
                 } else {
                     ownership.end_drain(&request);
                 }
@@ -445,7 +432,7 @@ mod tests {
 
     #[test]
     fn admits_only_owned_undrained_keys() {
-        let o = Ownership::<String>::new("me", CancellationToken::new());
+        let o = Arc::new(Ownership::<String>::new("me", CancellationToken::new()));
         let k = "ns/a".to_string();
         assert!(o.enter(&k, || meta(Some("me"), None)).is_some());
         assert!(o.enter(&k, || meta(Some("other"), None)).is_none());

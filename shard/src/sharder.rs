@@ -20,18 +20,17 @@
 //! their owner's replica.
 
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kcr_source::{CacheObject, ScopedApi, WatchScope};
+use kcr_source::WatchScope;
 
 use super::single_namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
-use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube::core::{DynamicObject, ObjectMeta, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use tokio::sync::watch;
@@ -118,10 +117,10 @@ pub(crate) struct OwnerSpec {
 }
 
 /// A kind to shard: the primary kind (`owner: None`) or an owned kind.
-pub(crate) struct KindSpec<K> {
+pub(crate) struct KindSpec {
+    pub target: crate::target::Target,
     pub scope: WatchScope,
     pub owner: Option<OwnerSpec>,
-    pub _kind: PhantomData<fn() -> K>,
 }
 
 #[derive(Debug, Clone)]
@@ -155,12 +154,7 @@ fn ring_key(meta: &ObjectMeta, owner: Option<&OwnerSpec>) -> String {
 
 type ObjKey = (Option<String>, String);
 
-impl<K> KindSpec<K>
-where
-    K: CacheObject,
-    K::DynamicType: Default,
-    K::Scope: ScopedApi,
-{
+impl KindSpec {
     fn entry(&self, meta: &ObjectMeta, keys: &Keys) -> Entry {
         Entry {
             rv: meta.resource_version.clone().unwrap_or_default(),
@@ -174,16 +168,18 @@ where
         ctx: SharderContext,
         cancel: CancellationToken,
     ) -> Result<(), ShardError> {
-        let kind = K::kind(&Default::default()).into_owned();
+        let kind = self.target.kind().to_string();
         let keys = ctx.config.keys();
-        let api = <K::Scope as ScopedApi>::api::<PartialObjectMeta<K>>(
-            ctx.client.clone(),
-            single_namespace(&self.scope),
-        )
-        .map_err(|e| ShardError::Watch {
-            kind: kind.clone(),
-            reason: e.to_string(),
-        })?;
+        let api = self
+            .target
+            .api::<PartialObjectMeta<DynamicObject>>(
+                ctx.client.clone(),
+                single_namespace(&self.scope),
+            )
+            .map_err(|reason| ShardError::Watch {
+                kind: kind.clone(),
+                reason,
+            })?;
         let mut config = watcher::Config::default();
         if let Some(l) = &self.scope.label_selector {
             config = config.labels(l);
@@ -298,12 +294,12 @@ where
                 pending.insert(key.clone(), rv.clone());
             }
             let client = ctx.client.clone();
+            let target = &self.target;
             let failed: Vec<ObjKey> = futures::stream::iter(writes)
                 .map(|(key, _, body)| {
                     let client = client.clone();
                     async move {
-                        let res = match <K::Scope as ScopedApi>::api::<K>(client, key.0.as_deref())
-                        {
+                        let res = match target.api::<DynamicObject>(client, key.0.as_deref()) {
                             Ok(api) => api
                                 .patch_metadata(
                                     &key.1,
@@ -324,7 +320,7 @@ where
                         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Some(key),
                         Err(e) => {
                             let err = ShardError::Write {
-                                kind: K::kind(&Default::default()).into_owned(),
+                                kind: target.kind().to_string(),
                                 key: object_key(key.0.as_deref(), &key.1),
                                 source: e,
                             };
@@ -343,7 +339,7 @@ where
 
     fn apply(
         &self,
-        event: watcher::Event<PartialObjectMeta<K>>,
+        event: watcher::Event<PartialObjectMeta<DynamicObject>>,
         keys: &Keys,
         store: &mut HashMap<ObjKey, Entry>,
         init: &mut Option<HashMap<ObjKey, Entry>>,
@@ -370,14 +366,9 @@ where
     }
 }
 
-impl<K> KindSharder for KindSpec<K>
-where
-    K: CacheObject,
-    K::DynamicType: Default,
-    K::Scope: ScopedApi,
-{
+impl KindSharder for KindSpec {
     fn kind(&self) -> String {
-        K::kind(&Default::default()).into_owned()
+        self.target.kind().to_string()
     }
 
     fn run(

@@ -35,7 +35,7 @@ pub fn hash64(bytes: &[u8]) -> u64 {
 /// A consistent-hash ring over a set of members (see the [module docs](self)).
 ///
 /// ```
-/// use kcr_controller::shard::HashRing;
+/// use kcr_shard::HashRing;
 ///
 /// let ring = HashRing::new(["replica-a", "replica-b", "replica-c"], 256);
 /// let owner = ring.owner("default/my-config").unwrap();

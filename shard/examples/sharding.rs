@@ -15,7 +15,7 @@
 //! `rate` is reconciles per second over all replicas. Environment: `SHARDING_BENCH_REPLICAS`
 //! (default `1,3`), `SHARDING_BENCH_OBJECTS` (default 3000), `SHARDING_BENCH_SECS` (default 5).
 //!
-//! Run with `cargo run --release -p kcr-controller --example sharding`.
+//! Run with `cargo run --release -p kcr-shard --example sharding`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kcr_controller::shard::{self, ShardConfig};
 use kcr_controller::{Action, Context, Manager, ManagerOptions, Reconciler, WatchOptions};
 use kcr_envtest::TestApiServer;
 use kcr_handler::Request;
+use kcr_shard::{self as shard, ShardBuilderExt, ShardConfig, ShardOptionsExt};
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;

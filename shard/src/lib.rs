@@ -1,14 +1,21 @@
-//! Scale-out: one controller sharded across replicas, coordinated through the Kubernetes API.
+//! Scale-out: one kcr controller sharded across replicas, coordinated through the Kubernetes
+//! API.
 //!
-//! Leader election ([`crate::leader`]) makes one replica do all the work of a controller and
+//! This crate is a layer on kcr-controller: it plugs into the [`Manager`] through
+//! [`ManagerOptions::extension`](kcr_controller::ManagerOptions::extension) (the
+//! [`ShardOptionsExt::shard_by_lease`] extension trait) and into the controller's builder
+//! through [`Builder::with_hook`](kcr_controller::Builder::with_hook) (the
+//! [`ShardBuilderExt::sharded`] extension trait); kcr-controller does not know it.
+//!
+//! Leader election ([`kcr_controller::leader`]) makes one replica do all the work of a controller and
 //! hold every object of its kinds in its cache. Sharding spreads one controller over N
 //! replicas: each reconciles, and caches, only its share of the objects.
 //!
 //! ```no_run
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-//! use kcr_controller::shard::ShardConfig;
 //! use kcr_controller::{Action, Context, Manager, ManagerOptions, Reconciler, WatchOptions};
+//! use kcr_shard::{ShardBuilderExt, ShardConfig, ShardOptionsExt};
 //! use kcr_handler::Request;
 //!
 //! struct Hello;
@@ -57,8 +64,8 @@
 //!   once its Lease has expired (as the sharder observes it), the sharder writes the new owner
 //!   directly. A replica that cannot renew its Lease within the renew deadline drops its
 //!   in-flight reconciles and stops, before the Lease can expire for anyone else.
-//! - **Configuration**: [`ManagerOptions::shard_by_lease`](crate::ManagerOptions::shard_by_lease)
-//!   and [`Builder::sharded`](crate::Builder::sharded) on the one controller to shard. The
+//! - **Configuration**: [`ShardOptionsExt::shard_by_lease`] on the manager's options and
+//!   [`ShardBuilderExt::sharded`] on the one controller to shard. The
 //!   manager's other controllers keep today's behaviour (leader election if configured).
 //!
 //! Why this design, and not another: the Lease-per-replica membership and the label-selected
@@ -107,7 +114,7 @@
 //!
 //! # Throughput
 //!
-//! `cargo run --release -p kcr-controller --example sharding` runs 1 and then 3 replicas of a
+//! `cargo run --release -p kcr-shard --example sharding` runs 1 and then 3 replicas of a
 //! controller with 5 workers whose reconcile waits 10 ms, over 3,000 ConfigMaps. On the
 //! development machine (2 shared cores, two runs each): in process 390–443 reconciles/s with
 //! 1 replica and 1,176–1,335 with 3 (3.01× both times); on the real kube-apiserver 444–446 and
@@ -118,33 +125,33 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kcr_handler::Request;
-use kcr_source::{CacheObject, Kind, Reader, ScopedApi, WatchScope};
-use parking_lot::Mutex;
-use tokio_util::sync::CancellationToken;
-
-use crate::controller::{Controller, Key};
-use crate::error::ManagerError;
-use crate::leader::{
+use kcr_controller::builder::{
+    BuilderHook, ControllerRunnable, MadeWatch, PlannedWatch, ReconcileGate, WatchRole,
+};
+use kcr_controller::extension::ManagerExtension;
+use kcr_controller::leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
     LeaderElector,
 };
-use crate::manager::Manager;
-use crate::reconciler::Reconciler;
-use crate::watch::BoxError;
+use kcr_controller::{BoxError, Builder, Manager, ManagerError, ManagerOptions};
+use kcr_handler::Request;
+use kcr_source::WatchScope;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
 pub mod error;
 pub mod gate;
 pub mod membership;
 pub mod ring;
 pub mod sharder;
+mod target;
 
 pub use error::ShardError;
 pub use membership::{MemberObserver, Members, member_lease_name, sharder_lease_name};
 pub use ring::{DEFAULT_VIRTUAL_NODES, HashRing};
 pub use sharder::{Step, plan};
 
-use gate::{DrainTask, Keys, Lookup, Ownership, ShardGate, ShardMeta};
+use gate::{DrainSource, DrainTask, Keys, Lookup, Ownership, ShardGate, ShardMeta};
 use sharder::{KindSharder, KindSpec, OwnerSpec};
 
 /// Prefix of the shard label key: `shard.kcr.io/<group>`.
@@ -330,6 +337,71 @@ fn default_identity() -> String {
     format!("{cleaned}-{}", &suffix[..12])
 }
 
+/// Sharding on a [`ManagerOptions`]: the extension trait that sets it up.
+pub trait ShardOptionsExt {
+    /// Shards the controller built with [`ShardBuilderExt::sharded`] across the replicas
+    /// running this option with the same group name (see the [crate docs](crate)); the
+    /// manager's other controllers are unaffected. A bad configuration fails
+    /// [`Manager::new`] ([`ManagerError::Extension`] with the [`ShardError`]).
+    #[must_use]
+    fn shard_by_lease(self, config: ShardConfig) -> Self;
+}
+
+impl ShardOptionsExt for ManagerOptions {
+    fn shard_by_lease(self, config: ShardConfig) -> Self {
+        self.extension(ShardExtension { config })
+    }
+}
+
+/// Sharding on a controller's [`Builder`]: the extension trait.
+pub trait ShardBuilderExt {
+    /// Shards this controller across the replicas of its manager's
+    /// [`shard_by_lease`](ShardOptionsExt::shard_by_lease) group: its `for_kind` and `owns`
+    /// watches see only this replica's objects, and it runs on every replica that holds its
+    /// member Lease, not only on the leader. Call before `for_kind` and `owns`; register with
+    /// `complete` or `complete_objects`.
+    #[must_use]
+    fn sharded(self) -> Self;
+}
+
+impl ShardBuilderExt for Builder<'_, Request> {
+    fn sharded(self) -> Self {
+        let runtime = self.manager().and_then(|m| m.extension::<ShardRuntime>());
+        let Some(runtime) = runtime else {
+            return self.failed(ManagerError::Builder {
+                reason: "sharded() needs a manager made with ManagerOptions::shard_by_lease".into(),
+            });
+        };
+        if self.has_watches() {
+            return self.failed(ManagerError::Builder {
+                reason: "call sharded() before for_kind, owns and watches: their caches hold only this replica's shard".into(),
+            });
+        }
+        self.with_hook(ShardPlan::new(runtime))
+    }
+}
+
+/// The [`ManagerExtension`] of [`ShardOptionsExt::shard_by_lease`].
+struct ShardExtension {
+    config: ShardConfig,
+}
+
+impl ManagerExtension for ShardExtension {
+    fn name(&self) -> &str {
+        "kcr-shard"
+    }
+
+    fn init(
+        &self,
+        client: &kube::Client,
+    ) -> Result<Arc<dyn std::any::Any + Send + Sync>, BoxError> {
+        Ok(Arc::new(ShardRuntime::new(
+            client.clone(),
+            self.config.clone(),
+        )?))
+    }
+}
+
 /// The per-manager sharding state.
 pub(crate) struct ShardRuntime {
     pub(crate) config: Arc<ShardConfig>,
@@ -371,18 +443,18 @@ impl ShardRuntime {
     }
 }
 
-/// What a sharded controller's builder gathers: the gate's lookup, the sharder's kinds and the
-/// replica's drain watchers.
-pub(crate) struct ShardPlan<Q> {
+/// What a sharded controller's builder gathers, as its [`BuilderHook`]: the gate's lookup, the
+/// sharder's kinds and the replica's drain watchers.
+struct ShardPlan {
     runtime: Arc<ShardRuntime>,
-    ownership: Arc<Ownership<Q>>,
-    lookup: Option<Lookup<Q>>,
+    ownership: Arc<Ownership<Request>>,
+    lookup: Option<Lookup<Request>>,
     primary: Option<OwnerSpec>,
     kinds: Vec<Arc<dyn KindSharder>>,
     drains: Vec<DrainTask>,
 }
 
-impl<Q> std::fmt::Debug for ShardPlan<Q> {
+impl std::fmt::Debug for ShardPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardPlan")
             .field("group", &self.runtime.config.name)
@@ -391,8 +463,8 @@ impl<Q> std::fmt::Debug for ShardPlan<Q> {
     }
 }
 
-impl<Q: Key> ShardPlan<Q> {
-    pub(crate) fn new(runtime: Arc<ShardRuntime>) -> Self {
+impl ShardPlan {
+    fn new(runtime: Arc<ShardRuntime>) -> Self {
         let ownership = Arc::new(Ownership::new(
             runtime.config.identity.clone(),
             runtime.lost.clone(),
@@ -407,10 +479,9 @@ impl<Q: Key> ShardPlan<Q> {
         }
     }
 
-    /// `base` restricted to this replica's shard.
     /// Refuses a scope the sharder cannot follow: it labels the objects of one namespace or of
     /// all, not of a list of namespaces.
-    pub(crate) fn check_scope(kind: &str, base: &WatchScope) -> Result<(), String> {
+    fn check_scope(kind: &str, base: &WatchScope) -> Result<(), String> {
         match base.namespaces.as_deref() {
             Some([_, _, ..]) => Err(format!(
                 "a sharded controller watches {kind} in one namespace or in all, not in several ({})",
@@ -420,7 +491,8 @@ impl<Q: Key> ShardPlan<Q> {
         }
     }
 
-    pub(crate) fn scope(&self, base: &WatchScope) -> WatchScope {
+    /// `base` restricted to this replica's shard.
+    fn scope(&self, base: &WatchScope) -> WatchScope {
         let mine = self.runtime.config.selector();
         let labels = match &base.label_selector {
             Some(l) if !l.trim().is_empty() => format!("{l},{mine}"),
@@ -432,54 +504,34 @@ impl<Q: Key> ShardPlan<Q> {
         }
     }
 
-    /// Wraps `reconciler` with the ownership gate; fails without a primary kind.
-    pub(crate) fn gate<R: Reconciler<Q>>(
-        &self,
-        reconciler: R,
-    ) -> Result<ShardGate<R, Q>, ManagerError> {
-        let lookup = self.lookup.clone().ok_or_else(|| ManagerError::Builder {
-            reason: "a sharded controller needs for_kind::<K>(): its objects are what is sharded"
-                .into(),
-        })?;
-        Ok(ShardGate {
-            inner: reconciler,
-            ownership: self.ownership.clone(),
-            lookup,
-        })
-    }
-}
-
-impl ShardPlan<Request> {
     /// The primary kind: sharded by its own key, gated, drained after in-flight reconciles.
-    pub(crate) fn add_primary<K>(&mut self, base: &WatchScope, kind: Kind<K>, reader: Reader<K>)
-    where
-        K: CacheObject,
-        K::DynamicType: Default,
-        K::Scope: ScopedApi + 'static,
-    {
+    fn add_primary(&mut self, watch: MadeWatch) {
         let keys = self.runtime.config.keys();
-        let dt = K::DynamicType::default();
         let (label, drain) = (keys.label.clone(), keys.drain.clone());
+        let meta = watch.meta.clone();
         self.lookup = Some(Arc::new(move |r: &Request| {
-            let object = reader.get(&r.name, r.namespace.as_deref()).ok()??;
-            Some(ShardMeta::of(object.meta(), &label, &drain))
+            let object = meta.get(&r.name, r.namespace.as_deref())?;
+            Some(ShardMeta::of(&object, &label, &drain))
         }));
-        let api_version = K::api_version(&dt);
+        let target = target::Target {
+            resource: watch.resource.clone(),
+            cluster_scoped: watch.cluster_scoped,
+        };
         self.primary = Some(OwnerSpec {
-            group: api_version
-                .rsplit_once('/')
-                .map_or(String::new(), |(g, _)| g.to_string()),
-            kind: K::kind(&dt).into_owned(),
-            cluster_scoped: std::any::TypeId::of::<K::Scope>()
-                == std::any::TypeId::of::<k8s_openapi::ClusterResourceScope>(),
+            group: watch.resource.group.clone(),
+            kind: watch.resource.kind.clone(),
+            cluster_scoped: watch.cluster_scoped,
         });
-        self.kinds.push(Arc::new(KindSpec::<K> {
-            scope: base.clone(),
+        self.kinds.push(Arc::new(KindSpec {
+            target: target.clone(),
+            scope: watch.base.clone(),
             owner: None,
-            _kind: std::marker::PhantomData,
         }));
         self.drains.push(gate::drain_watcher(
-            kind,
+            DrainSource {
+                target,
+                meta: watch.meta,
+            },
             self.runtime.client.clone(),
             keys,
             self.ownership.clone(),
@@ -489,25 +541,27 @@ impl ShardPlan<Request> {
     }
 
     /// An owned kind: sharded by its controller owner's key, drained at once.
-    pub(crate) fn add_child<C>(&mut self, base: &WatchScope, kind: Kind<C>) -> Result<(), String>
-    where
-        C: CacheObject,
-        C::DynamicType: Default,
-        C::Scope: ScopedApi,
-    {
+    fn add_child(&mut self, watch: MadeWatch) -> Result<(), String> {
         let Some(owner) = self.primary.clone() else {
             return Err(format!(
                 "on a sharded controller, call for_kind before owns::<{}>(): children are sharded by their owner",
-                C::kind(&Default::default())
+                watch.kind
             ));
         };
-        self.kinds.push(Arc::new(KindSpec::<C> {
-            scope: base.clone(),
+        let target = target::Target {
+            resource: watch.resource.clone(),
+            cluster_scoped: watch.cluster_scoped,
+        };
+        self.kinds.push(Arc::new(KindSpec {
+            target: target.clone(),
+            scope: watch.base.clone(),
             owner: Some(owner),
-            _kind: std::marker::PhantomData,
         }));
         self.drains.push(gate::drain_watcher(
-            kind,
+            DrainSource {
+                target,
+                meta: watch.meta,
+            },
             self.runtime.client.clone(),
             self.runtime.config.keys(),
             self.ownership.clone(),
@@ -518,12 +572,71 @@ impl ShardPlan<Request> {
     }
 }
 
+impl BuilderHook<Request> for ShardPlan {
+    fn name(&self) -> &str {
+        "kcr-shard"
+    }
+
+    fn plan_watch(&mut self, watch: &mut PlannedWatch<'_>) -> Result<(), String> {
+        if watch.dynamic {
+            return Err(format!(
+                "a sharded controller takes typed kinds (for_kind, owns), not the run-time kind {}: \
+                 sharding does not support DynamicObject yet",
+                watch.kind
+            ));
+        }
+        Self::check_scope(watch.kind, watch.base)?;
+        if watch.role == WatchRole::Owned && self.primary.is_none() {
+            return Err(format!(
+                "on a sharded controller, call for_kind before owns::<{}>(): children are sharded by their owner",
+                watch.kind
+            ));
+        }
+        // A sharded controller's cache holds only this replica's shard of the kind.
+        watch.scope = self.scope(&watch.scope);
+        Ok(())
+    }
+
+    fn watch_made(&mut self, watch: MadeWatch) -> Result<(), String> {
+        match watch.role {
+            WatchRole::Primary => {
+                self.add_primary(watch);
+                Ok(())
+            }
+            _ => self.add_child(watch),
+        }
+    }
+
+    fn gate(&mut self) -> Result<Option<Arc<dyn ReconcileGate<Request>>>, String> {
+        let lookup = self.lookup.clone().ok_or_else(|| {
+            "a sharded controller needs for_kind::<K>(): its objects are what is sharded"
+                .to_string()
+        })?;
+        Ok(Some(Arc::new(ShardGate {
+            ownership: self.ownership.clone(),
+            lookup,
+        })))
+    }
+
+    fn takes_registration(&self) -> bool {
+        true
+    }
+
+    fn register(
+        self: Box<Self>,
+        manager: &Manager,
+        controller: ControllerRunnable,
+    ) -> Result<(), ManagerError> {
+        register(manager, controller, *self)
+    }
+}
+
 /// Registers a sharded controller: its member Lease, the controller (on every replica, once
 /// the Lease is held) with its drain watchers, and the sharder's election.
-pub(crate) fn register<Q: Key, R: Reconciler<Q>>(
+fn register(
     manager: &Manager,
-    controller: Controller<Q, R>,
-    plan: ShardPlan<Q>,
+    controller: ControllerRunnable,
+    plan: ShardPlan,
 ) -> Result<(), ManagerError> {
     let runtime = plan.runtime.clone();
     let name = controller.name().to_string();
@@ -676,12 +789,14 @@ pub(crate) fn register<Q: Key, R: Reconciler<Q>>(
 /// the sharder now (`None` otherwise, or without sharding). For status pages and tests: the
 /// sharder assigns objects to exactly these members.
 pub fn sharder_view(manager: &Manager) -> Option<std::collections::BTreeSet<String>> {
-    manager.shard_runtime()?.view.lock().clone()
+    manager.extension::<ShardRuntime>()?.view.lock().clone()
 }
 
 /// This replica's identity in `manager`'s shard group, if it shards.
 pub fn identity(manager: &Manager) -> Option<String> {
-    manager.shard_runtime().map(|r| r.config.identity.clone())
+    manager
+        .extension::<ShardRuntime>()
+        .map(|r| r.config.identity.clone())
 }
 
 /// Aborts a task when dropped.
@@ -693,8 +808,8 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The one namespace of `scope` (`None`: every namespace); [`ShardPlan::check_scope`] refuses a
-/// sharded scope with several.
+/// The one namespace of `scope` (`None`: every namespace); a sharded scope with several is
+/// refused when the controller is built.
 pub(crate) fn single_namespace(scope: &WatchScope) -> Option<&str> {
     match scope.namespaces.as_deref() {
         Some([one]) => Some(one.as_str()),

@@ -1,4 +1,4 @@
-//! One controller sharded across replicas (kcr_controller::shard), on either envtest backend.
+//! One controller sharded across replicas (kcr_shard), on either envtest backend.
 //!
 //! Replicas are managers in this process, each with its own client to the same API server.
 //! Killing a replica: dropping its manager's task (a crash: its Lease is not released) or
@@ -21,12 +21,14 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kcr_controller::shard::{self, DEFAULT_VIRTUAL_NODES, HashRing, ShardConfig};
 use kcr_controller::{
     Action, Context, Manager, ManagerError, ManagerOptions, Reconciler, WatchOptions,
 };
 use kcr_envtest::TestApiServer;
 use kcr_handler::Request;
+use kcr_shard::{
+    self as shard, DEFAULT_VIRTUAL_NODES, HashRing, ShardBuilderExt, ShardConfig, ShardOptionsExt,
+};
 use kcr_source::WatchScope;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

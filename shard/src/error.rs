@@ -1,6 +1,6 @@
 //! [`ShardError`]: what can go wrong while sharding a controller.
 
-use crate::leader::LeaderElectionError;
+use kcr_controller::leader::LeaderElectionError;
 
 /// Errors of sharding (configuration, membership, the sharder's writes).
 #[derive(Debug, thiserror::Error)]
