@@ -1,5 +1,5 @@
 //! Membership: each replica holds a `coordination.k8s.io/v1` Lease of its own, named
-//! `kcr-shard.<group>.<identity>` and renewed as in leader election ([`crate::leader`], with its
+//! `kcr-shard.<group>.<identity>` and renewed as in leader election ([`kcr_controller::leader`], with its
 //! timings and renew deadline). The members of a group are the holders of the unexpired Leases
 //! of that group.
 //!
