@@ -57,7 +57,10 @@ impl FleetReconciler for Seen {
         _ctx: &Context,
     ) -> Result<Action, Self::Error> {
         let key = request.to_string();
-        self.at.lock().entry(key.clone()).or_insert_with(Instant::now);
+        self.at
+            .lock()
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
         self.keys.lock().insert(key);
         Ok(Action::done())
     }
@@ -128,7 +131,10 @@ async fn main() -> anyhow::Result<()> {
     let total = clusters * objects;
     while seen.keys.lock().len() < total {
         if started.elapsed() > Duration::from_secs(600) {
-            anyhow::bail!("only {} of {total} reconciled after 600 s", seen.keys.lock().len());
+            anyhow::bail!(
+                "only {} of {total} reconciled after 600 s",
+                seen.keys.lock().len()
+            );
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -143,7 +149,8 @@ async fn main() -> anyhow::Result<()> {
     for i in 0..20 {
         let index = objects + i;
         let created = Instant::now();
-        api.create(&PostParams::default(), &configmap(index)).await?;
+        api.create(&PostParams::default(), &configmap(index))
+            .await?;
         let key = format!(
             "c{}/{}/cm-{index:05}",
             clusters.min(2) - 1,
