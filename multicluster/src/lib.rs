@@ -4,7 +4,8 @@
 //!   one of them once [`Fleet::engage_local`] adds it.
 //! - [`Provider`]s find clusters: [`StaticProvider`] (named kubeconfigs or clients) and
 //!   [`SecretProvider`] (kubeconfig Secrets in a namespace of the manager's cluster, selected by
-//!   a label, followed at run time).
+//!   a label, followed at run time) and [`ClusterProfileProvider`] (the Cluster Inventory API's
+//!   ClusterProfiles, with credentials configured per credential provider).
 //! - **Engagement**: when a provider engages a cluster, every multi-cluster controller starts
 //!   its watches there; when it goes, its watches stop, its cache is stopped, and requests still
 //!   queued for it finish without calling the reconciler (dropped rather than finished against
@@ -112,5 +113,7 @@ pub use cluster::{Cluster, ClusterName};
 pub use controller::{FleetBuilder, FleetReconciler};
 pub use error::FleetError;
 pub use fleet::Fleet;
-pub use provider::{DEFAULT_KUBECONFIG_KEY, Provider, SecretProvider, StaticProvider};
+pub use provider::{
+    ClusterProfileProvider, DEFAULT_KUBECONFIG_KEY, Provider, SecretProvider, StaticProvider,
+};
 pub use request::ClusterRequest;

@@ -5,11 +5,15 @@
 //!
 //! - [`StaticProvider`]: named kubeconfigs (or clients), engaged at start;
 //! - [`SecretProvider`]: kubeconfig Secrets in a namespace of the manager's own cluster,
-//!   selected by a label, each Secret one cluster, followed at run time.
+//!   selected by a label, each Secret one cluster, followed at run time;
+//! - [`ClusterProfileProvider`]: the Cluster Inventory API's ClusterProfiles
+//!   (`multicluster.x-k8s.io/v1alpha1`), with credentials configured per credential provider.
 
+mod profile;
 mod secret;
 mod static_;
 
+pub use profile::{ClusterProfileProvider, cluster_profile_resource};
 pub use secret::{DEFAULT_KUBECONFIG_KEY, SecretProvider};
 pub use static_::StaticProvider;
 
