@@ -53,9 +53,18 @@ struct CredentialProvider {
 }
 
 /// Each ClusterProfile in `namespace` is a cluster named after the profile, reached through
-/// its connection data and the credentials configured for its credential provider (see the
-/// [module docs](self)). Profiles appear, change (re-engaged when what they resolve to
-/// changes) and go at run time.
+/// its connection data and the credentials configured for its credential provider. Profiles
+/// appear, change (re-engaged when what they resolve to changes) and go at run time.
+///
+/// A profile says how to reach its cluster in `status.credentialProviders`: each entry names a
+/// credential provider and gives the cluster's connection data (a kubeconfig `Cluster`: server,
+/// certificate authority). The credentials are not in the profile: the consumer configures, per
+/// provider name, how to obtain them (in the API's design, an exec plugin such as `cp-creds`).
+/// [`credentials`](Self::credentials) maps provider names to kube [`AuthInfo`]s (an `exec`
+/// plugin, a token, a client certificate); the first entry whose name is mapped is used, and a
+/// profile with none is reported on the fleet ([`Fleet::errors`]). The API is alpha and the
+/// field was renamed during its design (`accessProviders` in later drafts): both are read,
+/// `credentialProviders` first.
 #[must_use]
 #[derive(Clone)]
 pub struct ClusterProfileProvider {
