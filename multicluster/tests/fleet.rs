@@ -21,6 +21,19 @@ use kube::api::{Api, DeleteParams, PostParams};
 use parking_lot::Mutex;
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// A minimal HTTP/1.1 GET of a probe or metrics endpoint: `(status, body)`.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8_lossy(&response).to_string();
+    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, text)
+}
 const LABEL: &str = "kcr.io/cluster=true";
 
 fn options() -> ManagerOptions {
@@ -203,8 +216,21 @@ async fn a_fleet_from_secrets_changes_at_run_time_and_one_cluster_down_stalls_no
     })
     .await;
     assert!(fleet.cluster(&ClusterName::from("broken")).is_none());
+    // Readiness says which cluster is not engaged and why; the metrics count the engaged.
+    let probes = mgr.health_probe_addr().unwrap();
+    let (status, body) = http_get(probes, "/readyz/fleet").await;
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("cluster broken not engaged"), "{body}");
+    let (status, body) = http_get(mgr.metrics_addr().unwrap(), "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        body.lines()
+            .any(|l| l == "kcr_multicluster_engaged_clusters 4"),
+        "{body}"
+    );
 
     // West removed, south added, at run time.
+    let west_cluster = fleet.cluster(&ClusterName::from("west")).unwrap();
     secrets
         .delete("west", &DeleteParams::default())
         .await
@@ -224,6 +250,15 @@ async fn a_fleet_from_secrets_changes_at_run_time_and_one_cluster_down_stalls_no
         }
     })
     .await;
+    // West's cache was stopped: its watches end and its stores go with the last handle.
+    assert!(
+        west_cluster
+            .cache()
+            .reader::<ConfigMap>(WatchScope::all().namespace(west.namespace()))
+            .is_err(),
+        "a disengaged cluster's cache serves no new reader"
+    );
+    drop(west_cluster);
     create_cm(&south, "cm-south").await;
     eventually("south's ConfigMap is reconciled", WAIT, || {
         let record = record.clone();
