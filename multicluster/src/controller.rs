@@ -62,6 +62,7 @@ pub struct FleetBuilder<'m> {
     primary: Option<(String, String, bool)>,
     watches: Vec<Box<dyn Watch<ClusterRequest>>>,
     workers: Option<usize>,
+    every_replica: bool,
     include_local: bool,
     error: Option<String>,
 }
@@ -90,6 +91,7 @@ impl Fleet {
             primary: None,
             watches: Vec::new(),
             workers: None,
+            every_replica: false,
             include_local: true,
             error: None,
         }
@@ -127,6 +129,13 @@ impl<'m> FleetBuilder<'m> {
     /// Leaves the manager's own cluster out (it is the hub, say).
     pub fn members_only(mut self) -> Self {
         self.include_local = false;
+        self
+    }
+
+    /// Runs on every replica, not only on the leader: for a fleet whose clusters are
+    /// distributed across replicas ([`ShardedProvider`](crate::ShardedProvider)).
+    pub fn every_replica(mut self) -> Self {
+        self.every_replica = true;
         self
     }
 
@@ -273,6 +282,9 @@ impl<'m> FleetBuilder<'m> {
             .named(name);
         if let Some(workers) = self.workers {
             builder = builder.max_concurrent_reconciles(workers);
+        }
+        if self.every_replica {
+            builder = builder.needs_leader_election(false);
         }
         let mut controller = builder.build(InCluster {
             fleet: self.fleet.clone(),

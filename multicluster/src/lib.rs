@@ -21,7 +21,9 @@
 //!   member, and [`Fleet::member_watch`] maps objects of every member to requests of an
 //!   ordinary controller of the hub. Single-cluster controllers are untouched.
 //! - **Leader election** covers the fleet: multi-cluster controllers are ordinary controllers
-//!   of the manager and run on its leader only.
+//!   of the manager and run on its leader only. Or **shard the fleet**: with a
+//!   [`ShardedProvider`] each replica engages its share of the clusters (kcr-shard's member
+//!   Leases and hash ring) and [`FleetBuilder::every_replica`] controllers reconcile them.
 //!
 //! kcr-multicluster is a layer on kcr-controller's public API (controllers, `Watch`,
 //! runnables, readiness checks); kcr-controller does not know it.
@@ -114,6 +116,7 @@ pub use controller::{FleetBuilder, FleetReconciler};
 pub use error::FleetError;
 pub use fleet::Fleet;
 pub use provider::{
-    ClusterProfileProvider, DEFAULT_KUBECONFIG_KEY, Provider, SecretProvider, StaticProvider,
+    ClusterProfileProvider, DEFAULT_KUBECONFIG_KEY, Provider, SecretProvider, ShardedProvider,
+    StaticProvider,
 };
 pub use request::ClusterRequest;

@@ -7,14 +7,18 @@
 //! - [`SecretProvider`]: kubeconfig Secrets in a namespace of the manager's own cluster,
 //!   selected by a label, each Secret one cluster, followed at run time;
 //! - [`ClusterProfileProvider`]: the Cluster Inventory API's ClusterProfiles
-//!   (`multicluster.x-k8s.io/v1alpha1`), with credentials configured per credential provider.
+//!   (`multicluster.x-k8s.io/v1alpha1`), with credentials configured per credential provider;
+//! - [`ShardedProvider`]: any of them, its clusters distributed across the operator's replicas
+//!   by kcr-shard's member Leases and consistent-hash ring.
 
 mod profile;
 mod secret;
+mod sharded;
 mod static_;
 
 pub use profile::{ClusterProfileProvider, cluster_profile_resource};
 pub use secret::{DEFAULT_KUBECONFIG_KEY, SecretProvider};
+pub use sharded::ShardedProvider;
 pub use static_::StaticProvider;
 
 use futures::future::BoxFuture;
