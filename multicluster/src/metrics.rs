@@ -5,8 +5,8 @@
 //! - `kcr_multicluster_cluster_ready{cluster}` (gauge, 1 or 0): whether every watch started in
 //!   the cluster has synced, as of the last readiness check.
 //!
-//! The controllers' own metrics (`controller_runtime_*`, `workqueue_*`) are per controller, as
-//! in sigs.k8s.io/multicluster-runtime, whose controllers also carry no cluster label.
+//! The controllers' own metrics (`controller_runtime_*`, `workqueue_*`) stay per controller,
+//! without a cluster label: the fleet's gauges carry the cluster.
 
 use crate::cluster::ClusterName;
 
