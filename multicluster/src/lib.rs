@@ -30,9 +30,10 @@
 //!
 //! # Example: ConfigMaps mirrored from the hub to every member
 //!
-//! Every ConfigMap in the hub's namespace `mirror` is copied to the same namespace in every
-//! member cluster; the hub's copy gets an annotation per member, `mirror.kcr.io/<member>`, with
-//! the resourceVersion it mirrored.
+//! Every ConfigMap labelled `mirror.kcr.io/enabled=true` in the hub's namespace `mirror` is
+//! copied to the same namespace in every member cluster; the hub's copy gets an annotation per
+//! member, `mirror.kcr.io/<member>`, with the resourceVersion it mirrored. (The label keeps the
+//! mirror off ConfigMaps that each cluster manages itself, such as `kube-root-ca.crt`.)
 //!
 //! ```no_run
 //! use std::collections::BTreeMap;
@@ -67,6 +68,7 @@
 //!             metadata: kube::api::ObjectMeta {
 //!                 name: Some(name.clone()),
 //!                 namespace: Some(ns.to_string()),
+//!                 labels: source.metadata.labels.clone(),
 //!                 ..Default::default()
 //!             },
 //!             data: source.data.clone(),
@@ -91,12 +93,15 @@
 //! fleet.engage_local(&mgr);
 //! fleet.install(&mgr)?;
 //! fleet.run_provider(&mgr, SecretProvider::new(client, "fleet", "kcr.io/cluster=true"))?;
+//! let mirrored = WatchScope::all()
+//!     .namespace("mirror")
+//!     .labels("mirror.kcr.io/enabled=true");
 //! fleet
 //!     .controller(&mgr)
 //!     .named("mirror")
 //!     .members_only()
-//!     .from_hub::<ConfigMap>(WatchScope::all().namespace("mirror"))
-//!     .for_kind::<ConfigMap>(WatchScope::all().namespace("mirror")) // a member's copy changed
+//!     .from_hub::<ConfigMap>(mirrored.clone())
+//!     .for_kind::<ConfigMap>(mirrored) // a member's copy changed
 //!     .complete(Mirror { fleet: fleet.clone() })?;
 //! mgr.run_until_signal().await?;
 //! # Ok(()) }

@@ -46,6 +46,7 @@ impl FleetReconciler for Mirror {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(ns.to_string()),
+                labels: source.metadata.labels.clone(),
                 ..Default::default()
             },
             data: source.data.clone(),
@@ -116,7 +117,9 @@ async fn the_hub_is_mirrored_to_every_member_and_hears_from_them() {
                 .kubeconfig("west", west.kubeconfig()),
         )
         .unwrap();
-    let scope = WatchScope::all().namespace(ns.clone());
+    let scope = WatchScope::all()
+        .namespace(ns.clone())
+        .labels("mirror.kcr.io/enabled=true");
     fleet
         .controller(&mgr)
         .named("mirror")
@@ -153,6 +156,10 @@ async fn the_hub_is_mirrored_to_every_member_and_hears_from_them() {
     let hub_api: Api<ConfigMap> = Api::namespaced(hub.client(), &ns);
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("shared".into());
+    cm.metadata.labels = Some(BTreeMap::from([(
+        "mirror.kcr.io/enabled".to_string(),
+        "true".to_string(),
+    )]));
     cm.data = Some(BTreeMap::from([("v".to_string(), "1".to_string())]));
     hub_api.create(&PostParams::default(), &cm).await.unwrap();
     for (name, member) in [("east", &east), ("west", &west)] {

@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcr_controller::{Action, Context, Manager, ManagerOptions};
 use kcr_envtest::{TestApiServer, eventually};
 use kcr_multicluster::{
     Cluster, ClusterRequest, Fleet, FleetReconciler, ShardedProvider, StaticProvider,
 };
-use kcr_shard::ShardConfig;
+use kcr_shard::{ShardConfig, member_lease_name};
 use kcr_source::WatchScope;
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
@@ -91,9 +92,11 @@ async fn each_cluster_has_one_replica_and_a_stopped_replica_s_clusters_move() {
         let config = ShardConfig::new("fleet")
             .namespace(hub.namespace())
             .identity(replica)
+            // Long Leases: a replica that misses renewals on a loaded machine would move its
+            // clusters mid-test; a stopped replica releases its Lease, so moves stay fast.
             .timings(
-                Duration::from_secs(3),
-                Duration::from_secs(2),
+                Duration::from_secs(15),
+                Duration::from_secs(10),
                 Duration::from_millis(250),
             );
         fleet
@@ -118,7 +121,23 @@ async fn each_cluster_has_one_replica_and_a_stopped_replica_s_clusters_move() {
         replicas.push((replica, fleet, stop, run));
     }
 
-    // Settled: the two replicas' clusters are disjoint and cover the fleet.
+    // Both replicas are members (a replica owns nothing until its own Lease is visible, so
+    // before that one replica owning everything would look settled)...
+    let leases: Api<Lease> = Api::namespaced(hub.client(), hub.namespace());
+    eventually("both member Leases are held", WAIT, || {
+        let leases = leases.clone();
+        async move {
+            let mut held = 0;
+            for r in ["r-0", "r-1"] {
+                let lease = leases.get_opt(&member_lease_name("fleet", r)).await;
+                let holder = lease.ok().flatten().and_then(|l| l.spec?.holder_identity);
+                held += usize::from(holder.as_deref() == Some(r));
+            }
+            held == 2
+        }
+    })
+    .await;
+    // ...and settled: the two replicas' clusters are disjoint and cover the fleet.
     eventually("the clusters are split between the replicas", WAIT, || {
         let (a, b) = (names(&replicas[0].1), names(&replicas[1].1));
         let all = all.clone();
