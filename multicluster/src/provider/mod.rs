@@ -11,6 +11,7 @@
 //! - [`ShardedProvider`]: any of them, its clusters distributed across the operator's replicas
 //!   by kcr-shard's member Leases and consistent-hash ring.
 
+mod follow;
 mod profile;
 mod secret;
 mod sharded;

@@ -11,20 +11,19 @@
 //! The API is alpha and the field was renamed during its design (`accessProviders` in later
 //! drafts); both names are read, `credentialProviders` first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use kube::Api;
 use kube::api::ResourceExt;
 use kube::config::{AuthInfo, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::Provider;
-use crate::cluster::ClusterName;
+use super::follow::ObjectClusters;
 use crate::error::FleetError;
 use crate::fleet::Fleet;
 
@@ -108,8 +107,11 @@ impl ClusterProfileProvider {
         self.credentials.insert(provider.into(), auth);
         self
     }
+}
 
-    /// The kubeconfig a profile resolves to, or why it resolves to none.
+impl ObjectClusters for ClusterProfileProvider {
+    type Object = DynamicObject;
+
     fn kubeconfig_of(&self, profile: &DynamicObject) -> Result<Kubeconfig, String> {
         let status: Status = match profile.data.get("status") {
             Some(status) => serde_json::from_value(status.clone())
@@ -166,45 +168,6 @@ impl ClusterProfileProvider {
             )
         })
     }
-
-    async fn apply(&self, fleet: &Fleet, seen: &mut Seen, profile: &DynamicObject) {
-        let name = ClusterName::new(profile.name_any());
-        match self.kubeconfig_of(profile) {
-            Ok(kubeconfig) => {
-                let fingerprint = serde_json::to_string(&kubeconfig).unwrap_or_default();
-                if seen.get(&name).and_then(|s| s.as_deref()) == Some(fingerprint.as_str())
-                    && fleet.cluster(&name).is_some()
-                {
-                    return;
-                }
-                match fleet.engage_kubeconfig(name.clone(), kubeconfig).await {
-                    Ok(_) => {
-                        seen.insert(name, Some(fingerprint));
-                    }
-                    Err(_) => {
-                        fleet.disengage(&name);
-                        seen.insert(name, None);
-                    }
-                }
-            }
-            Err(reason) => {
-                fleet.disengage(&name);
-                fleet.record_error(&name, reason);
-                seen.insert(name, None);
-            }
-        }
-    }
-}
-
-/// What the provider engaged, by cluster: a fingerprint of the kubeconfig used (`None`:
-/// reported).
-type Seen = HashMap<ClusterName, Option<String>>;
-
-fn remove(fleet: &Fleet, seen: &mut Seen, name: &ClusterName) {
-    if seen.remove(name).is_some() {
-        fleet.disengage(name);
-        fleet.clear_error(name);
-    }
 }
 
 impl Provider for ClusterProfileProvider {
@@ -218,56 +181,16 @@ impl Provider for ClusterProfileProvider {
         stop: CancellationToken,
     ) -> BoxFuture<'static, Result<(), FleetError>> {
         Box::pin(async move {
-            let resource = cluster_profile_resource();
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &self.namespace, &resource);
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                self.client.clone(),
+                &self.namespace,
+                &cluster_profile_resource(),
+            );
             let mut config = watcher::Config::default();
             if let Some(selector) = &self.label_selector {
                 config = config.labels(selector);
             }
-            let mut events = watcher(api, config).default_backoff().boxed();
-            let mut seen: Seen = HashMap::new();
-            let mut listing: Option<Vec<ClusterName>> = None;
-            loop {
-                let event = tokio::select! {
-                    _ = stop.cancelled() => break,
-                    e = events.next() => e,
-                };
-                match event {
-                    None => break,
-                    Some(Err(error)) => {
-                        tracing::warn!(provider = %self.name(), %error, "watching ClusterProfiles");
-                    }
-                    Some(Ok(watcher::Event::Init)) => listing = Some(Vec::new()),
-                    Some(Ok(watcher::Event::InitApply(profile))) => {
-                        if let Some(names) = &mut listing {
-                            names.push(ClusterName::new(profile.name_any()));
-                        }
-                        self.apply(&fleet, &mut seen, &profile).await;
-                    }
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        let found = listing.take().unwrap_or_default();
-                        let gone: Vec<ClusterName> = seen
-                            .keys()
-                            .filter(|n| !found.contains(n))
-                            .cloned()
-                            .collect();
-                        for name in gone {
-                            remove(&fleet, &mut seen, &name);
-                        }
-                    }
-                    Some(Ok(watcher::Event::Apply(profile))) => {
-                        self.apply(&fleet, &mut seen, &profile).await;
-                    }
-                    Some(Ok(watcher::Event::Delete(profile))) => {
-                        remove(&fleet, &mut seen, &ClusterName::new(profile.name_any()));
-                    }
-                }
-            }
-            let names: Vec<ClusterName> = seen.keys().cloned().collect();
-            for name in names {
-                remove(&fleet, &mut seen, &name);
-            }
+            super::follow::follow(&*self, &self.name(), api, config, &fleet, &stop).await;
             Ok(())
         })
     }

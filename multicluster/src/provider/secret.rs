@@ -1,18 +1,14 @@
 //! Clusters from kubeconfig Secrets in the manager's own cluster.
 
-use std::collections::HashMap;
-
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::ResourceExt;
 use kube::config::Kubeconfig;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use super::Provider;
-use crate::cluster::ClusterName;
+use super::follow::ObjectClusters;
 use crate::error::FleetError;
 use crate::fleet::Fleet;
 
@@ -66,9 +62,12 @@ impl SecretProvider {
         self.key = key.into();
         self
     }
+}
 
-    /// The kubeconfig of `secret`, or why there is none.
-    fn kubeconfig_of(&self, secret: &Secret) -> Result<(Vec<u8>, Kubeconfig), String> {
+impl ObjectClusters for SecretProvider {
+    type Object = Secret;
+
+    fn kubeconfig_of(&self, secret: &Secret) -> Result<Kubeconfig, String> {
         let bytes = secret
             .data
             .as_ref()
@@ -77,49 +76,8 @@ impl SecretProvider {
             .ok_or_else(|| format!("the Secret has no data key {:?}", self.key))?;
         let text = std::str::from_utf8(&bytes)
             .map_err(|e| format!("data key {:?} is not UTF-8: {e}", self.key))?;
-        let kubeconfig = Kubeconfig::from_yaml(text)
-            .map_err(|e| format!("data key {:?} is not a kubeconfig: {e}", self.key))?;
-        Ok((bytes, kubeconfig))
-    }
-}
-
-/// What the provider engaged, by cluster: the kubeconfig bytes it used (`None`: reported bad).
-type Seen = HashMap<ClusterName, Option<Vec<u8>>>;
-
-impl SecretProvider {
-    async fn apply(&self, fleet: &Fleet, seen: &mut Seen, secret: &Secret) {
-        let name = ClusterName::new(secret.name_any());
-        match self.kubeconfig_of(secret) {
-            Ok((bytes, kubeconfig)) => {
-                if let Some(Some(previous)) = seen.get(&name)
-                    && *previous == bytes
-                    && fleet.cluster(&name).is_some()
-                {
-                    return;
-                }
-                match fleet.engage_kubeconfig(name.clone(), kubeconfig).await {
-                    Ok(_) => {
-                        seen.insert(name, Some(bytes));
-                    }
-                    Err(_) => {
-                        fleet.disengage(&name);
-                        seen.insert(name, None);
-                    }
-                }
-            }
-            Err(reason) => {
-                fleet.disengage(&name);
-                fleet.record_error(&name, reason);
-                seen.insert(name, None);
-            }
-        }
-    }
-
-    fn remove(fleet: &Fleet, seen: &mut Seen, name: &ClusterName) {
-        if seen.remove(name).is_some() {
-            fleet.disengage(name);
-            fleet.clear_error(name);
-        }
+        Kubeconfig::from_yaml(text)
+            .map_err(|e| format!("data key {:?} is not a kubeconfig: {e}", self.key))
     }
 }
 
@@ -136,50 +94,7 @@ impl Provider for SecretProvider {
         Box::pin(async move {
             let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
             let config = watcher::Config::default().labels(&self.label_selector);
-            let mut events = watcher(api, config).default_backoff().boxed();
-            let mut seen: Seen = HashMap::new();
-            // Names found by the list in progress (a relist drops the Secrets it does not find).
-            let mut listing: Option<Vec<ClusterName>> = None;
-            loop {
-                let event = tokio::select! {
-                    _ = stop.cancelled() => break,
-                    e = events.next() => e,
-                };
-                match event {
-                    None => break,
-                    Some(Err(error)) => {
-                        tracing::warn!(provider = %self.name(), %error, "watching cluster Secrets");
-                    }
-                    Some(Ok(watcher::Event::Init)) => listing = Some(Vec::new()),
-                    Some(Ok(watcher::Event::InitApply(secret))) => {
-                        if let Some(names) = &mut listing {
-                            names.push(ClusterName::new(secret.name_any()));
-                        }
-                        self.apply(&fleet, &mut seen, &secret).await;
-                    }
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        let found = listing.take().unwrap_or_default();
-                        let gone: Vec<ClusterName> = seen
-                            .keys()
-                            .filter(|n| !found.contains(n))
-                            .cloned()
-                            .collect();
-                        for name in gone {
-                            Self::remove(&fleet, &mut seen, &name);
-                        }
-                    }
-                    Some(Ok(watcher::Event::Apply(secret))) => {
-                        self.apply(&fleet, &mut seen, &secret).await;
-                    }
-                    Some(Ok(watcher::Event::Delete(secret))) => {
-                        Self::remove(&fleet, &mut seen, &ClusterName::new(secret.name_any()));
-                    }
-                }
-            }
-            let names: Vec<ClusterName> = seen.keys().cloned().collect();
-            for name in names {
-                Self::remove(&fleet, &mut seen, &name);
-            }
+            super::follow::follow(&*self, &self.name(), api, config, &fleet, &stop).await;
             Ok(())
         })
     }
