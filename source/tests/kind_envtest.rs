@@ -692,3 +692,70 @@ async fn a_streaming_list_fills_the_cache_and_then_watches() {
     }
     quiet(&mut started.events).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_from_the_watch_cache_is_one_unpaged_request_and_then_watches() {
+    // A server of its own: the test counts its LIST requests. 600 objects: more than one page
+    // (kube-rs asks for 500 per page), so a paged list takes two requests.
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    futures::stream::iter(0..600)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &cm(&format!("c{i}"), "1"))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, _>>()
+        .expect("create");
+    let faults = server.faults();
+    let lists = |faults: &kcr_envtest::Faults| faults.request_count("list", "configmaps");
+
+    // Paged (the default): two requests.
+    let before = lists(&faults);
+    let paged = Cache::new(server.client());
+    let reader = paged
+        .reader::<ConfigMap>(WatchScope::all().namespace("default"))
+        .expect("reader");
+    reader.sync().wait_timeout(WAIT).await.expect("synced");
+    assert_eq!(reader.len(), 600);
+    assert_eq!(lists(&faults) - before, 2, "{:?}", faults.request_counts());
+    paged.stop();
+
+    // From the watch cache: one request, every object, then live events.
+    let before = lists(&faults);
+    let cache = Cache::new(server.client());
+    let scope = WatchScope::all().namespace("default").list_from_cache();
+    let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
+    let mut started = cache
+        .kind::<ConfigMap>(scope)
+        .expect("kind")
+        .start()
+        .expect("start");
+    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    assert_eq!(reader.len(), 600);
+    assert_eq!(lists(&faults) - before, 1, "{:?}", faults.request_counts());
+    let initial = next_n(&mut started.events, 600).await;
+    assert!(
+        initial
+            .iter()
+            .all(|e| matches!(e, Event::Create { initial: true, .. })),
+        "{initial:?}"
+    );
+    set_value(&api, "c7", "2").await;
+    match next(&mut started.events).await {
+        Event::Update { old, new } => {
+            assert_eq!(
+                (name(&new), data(&old), data(&new)),
+                ("c7".into(), "1".into(), "2".into())
+            );
+        }
+        other => panic!("expected update, got {other:?}"),
+    }
+}

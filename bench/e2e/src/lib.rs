@@ -16,6 +16,13 @@
 //! report). Latencies (one per status write, milliseconds from the creator
 //! sending the create request, taken from the [`CREATED_AT`] annotation, to the status write
 //! returning) go to `--latency-file`, one per line.
+//!
+//! The scale benchmark (`bench/run.sh scale`, [`scale`]) reuses the kind and the creator: caches
+//! of up to 100,000 `Bench` objects or ConfigMaps, synced cold by `kcr-bench-scale-kcr`,
+//! `kcr-bench-scale-kube` and the Go peer, and `kcr-bench-floor` for the bytes one decoded
+//! object holds.
+
+pub mod scale;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -123,11 +130,16 @@ pub fn start_us() -> i64 {
 
 /// Peak resident set size of this process (`VmHWM` of `/proc/self/status`), in MiB.
 pub fn rss_hwm_mib() -> f64 {
+    proc_status_mib("VmHWM:")
+}
+
+/// A `kB` line of `/proc/self/status` (`field` with its colon), in MiB; NaN when unreadable.
+fn proc_status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         })
         .map(|kib| kib / 1024.0)

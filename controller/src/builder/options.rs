@@ -76,6 +76,13 @@ impl<K> WatchOptions<K> {
         self.scope = self.scope.streaming_list();
         self
     }
+
+    /// Lets the lists that fill the cache come from the API server's watch cache
+    /// (`for_kind`/`owns`; see [`kcr_source::WatchScope::list_from_cache`]).
+    pub fn list_from_cache(mut self) -> Self {
+        self.scope = self.scope.list_from_cache();
+        self
+    }
 }
 
 pub(super) fn describe_options(options: &kcr_source::WatchScope) -> String {
@@ -93,6 +100,8 @@ pub(super) fn describe_options(options: &kcr_source::WatchScope) -> String {
     }
     if options.streaming_list {
         parts.push("streaming-list".to_string());
+    } else if options.list_from_cache {
+        parts.push("list-from-cache".to_string());
     }
     if parts.is_empty() {
         String::new()

@@ -25,7 +25,7 @@
 //! field: what the watch itself asks for wins; a field it leaves unset comes from the kind's
 //! scope ([`Cache::set_scope`](crate::Cache::set_scope)), and a field that leaves unset too from
 //! the cache-wide default ([`Cache::set_default_scope`](crate::Cache::set_default_scope)).
-//! `streaming_list` is on when any of the three turns it on. Default namespaces apply to
+//! `streaming_list` and `list_from_cache` are on when any of the three turns them on. Default namespaces apply to
 //! namespaced kinds only: a cluster-scoped kind is watched whole. Because the resolution happens
 //! in the cache, a controller's `for_kind`/`owns` watch and a client's read of the same kind
 //! resolve to the same scope and share one watch.
@@ -88,6 +88,7 @@ impl Scopes {
             label_selector: first(|s| &s.label_selector),
             field_selector: first(|s| &s.field_selector),
             streaming_list: layers.iter().flatten().any(|scope| scope.streaming_list),
+            list_from_cache: layers.iter().flatten().any(|scope| scope.list_from_cache),
         }
     }
 }

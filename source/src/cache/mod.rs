@@ -133,6 +133,16 @@ pub struct WatchScope {
     /// server without it refuses the watch, and the cache does not sync (a sync timeout says
     /// so).
     pub streaming_list: bool,
+    /// Let the API server answer the LISTs that fill the cache from its watch cache
+    /// (`resourceVersion=0`, "any version", what client-go's reflector asks for its first list)
+    /// instead of reading etcd page by page (`resourceVersion` unset, "most recent", kube-rs's
+    /// default), in one unpaged request, as client-go's first list gets it. Cheaper for the
+    /// API server (see BENCHMARKS.md, section 4), but the list may be older than the newest
+    /// write (on a server that lags), and it comes whole, in one response, so the client holds
+    /// the whole list's bytes while it decodes it. Ignored with
+    /// [`streaming_list`](WatchScope::streaming_list), which reads from the watch cache anyway
+    /// without that cost.
+    pub list_from_cache: bool,
 }
 
 impl WatchScope {
@@ -170,6 +180,12 @@ impl WatchScope {
         self.streaming_list = true;
         self
     }
+    /// Lets the lists that fill the cache come from the API server's watch cache (see
+    /// [`WatchScope::list_from_cache`]).
+    pub fn list_from_cache(mut self) -> Self {
+        self.list_from_cache = true;
+        self
+    }
 
     /// This scope checked, with its namespaces sorted (the form informers are keyed by).
     fn normalized(&self) -> Result<WatchScope, CacheError> {
@@ -190,6 +206,11 @@ impl WatchScope {
         }
         if self.streaming_list {
             config = config.streaming_lists();
+        } else if self.list_from_cache {
+            // One unpaged request: paging through the watch cache costs the server a pass over
+            // the whole cached list per page (quadratic in the list's length).
+            config = config.any_semantic();
+            config.page_size = None;
         }
         Ok(config)
     }

@@ -1,11 +1,14 @@
-//! Creates the benchmark's namespace and `--objects` [`Bench`] objects in it, `--concurrency`
+//! Creates the benchmark's namespace and `--objects` [`Bench`] objects in it (or, with `--kind
+//! configmap`, the scale benchmark's ConfigMaps, [`configmap_payload`]), `--concurrency`
 //! create requests in flight (as fast as the API server accepts them), each annotated with the
 //! time its request was sent ([`CREATED_AT`]). Prints
 //! `e2e-create namespace=<ns> objects=<n> secs=<s> rate=<objects/s>`.
 
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Namespace;
+use kcr_bench::scale::{ScaleKind, configmap_payload};
 use kcr_bench::{Bench, BenchSpec, CREATED_AT, now_us};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -19,6 +22,9 @@ struct Args {
     /// How many objects.
     #[arg(long)]
     objects: usize,
+    /// Which kind (`bench` objects are named `bench-<i>`, ConfigMaps `configmap-<i>`).
+    #[arg(long, value_enum, default_value = "bench")]
+    kind: ScaleKind,
     /// Create requests in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
@@ -41,22 +47,41 @@ async fn main() -> anyhow::Result<()> {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e.into()),
     }
-    let api: Api<Bench> = Api::namespaced(client, &args.namespace);
     let start = std::time::Instant::now();
+    let bench_api: Api<Bench> = Api::namespaced(client.clone(), &args.namespace);
+    let configmap_api: Api<ConfigMap> = Api::namespaced(client, &args.namespace);
+    let (kind, namespace) = (args.kind, args.namespace.clone());
     futures::stream::iter(0..args.objects)
         .map(|i| {
-            let api = api.clone();
+            let (bench_api, configmap_api, namespace) =
+                (bench_api.clone(), configmap_api.clone(), namespace.clone());
             async move {
-                let bench = Bench {
-                    metadata: ObjectMeta {
-                        name: Some(format!("bench-{i}")),
-                        annotations: Some([(CREATED_AT.to_string(), now_us().to_string())].into()),
-                        ..ObjectMeta::default()
-                    },
-                    spec: BenchSpec { value: i as i64 },
-                    status: None,
-                };
-                api.create(&PostParams::default(), &bench).await.map(|_| ())
+                let created_at = [(CREATED_AT.to_string(), now_us().to_string())].into();
+                match kind {
+                    ScaleKind::Bench => {
+                        let bench = Bench {
+                            metadata: ObjectMeta {
+                                name: Some(kind.object_name(i)),
+                                annotations: Some(created_at),
+                                ..ObjectMeta::default()
+                            },
+                            spec: BenchSpec { value: i as i64 },
+                            status: None,
+                        };
+                        bench_api
+                            .create(&PostParams::default(), &bench)
+                            .await
+                            .map(|_| ())
+                    }
+                    ScaleKind::Configmap => {
+                        let mut configmap = configmap_payload(&namespace, i);
+                        configmap.metadata.annotations = Some(created_at);
+                        configmap_api
+                            .create(&PostParams::default(), &configmap)
+                            .await
+                            .map(|_| ())
+                    }
+                }
             }
         })
         .buffer_unordered(args.concurrency)

@@ -5,7 +5,7 @@
 //	e2e --namespace ns --objects N [--mode full|meta] [--workers 4] [--latency-file f] [--timeout-secs 600]
 //
 // A manager (metrics on a free loopback port, no health probes, no leader election, its cache
-// restricted to the namespace) with one controller For(&Bench{}) (For(&Bench{},
+// restricted to the namespace) with one controller For(&benchapi.Bench{}) (For(&benchapi.Bench{},
 // builder.OnlyMetadata) with --mode meta), MaxConcurrentReconciles --workers, and client-go's
 // rate-limiting work queue (UsePriorityQueue false: controller-runtime's default queue up to
 // v0.22; since v0.23 the default is its priority queue, and this benchmark keeps the queue its
@@ -28,7 +28,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -38,10 +37,11 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	"kcr.invalid/bench/internal/benchapi"
+	"kcr.invalid/bench/internal/proc"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -54,70 +54,6 @@ import (
 )
 
 const createdAtAnnotation = "bench.kcr.io/created-at-us"
-
-var groupVersion = schema.GroupVersion{Group: "bench.kcr.io", Version: "v1"}
-
-// BenchSpec is the spec of a Bench.
-type BenchSpec struct {
-	Value int64 `json:"value"`
-}
-
-// BenchStatus is what the controller writes.
-type BenchStatus struct {
-	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	Value              *int64 `json:"value,omitempty"`
-	ReconciledAtUs     *int64 `json:"reconciledAtUs,omitempty"`
-}
-
-// Bench is the benchmark's custom resource.
-type Bench struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              BenchSpec   `json:"spec"`
-	Status            BenchStatus `json:"status,omitempty"`
-}
-
-// BenchList is a list of Bench.
-type BenchList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Bench `json:"items"`
-}
-
-func copyInt(p *int64) *int64 {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
-// DeepCopyInto copies b into out.
-func (b *Bench) DeepCopyInto(out *Bench) {
-	*out = *b
-	b.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Status.ObservedGeneration = copyInt(b.Status.ObservedGeneration)
-	out.Status.Value = copyInt(b.Status.Value)
-	out.Status.ReconciledAtUs = copyInt(b.Status.ReconciledAtUs)
-}
-
-// DeepCopyObject implements runtime.Object.
-func (b *Bench) DeepCopyObject() runtime.Object {
-	out := &Bench{}
-	b.DeepCopyInto(out)
-	return out
-}
-
-// DeepCopyObject implements runtime.Object.
-func (l *BenchList) DeepCopyObject() runtime.Object {
-	out := &BenchList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	out.Items = make([]Bench, len(l.Items))
-	for i := range l.Items {
-		l.Items[i].DeepCopyInto(&out.Items[i])
-	}
-	return out
-}
 
 func nowUs() int64 { return time.Now().UnixMicro() }
 
@@ -169,7 +105,7 @@ type fullReconciler struct {
 }
 
 func (r *fullReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var b Bench
+	var b benchapi.Bench
 	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -199,46 +135,12 @@ type metaReconciler struct {
 
 func (r *metaReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(groupVersion.WithKind("Bench"))
+	m.SetGroupVersionKind(benchapi.GroupVersion.WithKind("Bench"))
 	if err := r.Get(ctx, req.NamespacedName, m); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	r.tracker.reconciled(req.Name, createdAt(&m.ObjectMeta), false)
 	return reconcile.Result{}, nil
-}
-
-// cpuSecs is this process's CPU time so far (user + system ticks of /proc/self/stat, 100 per
-// second), read as kcr-bench reads it.
-func cpuSecs() float64 {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return math.NaN()
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return math.NaN()
-	}
-	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
-	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return math.NaN()
-	}
-	return float64(utime+stime) / 100
-}
-
-func vmHWMMiB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			return kib / 1024
-		}
-	}
-	return -1
 }
 
 func main() {
@@ -265,8 +167,7 @@ func run(startUs int64, namespace string, objects int, mode string, workers int,
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	scheme.AddKnownTypes(groupVersion, &Bench{}, &BenchList{})
-	metav1.AddToGroupVersion(scheme, groupVersion)
+	benchapi.AddToScheme(scheme)
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -283,12 +184,12 @@ func run(startUs int64, namespace string, objects int, mode string, workers int,
 		return err
 	}
 	t := &tracker{objects: objects, done: map[string]struct{}{}, finished: make(chan struct{})}
-	var watched client.Object = &Bench{}
+	var watched client.Object = &benchapi.Bench{}
 	var opts []builder.ForOption
 	var r reconcile.Reconciler = &fullReconciler{Client: mgr.GetClient(), tracker: t}
 	if mode == "meta" {
 		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(groupVersion.WithKind("Bench"))
+		m.SetGroupVersionKind(benchapi.GroupVersion.WithKind("Bench"))
 		watched = m
 		opts = append(opts, builder.OnlyMetadata)
 		r = &metaReconciler{Client: mgr.GetClient(), tracker: t}
@@ -336,7 +237,7 @@ func run(startUs int64, namespace string, objects int, mode string, workers int,
 		from = t.firstCreatedUs
 	}
 	line := fmt.Sprintf("e2e-run impl=controller-runtime mode=%s objects=%d synced_s=%s all_reconciled_s=%.3f writes=%d rss_hwm_mib=%.1f cpu_s=%.2f",
-		mode, len(t.done), synced, float64(t.lastDoneUs-from)/1e6, t.writes, vmHWMMiB(), cpuSecs())
+		mode, len(t.done), synced, float64(t.lastDoneUs-from)/1e6, t.writes, proc.StatusMiB("VmHWM"), proc.CPUSecs())
 	if !complete {
 		line += " incomplete=1"
 	}
