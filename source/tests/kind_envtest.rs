@@ -715,21 +715,21 @@ async fn a_list_from_the_watch_cache_is_one_unpaged_request_and_then_watches() {
         .collect::<Result<Vec<()>, _>>()
         .expect("create");
     let faults = server.faults();
-    let lists = |faults: &kcr_envtest::Faults| faults.request_count("list", "configmaps");
+    let lists = || faults.request_count("list", "configmaps");
 
     // Paged (the default): two requests.
-    let before = lists(&faults);
+    let before = lists();
     let paged = Cache::new(server.client());
     let reader = paged
         .reader::<ConfigMap>(WatchScope::all().namespace("default"))
         .expect("reader");
     reader.sync().wait_timeout(WAIT).await.expect("synced");
     assert_eq!(reader.len(), 600);
-    assert_eq!(lists(&faults) - before, 2, "{:?}", faults.request_counts());
+    assert_eq!(lists() - before, 2, "{:?}", faults.request_counts());
     paged.stop();
 
     // From the watch cache: one request, every object, then live events.
-    let before = lists(&faults);
+    let before = lists();
     let cache = Cache::new(server.client());
     let scope = WatchScope::all().namespace("default").list_from_cache();
     let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
@@ -740,7 +740,7 @@ async fn a_list_from_the_watch_cache_is_one_unpaged_request_and_then_watches() {
         .expect("start");
     wait_for_sync([&started.sync], WAIT).await.expect("synced");
     assert_eq!(reader.len(), 600);
-    assert_eq!(lists(&faults) - before, 1, "{:?}", faults.request_counts());
+    assert_eq!(lists() - before, 1, "{:?}", faults.request_counts());
     let initial = next_n(&mut started.events, 600).await;
     assert!(
         initial
