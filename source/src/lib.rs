@@ -126,8 +126,8 @@ mod stream;
 mod transform;
 
 pub use cache::{
-    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, DynamicResource, MetaTransform, ReadError,
-    Reader, ScopedApi, WatchBackoff, WatchError, WatchErrorHook, WatchScope,
+    Cache, CacheError, DEFAULT_SUBSCRIBER_BUFFER, DynamicResource, InitialList, MetaTransform,
+    ReadError, Reader, ScopedApi, WatchBackoff, WatchError, WatchErrorHook, WatchScope,
 };
 pub use cache::{defaults, dynamic, namespaces, watch_errors};
 pub use channel::{Channel, ChannelStream, Overflow};

@@ -271,9 +271,10 @@ async fn two_consumers_share_one_watch_and_one_store() {
             other => panic!("expected create, got {other:?}"),
         }
     }
+    // One shared watch, which (a streaming list, the default) also listed: no LIST at all.
     assert_eq!(
         faults.request_count("list", "nodes"),
-        1,
+        0,
         "{:?}",
         faults.request_counts()
     );
@@ -320,8 +321,12 @@ async fn options_are_validated_and_metadata_only_watches_work() {
     let server = TestApiServer::start().await.expect("envtest starts");
     let cache = Cache::new(server.client());
 
-    // a failing list: never synced, and the error is kept for diagnostics
+    // a failing list (streaming, the default, or paged): never synced, and the error is kept
+    // for diagnostics; 403 is not a refusal of streaming lists, so it does not fall back
     server.faults().fail_next("list", "secrets", 1_000_000, 403);
+    server
+        .faults()
+        .fail_next("watch", "secrets", 1_000_000, 403);
     let secrets = cache
         .kind::<k8s_openapi::api::core::v1::Secret>(WatchScope::all())
         .expect("kind");
@@ -717,11 +722,11 @@ async fn a_list_from_the_watch_cache_is_one_unpaged_request_and_then_watches() {
     let faults = server.faults();
     let lists = || faults.request_count("list", "configmaps");
 
-    // Paged (the default): two requests.
+    // Paged: two requests.
     let before = lists();
     let paged = Cache::new(server.client());
     let reader = paged
-        .reader::<ConfigMap>(WatchScope::all().namespace("default"))
+        .reader::<ConfigMap>(WatchScope::all().namespace("default").paged_list())
         .expect("reader");
     reader.sync().wait_timeout(WAIT).await.expect("synced");
     assert_eq!(reader.len(), 600);
@@ -756,6 +761,59 @@ async fn a_list_from_the_watch_cache_is_one_unpaged_request_and_then_watches() {
                 ("c7".into(), "1".into(), "2".into())
             );
         }
+        other => panic!("expected update, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_streaming_list_falls_back_to_paged_lists() {
+    // A server of its own: it refuses the first watch as a server without WatchList refuses
+    // `sendInitialEvents` (422), and counts requests.
+    let server = TestApiServer::start().await.expect("envtest starts");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("f{i}"), "1"))
+            .await
+            .expect("create");
+    }
+    let faults = server.faults();
+    let lists = faults.request_count("list", "configmaps");
+    faults.fail_next("watch", "configmaps", 1, 422);
+    let cache = Cache::new(server.client());
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    cache.on_watch_error({
+        let seen = seen.clone();
+        move |e| seen.lock().push(e.error.to_string())
+    });
+    let scope = WatchScope::all().namespace("default").streaming_list();
+    let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
+    let mut started = cache
+        .kind::<ConfigMap>(scope)
+        .expect("kind")
+        .start()
+        .expect("start");
+    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    assert_eq!(reader.len(), 3);
+    // The refusal reached the hook once; the cache then listed (one paged LIST).
+    assert_eq!(seen.lock().len(), 1, "{:?}", seen.lock());
+    assert!(seen.lock()[0].contains("422"), "{:?}", seen.lock());
+    assert_eq!(
+        faults.request_count("list", "configmaps") - lists,
+        1,
+        "{:?}",
+        faults.request_counts()
+    );
+    let initial = next_n(&mut started.events, 3).await;
+    assert!(
+        initial
+            .iter()
+            .all(|e| matches!(e, Event::Create { initial: true, .. })),
+        "{initial:?}"
+    );
+    // And then watches.
+    set_value(&api, "f1", "2").await;
+    match next(&mut started.events).await {
+        Event::Update { new, .. } => assert_eq!(data(&new), "2"),
         other => panic!("expected update, got {other:?}"),
     }
 }

@@ -293,7 +293,8 @@ async fn a_relist_of_one_namespace_keeps_the_other_namespaces_objects() {
         }
     }
     let cache = Cache::new(server.client());
-    let scope = scope(&["team-a", "team-b"]);
+    // Paged lists: the test counts the LIST requests of the relist.
+    let scope = scope(&["team-a", "team-b"]).paged_list();
     let kind = cache.kind::<ConfigMap>(scope.clone()).expect("kind");
     let reader = cache.reader::<ConfigMap>(scope).expect("reader");
     let mut started = kind.start().expect("start");

@@ -70,15 +70,22 @@ impl<K> WatchOptions<K> {
         self
     }
 
-    /// Fills the cache with a streaming list instead of paged lists (`for_kind`/`owns`; see
-    /// [`kcr_source::WatchScope::streaming_list`]).
+    /// Fills the cache with a streaming list, the default (`for_kind`/`owns`; see
+    /// [`kcr_source::InitialList::Streaming`]).
     pub fn streaming_list(mut self) -> Self {
         self.scope = self.scope.streaming_list();
         self
     }
 
-    /// Lets the lists that fill the cache come from the API server's watch cache
-    /// (`for_kind`/`owns`; see [`kcr_source::WatchScope::list_from_cache`]).
+    /// Fills the cache with paged LISTs from etcd (`for_kind`/`owns`; see
+    /// [`kcr_source::InitialList::Paged`]).
+    pub fn paged_list(mut self) -> Self {
+        self.scope = self.scope.paged_list();
+        self
+    }
+
+    /// Lets the list that fills the cache come from the API server's watch cache
+    /// (`for_kind`/`owns`; see [`kcr_source::InitialList::FromCache`]).
     pub fn list_from_cache(mut self) -> Self {
         self.scope = self.scope.list_from_cache();
         self
@@ -98,10 +105,11 @@ pub(super) fn describe_options(options: &kcr_source::WatchScope) -> String {
     if let Some(f) = &options.field_selector {
         parts.push(format!("fields={f}"));
     }
-    if options.streaming_list {
-        parts.push("streaming-list".to_string());
-    } else if options.list_from_cache {
-        parts.push("list-from-cache".to_string());
+    match options.initial_list {
+        None => {}
+        Some(kcr_source::InitialList::Streaming) => parts.push("streaming-list".to_string()),
+        Some(kcr_source::InitialList::Paged) => parts.push("paged-list".to_string()),
+        Some(kcr_source::InitialList::FromCache) => parts.push("list-from-cache".to_string()),
     }
     if parts.is_empty() {
         String::new()

@@ -25,7 +25,7 @@
 //! field: what the watch itself asks for wins; a field it leaves unset comes from the kind's
 //! scope ([`Cache::set_scope`](crate::Cache::set_scope)), and a field that leaves unset too from
 //! the cache-wide default ([`Cache::set_default_scope`](crate::Cache::set_default_scope)).
-//! `streaming_list` and `list_from_cache` are on when any of the three turns them on. Default namespaces apply to
+//! `initial_list` too (unset everywhere: a streaming list). Default namespaces apply to
 //! namespaced kinds only: a cluster-scoped kind is watched whole. Because the resolution happens
 //! in the cache, a controller's `for_kind`/`owns` watch and a client's read of the same kind
 //! resolve to the same scope and share one watch.
@@ -87,8 +87,7 @@ impl Scopes {
             namespaces,
             label_selector: first(|s| &s.label_selector),
             field_selector: first(|s| &s.field_selector),
-            streaming_list: layers.iter().flatten().any(|scope| scope.streaming_list),
-            list_from_cache: layers.iter().flatten().any(|scope| scope.list_from_cache),
+            initial_list: layers.iter().flatten().find_map(|scope| scope.initial_list),
         }
     }
 }
@@ -96,6 +95,7 @@ impl Scopes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::InitialList;
 
     fn resource(kind: &str) -> ApiResource {
         ApiResource {
@@ -132,18 +132,24 @@ mod tests {
 
         let secret = scopes.resolve(&resource("Secret"), true, &WatchScope::all());
         assert_eq!(secret.label_selector.as_deref(), Some("team=a"));
-        assert!(!secret.streaming_list);
+        assert_eq!(secret.initial_list, None);
     }
 
     #[test]
     fn default_namespaces_skip_cluster_scoped_kinds_but_an_explicit_one_stays() {
         let scopes = Scopes {
-            default: WatchScope::all().namespace("a").streaming_list(),
+            default: WatchScope::all().namespace("a").paged_list(),
             ..Scopes::default()
         };
         let node = scopes.resolve(&resource("Node"), false, &WatchScope::all());
         assert_eq!(node.namespaces, None);
-        assert!(node.streaming_list);
+        assert_eq!(node.initial_list, Some(InitialList::Paged));
+        let asked = scopes.resolve(
+            &resource("Node"),
+            false,
+            &WatchScope::all().list_from_cache(),
+        );
+        assert_eq!(asked.initial_list, Some(InitialList::FromCache));
         let asked = scopes.resolve(&resource("Node"), false, &WatchScope::all().namespace("x"));
         assert_eq!(asked.namespaces, Some(vec!["x".into()]));
     }

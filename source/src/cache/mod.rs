@@ -27,6 +27,7 @@ use crate::{IndexError, Kind, SelectorError, SourceError, SyncError, SyncHandle}
 
 pub mod defaults;
 pub mod dynamic;
+mod fallback;
 pub mod namespaces;
 pub mod watch_errors;
 
@@ -125,24 +126,35 @@ pub struct WatchScope {
     pub label_selector: Option<String>,
     /// A field selector such as `spec.nodeName=n1`; validated by the API server.
     pub field_selector: Option<String>,
-    /// Fill the cache with a streaming list (a watch with `sendInitialEvents=true`, ended by
-    /// the `k8s.io/initial-events-end` bookmark) instead of paged LISTs: the API server sends
-    /// objects one by one from its watch cache, so neither side holds the whole list in memory
-    /// at once. Needs an API server that serves `WatchList` (kube-apiserver 1.34 and later do, as this
-    /// crate's tests on kcr-envtest's real backend show; kcr-envtest serves it in process); a
-    /// server without it refuses the watch, and the cache does not sync (a sync timeout says
-    /// so).
-    pub streaming_list: bool,
-    /// Let the API server answer the LISTs that fill the cache from its watch cache
-    /// (`resourceVersion=0`, "any version", what client-go's reflector asks for its first list)
-    /// instead of reading etcd page by page (`resourceVersion` unset, "most recent", kube-rs's
-    /// default), in one unpaged request, as client-go's first list gets it. Cheaper for the
-    /// API server (see BENCHMARKS.md, section 4), but the list may be older than the newest
-    /// write (on a server that lags), and it comes whole, in one response, so the client holds
-    /// the whole list's bytes while it decodes it. Ignored with
-    /// [`streaming_list`](WatchScope::streaming_list), which reads from the watch cache anyway
-    /// without that cost.
-    pub list_from_cache: bool,
+    /// How the cache is filled (and refilled after a lost watch); `None` takes the kind's or
+    /// the cache's scope, and then [`InitialList::Streaming`], the default.
+    pub initial_list: Option<InitialList>,
+}
+
+/// How a cache gets its objects before it watches (see BENCHMARKS.md, section 4, for what each
+/// costs at 100,000 objects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum InitialList {
+    /// A streaming list (the default): a watch with `sendInitialEvents=true`, ended by the
+    /// `k8s.io/initial-events-end` bookmark. The API server sends the objects one by one from
+    /// its watch cache, so neither side holds the whole list at once; at 100,000 objects it
+    /// syncs in about half the time of paged lists, with less memory on both sides. Needs an
+    /// API server that serves `WatchList` (kube-apiserver 1.34 and later; kcr-envtest in
+    /// process); a server without it refuses the watch (`400` or `422`), and the cache then
+    /// falls back to [`Paged`](InitialList::Paged) for that watch, once, with a warning (the
+    /// refusal also reaches the [watch-error hook](Cache::on_watch_error)).
+    #[default]
+    Streaming,
+    /// LISTs of 500 read from etcd (`resourceVersion` unset, "most recent"; kube-rs's
+    /// default), then a watch.
+    Paged,
+    /// One unpaged LIST the API server answers from its watch cache (`resourceVersion=0`,
+    /// "any version", what client-go's reflector asks for its first list), then a watch.
+    /// The cheapest for the API server, but the list may be older than the newest write (on a
+    /// server that lags), and it comes whole, in one response, so the client holds the whole
+    /// list's bytes while it decodes it (three to four times the paged peak at 100,000
+    /// objects).
+    FromCache,
 }
 
 impl WatchScope {
@@ -175,15 +187,21 @@ impl WatchScope {
         self.field_selector = Some(selector.into());
         self
     }
-    /// Fills the cache with a streaming list (see [`WatchScope::streaming_list`]).
+    /// Fills the cache with a streaming list ([`InitialList::Streaming`], the default unless
+    /// the kind's or the cache's scope says otherwise).
     pub fn streaming_list(mut self) -> Self {
-        self.streaming_list = true;
+        self.initial_list = Some(InitialList::Streaming);
         self
     }
-    /// Lets the lists that fill the cache come from the API server's watch cache (see
-    /// [`WatchScope::list_from_cache`]).
+    /// Fills the cache with paged LISTs from etcd ([`InitialList::Paged`]).
+    pub fn paged_list(mut self) -> Self {
+        self.initial_list = Some(InitialList::Paged);
+        self
+    }
+    /// Fills the cache with one LIST from the API server's watch cache
+    /// ([`InitialList::FromCache`]).
     pub fn list_from_cache(mut self) -> Self {
-        self.list_from_cache = true;
+        self.initial_list = Some(InitialList::FromCache);
         self
     }
 
@@ -204,13 +222,15 @@ impl WatchScope {
         if let Some(fields) = &self.field_selector {
             config = config.fields(fields);
         }
-        if self.streaming_list {
-            config = config.streaming_lists();
-        } else if self.list_from_cache {
-            // One unpaged request: paging through the watch cache costs the server a pass over
-            // the whole cached list per page (quadratic in the list's length).
-            config = config.any_semantic();
-            config.page_size = None;
+        match self.initial_list.unwrap_or_default() {
+            InitialList::Streaming => config = config.streaming_lists(),
+            InitialList::Paged => {}
+            InitialList::FromCache => {
+                // One unpaged request: paging through the watch cache costs the server a pass
+                // over the whole cached list per page (quadratic in the list's length).
+                config = config.any_semantic();
+                config.page_size = None;
+            }
         }
         Ok(config)
     }
@@ -720,8 +740,20 @@ impl Cache {
             let hook = Arc::clone(&hook);
             let kind = resource.kind.clone();
             let namespace_owned = namespace.map(str::to_string);
+            let stream =
+                if config.initial_list_strategy == watcher::InitialListStrategy::StreamingList {
+                    // Paged lists of the same scope, used only if the server refuses streaming.
+                    let mut paged = config.clone();
+                    paged.initial_list_strategy = watcher::InitialListStrategy::ListWatch;
+                    fallback::streaming_or_paged(
+                        make_stream(config.clone(), namespace)?,
+                        make_stream(paged, namespace)?,
+                    )
+                } else {
+                    make_stream(config.clone(), namespace)?
+                };
             Ok::<_, CacheError>(
-                make_stream(config.clone(), namespace)?
+                stream
                     .map(move |event| {
                         if let Err(error) = &event {
                             let hook = hook.lock().clone();

@@ -24,7 +24,7 @@ where
     }
     let mut scope = WatchScope::all().namespace(&args.namespace);
     match args.list {
-        ListMode::Paginated => {}
+        ListMode::Paginated => scope = scope.paged_list(),
         ListMode::Cache => scope = scope.list_from_cache(),
         ListMode::Streaming => scope = scope.streaming_list(),
     }
