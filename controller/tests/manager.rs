@@ -219,8 +219,8 @@ async fn recovers_and_converges_after_500s_429s_and_dropped_watches() {
         .complete(reconciler.clone())
         .unwrap();
     let faults = server.faults().clone();
-    // the initial list fails twice (a streaming list, the default, is a watch; a paged one a
-    // LIST), the first watch attempts too
+    // the initial list fails twice (a paged one, the default, is a LIST; a streaming one a
+    // watch), the first watch attempts too
     faults.fail_next("list", "configmaps", 2, 500);
     faults.fail_next("watch", "configmaps", 2, 500);
     faults.fail_next("watch", "secrets", 2, 500);

@@ -271,10 +271,10 @@ async fn two_consumers_share_one_watch_and_one_store() {
             other => panic!("expected create, got {other:?}"),
         }
     }
-    // One shared watch, which (a streaming list, the default) also listed: no LIST at all.
+    // One shared informer: one LIST (paged lists, the default) and one watch.
     assert_eq!(
         faults.request_count("list", "nodes"),
-        0,
+        1,
         "{:?}",
         faults.request_counts()
     );
@@ -321,7 +321,7 @@ async fn options_are_validated_and_metadata_only_watches_work() {
     let server = TestApiServer::start().await.expect("envtest starts");
     let cache = Cache::new(server.client());
 
-    // a failing list (streaming, the default, or paged): never synced, and the error is kept
+    // a failing list (paged, the default, or streaming): never synced, and the error is kept
     // for diagnostics; 403 is not a refusal of streaming lists, so it does not fall back
     server.faults().fail_next("list", "secrets", 1_000_000, 403);
     server
@@ -653,6 +653,33 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
     assert!(secret.metadata.managed_fields.is_some(), "{secret:?}");
 }
 
+/// The next `n` events are the creates of an initial list; then a change of `changed` (whose
+/// value is "1") to "2" arrives as an update with the old and the new object.
+async fn initial_creates_then_an_update(
+    events: &mut EventStream<ConfigMap>,
+    api: &Api<ConfigMap>,
+    n: usize,
+    changed: &str,
+) {
+    let initial = next_n(events, n).await;
+    assert!(
+        initial
+            .iter()
+            .all(|e| matches!(e, Event::Create { initial: true, .. })),
+        "{initial:?}"
+    );
+    set_value(api, changed, "2").await;
+    match next(events).await {
+        Event::Update { old, new } => {
+            assert_eq!(
+                (name(&new), data(&old), data(&new)),
+                (changed.to_string(), "1".into(), "2".into())
+            );
+        }
+        other => panic!("expected update, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_list_fills_the_cache_and_then_watches() {
     let ns = TestNamespace::new("kind-stream")
@@ -677,24 +704,8 @@ async fn a_streaming_list_fills_the_cache_and_then_watches() {
         .expect("start");
     wait_for_sync([&started.sync], WAIT).await.expect("synced");
     assert_eq!(reader.len(), 5);
-    let initial = next_n(&mut started.events, 5).await;
-    assert!(
-        initial
-            .iter()
-            .all(|e| matches!(e, Event::Create { initial: true, .. })),
-        "{initial:?}"
-    );
     // Then live events, as with a list.
-    set_value(&api, "s3", "2").await;
-    match next(&mut started.events).await {
-        Event::Update { old, new } => {
-            assert_eq!(
-                (name(&new), data(&old), data(&new)),
-                ("s3".into(), "1".into(), "2".into())
-            );
-        }
-        other => panic!("expected update, got {other:?}"),
-    }
+    initial_creates_then_an_update(&mut started.events, &api, 5, "s3").await;
     quiet(&mut started.events).await;
 }
 
@@ -746,23 +757,7 @@ async fn a_list_from_the_watch_cache_is_one_unpaged_request_and_then_watches() {
     wait_for_sync([&started.sync], WAIT).await.expect("synced");
     assert_eq!(reader.len(), 600);
     assert_eq!(lists() - before, 1, "{:?}", faults.request_counts());
-    let initial = next_n(&mut started.events, 600).await;
-    assert!(
-        initial
-            .iter()
-            .all(|e| matches!(e, Event::Create { initial: true, .. })),
-        "{initial:?}"
-    );
-    set_value(&api, "c7", "2").await;
-    match next(&mut started.events).await {
-        Event::Update { old, new } => {
-            assert_eq!(
-                (name(&new), data(&old), data(&new)),
-                ("c7".into(), "1".into(), "2".into())
-            );
-        }
-        other => panic!("expected update, got {other:?}"),
-    }
+    initial_creates_then_an_update(&mut started.events, &api, 600, "c7").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -803,17 +798,6 @@ async fn a_refused_streaming_list_falls_back_to_paged_lists() {
         "{:?}",
         faults.request_counts()
     );
-    let initial = next_n(&mut started.events, 3).await;
-    assert!(
-        initial
-            .iter()
-            .all(|e| matches!(e, Event::Create { initial: true, .. })),
-        "{initial:?}"
-    );
     // And then watches.
-    set_value(&api, "f1", "2").await;
-    match next(&mut started.events).await {
-        Event::Update { new, .. } => assert_eq!(data(&new), "2"),
-        other => panic!("expected update, got {other:?}"),
-    }
+    initial_creates_then_an_update(&mut started.events, &api, 3, "f1").await;
 }

@@ -70,14 +70,14 @@ impl<K> WatchOptions<K> {
         self
     }
 
-    /// Fills the cache with a streaming list, the default (`for_kind`/`owns`; see
+    /// Fills the cache with a streaming list (`for_kind`/`owns`; see
     /// [`kcr_source::InitialList::Streaming`]).
     pub fn streaming_list(mut self) -> Self {
         self.scope = self.scope.streaming_list();
         self
     }
 
-    /// Fills the cache with paged LISTs from etcd (`for_kind`/`owns`; see
+    /// Fills the cache with paged LISTs from etcd, the default (`for_kind`/`owns`; see
     /// [`kcr_source::InitialList::Paged`]).
     pub fn paged_list(mut self) -> Self {
         self.scope = self.scope.paged_list();

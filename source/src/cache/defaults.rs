@@ -25,7 +25,7 @@
 //! field: what the watch itself asks for wins; a field it leaves unset comes from the kind's
 //! scope ([`Cache::set_scope`](crate::Cache::set_scope)), and a field that leaves unset too from
 //! the cache-wide default ([`Cache::set_default_scope`](crate::Cache::set_default_scope)).
-//! `initial_list` too (unset everywhere: a streaming list). Default namespaces apply to
+//! `initial_list` too (unset everywhere: paged lists). Default namespaces apply to
 //! namespaced kinds only: a cluster-scoped kind is watched whole. Because the resolution happens
 //! in the cache, a controller's `for_kind`/`owns` watch and a client's read of the same kind
 //! resolve to the same scope and share one watch.

@@ -127,7 +127,7 @@ pub struct WatchScope {
     /// A field selector such as `spec.nodeName=n1`; validated by the API server.
     pub field_selector: Option<String>,
     /// How the cache is filled (and refilled after a lost watch); `None` takes the kind's or
-    /// the cache's scope, and then [`InitialList::Streaming`], the default.
+    /// the cache's scope, and then [`InitialList::Paged`], the default.
     pub initial_list: Option<InitialList>,
 }
 
@@ -135,18 +135,21 @@ pub struct WatchScope {
 /// costs at 100,000 objects).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum InitialList {
-    /// A streaming list (the default): a watch with `sendInitialEvents=true`, ended by the
+    /// A streaming list: a watch with `sendInitialEvents=true`, ended by the
     /// `k8s.io/initial-events-end` bookmark. The API server sends the objects one by one from
     /// its watch cache, so neither side holds the whole list at once; at 100,000 objects it
     /// syncs in about half the time of paged lists, with less memory on both sides. Needs an
     /// API server that serves `WatchList` (kube-apiserver 1.34 and later; kcr-envtest in
     /// process); a server without it refuses the watch (`400` or `422`), and the cache then
     /// falls back to [`Paged`](InitialList::Paged) for that watch, once, with a warning (the
-    /// refusal also reaches the [watch-error hook](Cache::on_watch_error)).
-    #[default]
+    /// refusal also reaches the [watch-error hook](Cache::on_watch_error)). Not the default
+    /// yet: the API server authorizes it as a `watch` alone, so a controller's RBAC role
+    /// keeps a `list` verb that only the fallback uses, and the NodePool operator's RBAC check
+    /// (every verb of its roles needed) flags that on the real server.
     Streaming,
     /// LISTs of 500 read from etcd (`resourceVersion` unset, "most recent"; kube-rs's
-    /// default), then a watch.
+    /// default, and kcr's), then a watch.
+    #[default]
     Paged,
     /// One unpaged LIST the API server answers from its watch cache (`resourceVersion=0`,
     /// "any version", what client-go's reflector asks for its first list), then a watch.
@@ -187,13 +190,13 @@ impl WatchScope {
         self.field_selector = Some(selector.into());
         self
     }
-    /// Fills the cache with a streaming list ([`InitialList::Streaming`], the default unless
-    /// the kind's or the cache's scope says otherwise).
+    /// Fills the cache with a streaming list ([`InitialList::Streaming`]).
     pub fn streaming_list(mut self) -> Self {
         self.initial_list = Some(InitialList::Streaming);
         self
     }
-    /// Fills the cache with paged LISTs from etcd ([`InitialList::Paged`]).
+    /// Fills the cache with paged LISTs from etcd ([`InitialList::Paged`], the default unless
+    /// the kind's or the cache's scope says otherwise).
     pub fn paged_list(mut self) -> Self {
         self.initial_list = Some(InitialList::Paged);
         self
