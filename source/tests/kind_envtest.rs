@@ -653,6 +653,24 @@ async fn the_cache_drops_managed_fields_by_default_and_runs_a_transform_per_type
     assert!(secret.metadata.managed_fields.is_some(), "{secret:?}");
 }
 
+/// A reader and a started `Kind` source of ConfigMaps of `scope` (one informer), synced.
+async fn synced_reader_and_source(
+    cache: &Cache,
+    scope: WatchScope,
+) -> (
+    kcr_source::Reader<ConfigMap>,
+    kcr_source::Started<ConfigMap>,
+) {
+    let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
+    let started = cache
+        .kind::<ConfigMap>(scope)
+        .expect("kind")
+        .start()
+        .expect("start");
+    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    (reader, started)
+}
+
 /// The next `n` events are the creates of an initial list; then a change of `changed` (whose
 /// value is "1") to "2" arrives as an update with the old and the new object.
 async fn initial_creates_then_an_update(
@@ -696,13 +714,7 @@ async fn a_streaming_list_fills_the_cache_and_then_watches() {
         .namespace(ns.namespace())
         .labels("app=demo")
         .streaming_list();
-    let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
-    let mut started = cache
-        .kind::<ConfigMap>(scope)
-        .expect("kind")
-        .start()
-        .expect("start");
-    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    let (reader, mut started) = synced_reader_and_source(&cache, scope).await;
     assert_eq!(reader.len(), 5);
     // Then live events, as with a list.
     initial_creates_then_an_update(&mut started.events, &api, 5, "s3").await;
@@ -748,13 +760,7 @@ async fn a_list_from_the_watch_cache_is_one_unpaged_request_and_then_watches() {
     let before = lists();
     let cache = Cache::new(server.client());
     let scope = WatchScope::all().namespace("default").list_from_cache();
-    let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
-    let mut started = cache
-        .kind::<ConfigMap>(scope)
-        .expect("kind")
-        .start()
-        .expect("start");
-    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    let (reader, mut started) = synced_reader_and_source(&cache, scope).await;
     assert_eq!(reader.len(), 600);
     assert_eq!(lists() - before, 1, "{:?}", faults.request_counts());
     initial_creates_then_an_update(&mut started.events, &api, 600, "c7").await;
@@ -781,13 +787,7 @@ async fn a_refused_streaming_list_falls_back_to_paged_lists() {
         move |e| seen.lock().push(e.error.to_string())
     });
     let scope = WatchScope::all().namespace("default").streaming_list();
-    let reader = cache.reader::<ConfigMap>(scope.clone()).expect("reader");
-    let mut started = cache
-        .kind::<ConfigMap>(scope)
-        .expect("kind")
-        .start()
-        .expect("start");
-    wait_for_sync([&started.sync], WAIT).await.expect("synced");
+    let (reader, mut started) = synced_reader_and_source(&cache, scope).await;
     assert_eq!(reader.len(), 3);
     // The refusal reached the hook once; the cache then listed (one paged LIST).
     assert_eq!(seen.lock().len(), 1, "{:?}", seen.lock());
