@@ -116,6 +116,10 @@ pub enum ManagerError {
     /// Leader election failed or leadership was lost.
     #[error(transparent)]
     LeaderElection(#[from] crate::leader::LeaderElectionError),
+    /// The connection bounds are not usable, or the client could not be built from its
+    /// configuration ([`Manager::connect`](crate::Manager::connect)).
+    #[error(transparent)]
+    Connect(#[from] kcr_connect::ConnectError),
     /// A runnable (controller or other) failed.
     #[error("runnable {name} failed: {source}")]
     Runnable {

@@ -21,6 +21,16 @@
 //!   that finds itself the holder counts in `leader_election_slowpath_total{name}` (client-go's
 //!   counter; controller-runtime defines it but registers only the status gauge, kcr exports
 //!   both).
+//! - **No attempt waits without a bound**, so a dead connection (a silent network partition)
+//!   never holds up an election: each acquire attempt is given up after one jittered retry
+//!   period (at least [`MIN_ATTEMPT_TIMEOUT`]) and the next one starts at once, on a new
+//!   connection; each renew attempt is given up after one retry period (at least
+//!   [`MIN_ATTEMPT_TIMEOUT`]) or when the renew deadline passes, whichever comes first; a
+//!   release is given up after the renew deadline. A process that starts during a partition
+//!   thus takes the Lease within about one retry period of the heal once the old holder's
+//!   Lease has expired, and a leader cut off from the API server stops leading at its renew
+//!   deadline, before its Lease can expire for the others. Each attempt given up is logged at
+//!   `WARN` with the Lease and the bound.
 //! - [`LeaderElector::release`] clears the holder so that a successor takes over at once
 //!   (used on graceful shutdown when [`LeaderElectionConfig::release_on_cancel`] is set).
 //! - The gauge `leader_election_master_status{name="<lease name>"}` (client-go's) is 1 from a
@@ -64,6 +74,9 @@ pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// client-go's jitter factor for the acquire loop: waits are `retry * (1 + rand[0, 1.2))`.
 pub const JITTER_FACTOR: f64 = 1.2;
+/// The least time one acquire or renew attempt is given, however short the retry period (a
+/// test's 250 ms), so that a slow but live API server is not mistaken for a dead connection.
+pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Configuration of leader election.
 #[derive(Debug, Clone)]
@@ -190,6 +203,16 @@ pub enum LeaderElectionError {
         identity: String,
         /// Why.
         reason: String,
+    },
+    /// Releasing the lease got no answer within the renew deadline.
+    #[error("releasing lease {namespace}/{lease}: no answer within {bound:?}; it expires by itself")]
+    ReleaseTimeout {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// The bound that passed.
+        bound: Duration,
     },
     /// An API error while releasing the lease.
     #[error("releasing lease {namespace}/{lease}: {source}")]
@@ -489,9 +512,19 @@ impl LeaderElector {
             identity = %self.config.identity, "attempting to acquire leader lease");
         loop {
             let started = Instant::now();
+            // One round of client-go's cadence: the attempt may take the whole round; one that
+            // has not finished by then waits on a dead connection, and the next round starts
+            // at once (on a new connection) instead of waiting behind it.
+            let round = self.jittered_retry();
+            let bound = round.max(MIN_ATTEMPT_TIMEOUT);
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return false,
-                a = self.try_acquire_or_renew() => a,
+                a = tokio::time::timeout(bound, self.try_acquire_or_renew()) => a,
+            };
+            let Ok(attempt) = attempt else {
+                tracing::warn!(lease = %self.config.lease_name, namespace = %self.namespace,
+                    bound = ?bound, "an attempt to acquire the lease got no answer within its bound; trying again");
+                continue;
             };
             match attempt {
                 Attempt::Held => {
@@ -513,7 +546,7 @@ impl LeaderElector {
             }
             tokio::select! {
                 _ = cancel.cancelled() => return false,
-                _ = tokio::time::sleep(self.jittered_retry()) => {}
+                _ = tokio::time::sleep_until(started + round) => {}
             }
         }
     }
@@ -543,13 +576,17 @@ impl LeaderElector {
                 _ = tokio::time::sleep(self.config.retry_period) => {}
             }
             let deadline = last_renew + self.config.renew_deadline;
-            let mut last_failure = String::from("no attempt finished");
+            let mut last_failure: String;
             loop {
                 let started = Instant::now();
+                // An attempt on a dead connection would otherwise hold the whole deadline: give
+                // it one retry period, then try again on a new connection.
+                let bound = deadline.min(started + self.config.retry_period.max(MIN_ATTEMPT_TIMEOUT));
                 let attempt = tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
-                    a = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => a,
+                    a = tokio::time::timeout_at(bound, self.try_acquire_or_renew()) => a,
                 };
+                let timed_out = attempt.is_err();
                 match attempt {
                     Ok(Attempt::Held) => {
                         last_renew = started;
@@ -559,7 +596,11 @@ impl LeaderElector {
                         return Err(self.lost(format!("the lease is now held by {holder}")));
                     }
                     Ok(Attempt::Failed(reason)) => last_failure = reason,
-                    Err(_) => {}
+                    Err(_) => {
+                        last_failure = format!("no answer within {:?}", bound - started);
+                        tracing::warn!(lease = %self.config.lease_name, namespace = %self.namespace,
+                            bound = ?(bound - started), "an attempt to renew the lease got no answer within its bound");
+                    }
                 }
                 let now = Instant::now();
                 if now >= deadline {
@@ -567,6 +608,10 @@ impl LeaderElector {
                         "failed to renew within the renew deadline of {:?}; last failure: {last_failure}",
                         self.config.renew_deadline
                     )));
+                }
+                if timed_out {
+                    // The attempt used its time already.
+                    continue;
                 }
                 let wait = self.config.retry_period.min(deadline - now);
                 tokio::select! {
@@ -589,8 +634,23 @@ impl LeaderElector {
     }
 
     /// Gives the lease up if this candidate holds it (clears the holder, as client-go does), so
-    /// that a successor can take it at once. Does nothing if someone else holds it.
+    /// that a successor can take it at once. Does nothing if someone else holds it. Gives up
+    /// after the renew deadline ([`LeaderElectionError::ReleaseTimeout`]): the Lease then
+    /// expires by itself.
     pub async fn release(&self) -> Result<(), LeaderElectionError> {
+        let bound = self.config.renew_deadline;
+        tokio::time::timeout(bound, self.release_unbounded())
+            .await
+            .unwrap_or_else(|_| {
+                Err(LeaderElectionError::ReleaseTimeout {
+                    namespace: self.namespace.clone(),
+                    lease: self.config.lease_name.clone(),
+                    bound,
+                })
+            })
+    }
+
+    async fn release_unbounded(&self) -> Result<(), LeaderElectionError> {
         let err = |source| LeaderElectionError::Release {
             namespace: self.namespace.clone(),
             lease: self.config.lease_name.clone(),

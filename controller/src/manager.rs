@@ -16,6 +16,12 @@
 //!   with TokenReview and SubjectAccessReview, [`crate::secure_metrics`]); bind addresses are
 //!   configurable and `"0"` disables a server;
 //! - the `rest_client_*` metrics of its client ([`crate::rest_client`]);
+//! - a bound on every request and watch of its client ([`kcr_connect`]): a manager made by
+//!   [`Manager::connect`] builds its client with kcr's connection stack (deadlines, watches
+//!   tied to bookmarks, HTTP/2 PINGs, bounded handshakes), and [`Manager::new`] puts the
+//!   deadlines in front of the client it is given ([`ManagerOptions::connection`]), so that a
+//!   silent network partition never hangs its cache, controllers, leader election, event
+//!   recorders or metrics authentication;
 //! - one [`Clock`] for every controller it runs ([`ManagerOptions::clock`]; the system clock
 //!   unless a test gives it a [`ManualClock`](crate::ManualClock)'s, see [`crate::clock`]);
 //! - graceful shutdown on SIGTERM/SIGINT ([`Manager::run_until_signal`]) or a token
@@ -97,6 +103,11 @@ pub struct ManagerOptions {
     /// Defaults for every controller built through this manager, which a controller's own
     /// settings override (see [`ControllerDefaults`]).
     pub controller_defaults: ControllerDefaults,
+    /// The bounds on every request, watch and connection of the manager's client (see
+    /// [`kcr_connect::ConnectionOptions`] for each with its trade-off). [`Manager::connect`]
+    /// builds the client with them; [`Manager::new`] bounds the requests of the client it is
+    /// given with them.
+    pub connection: kcr_connect::ConnectionOptions,
 }
 
 impl Default for ManagerOptions {
@@ -115,6 +126,7 @@ impl Default for ManagerOptions {
             clock: Clock::system(),
             client: ClientOptions::default().field_owner(DEFAULT_FIELD_OWNER),
             controller_defaults: ControllerDefaults::default(),
+            connection: kcr_connect::ConnectionOptions::default(),
         }
     }
 }
@@ -123,6 +135,13 @@ impl Default for ManagerOptions {
 pub const DEFAULT_FIELD_OWNER: &str = "kcr-controller";
 
 impl ManagerOptions {
+    /// Sets the bounds on the client's requests, watches and connections
+    /// ([`ManagerOptions::connection`]).
+    pub fn connection(mut self, options: kcr_connect::ConnectionOptions) -> Self {
+        self.connection = options;
+        self
+    }
+
     /// Sets the metrics bind address (`"0"` disables, `":8080"`, `"127.0.0.1:0"`, ...).
     pub fn metrics_bind_address(mut self, addr: &str) -> Result<Self, ManagerError> {
         self.metrics_bind_address = addr.parse()?;
@@ -294,15 +313,48 @@ async fn bind(
 }
 
 impl Manager {
+    /// Creates a manager whose client is built from `config` with kcr's connection stack
+    /// ([`kcr_connect::client`] with [`ManagerOptions::connection`]): no request, watch or
+    /// handshake of the manager waits on a dead connection. Sets
+    /// [`ManagerOptions::api_server_host`] from the config unless it is set. Then as
+    /// [`Manager::new`].
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = kube::Config::infer().await?;
+    /// let manager = kcr_controller::Manager::connect(config, Default::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(
+        config: kube::Config,
+        mut options: ManagerOptions,
+    ) -> Result<Self, ManagerError> {
+        if options.api_server_host.is_none() {
+            options.api_server_host = Some(kcr_connect::host_of(&config));
+        }
+        let client = kcr_connect::client(config, options.connection.clone())?;
+        Manager::new(client, options).await
+    }
+
     /// Creates a manager. Binds the HTTP listeners now (so a busy port fails here), validates
-    /// the leader election configuration and installs the Prometheus recorder if `/metrics` is
-    /// served. Unless [`ManagerOptions::rest_client_metrics`] is off, `client` is wrapped to
-    /// record the `rest_client_*` metrics ([`crate::rest_client`]); [`Manager::kube_client`] is
-    /// the wrapped one, and [`Manager::client`] writes through it.
+    /// the leader election configuration and the connection bounds, and installs the
+    /// Prometheus recorder if `/metrics` is served. `client` is wrapped so that each of its
+    /// requests is bounded by [`ManagerOptions::connection`] ([`kcr_connect::bound`]: deadlines
+    /// per request, watches tied to bookmarks; its connections keep their own settings, so
+    /// prefer [`Manager::connect`], whose client has kcr's connection stack too) and, unless
+    /// [`ManagerOptions::rest_client_metrics`] is off, to record the `rest_client_*` metrics
+    /// ([`crate::rest_client`]); [`Manager::kube_client`] is the wrapped one, and
+    /// [`Manager::client`] writes through it.
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
         if let Some(le) = &options.leader_election {
             le.validate()?;
         }
+        options.connection.validate()?;
+        let host = options
+            .api_server_host
+            .clone()
+            .unwrap_or_else(|| crate::rest_client::UNKNOWN_HOST.to_owned());
+        let client = kcr_connect::bound(client, options.connection.clone(), host);
         let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
         let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
         if metrics_listener.is_some() {

@@ -5,6 +5,10 @@
 //! `delete`, `deletecollection`) and `resource` the plural name, with `/status` appended for
 //! the status subresource (`pods/status`); `"*"` matches anything. A rule of
 //! [`Faults::fail_next_in`] also matches on the namespace in the request's path only.
+//!
+//! Besides requests, the faults act on connections: [`Faults::blackhole`] freezes every
+//! connection without closing it, as a silent network partition does (see
+//! [`Faults::blackhole`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +18,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::error::ApiError;
+use crate::partition::Partition;
 
 /// One armed failure rule.
 #[derive(Debug, Clone)]
@@ -41,6 +46,7 @@ pub struct Faults {
     held: Arc<std::sync::atomic::AtomicUsize>,
     close_watches: watch::Sender<u64>,
     compact: Arc<dyn Fn() + Send + Sync>,
+    partition: Arc<Partition>,
 }
 
 impl std::fmt::Debug for Faults {
@@ -48,6 +54,7 @@ impl std::fmt::Debug for Faults {
         f.debug_struct("Faults")
             .field("inner", &self.inner)
             .field("paused", &self.is_paused())
+            .field("blackholed", &self.is_blackholed())
             .finish_non_exhaustive()
     }
 }
@@ -64,6 +71,7 @@ impl Faults {
             held: Arc::default(),
             close_watches: watch::channel(0).0,
             compact,
+            partition: Arc::default(),
         }
     }
 
@@ -175,6 +183,50 @@ impl Faults {
     /// Whether the server is paused.
     pub fn is_paused(&self) -> bool {
         *self.paused.borrow()
+    }
+
+    /// Start a silent network partition between the clients and the server: every connection
+    /// open now and every connection accepted until [`Faults::heal`] is frozen for good. A
+    /// frozen connection is closed by nothing the client could see: the bytes it sends are
+    /// read and dropped, nothing comes back, no FIN or RST is ever sent, and a TLS handshake on
+    /// it (the existing backend's HTTPS proxy) never finishes. This is what a dead load
+    /// balancer, a vanished route or an expired NAT entry does; a client recovers only if it
+    /// notices the dead connection by itself (a deadline, a liveness check).
+    ///
+    /// [`Faults::pause`] and [`Faults::close_watches`] cannot show that: a paused server still
+    /// answers after the pause, and a closed watch tells the client at once.
+    ///
+    /// It acts on the connections of this server's listener (the in-process server, or the
+    /// fault proxy of the real and existing backends); the helpers that bypass the proxy
+    /// (`upsert`, `add_nodes`, `install_crd`; on the in-process server they write to its store
+    /// directly) keep working, so a test can change objects during the partition. A test that
+    /// blackholes needs a server of its own: every client of a shared server would freeze.
+    pub fn blackhole(&self) {
+        tracing::info!("fault: blackhole (every connection frozen, nothing closed)");
+        self.partition.start();
+    }
+
+    /// End the partition of [`Faults::blackhole`] for new connections: they flow again. The
+    /// connections frozen by it stay frozen for good, as after a real partition.
+    pub fn heal(&self) {
+        tracing::info!("fault: heal (new connections flow; frozen ones stay frozen)");
+        self.partition.heal();
+    }
+
+    /// Whether a partition of [`Faults::blackhole`] is on.
+    pub fn is_blackholed(&self) -> bool {
+        self.partition.is_on()
+    }
+
+    /// How many connections partitions have frozen so far (those open when one started and
+    /// those accepted while one lasted).
+    pub fn frozen_connections(&self) -> usize {
+        self.partition.frozen_connections()
+    }
+
+    /// The partition state the server's accept loop wraps every connection in.
+    pub(crate) fn partition(&self) -> Arc<Partition> {
+        self.partition.clone()
     }
 
     /// Requests received for `(verb, resource)` so far (`"*"` sums over that position).

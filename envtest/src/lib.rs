@@ -147,6 +147,7 @@ mod immutable;
 mod json;
 mod nodes;
 mod openapi;
+mod partition;
 pub mod patch;
 pub mod protobuf;
 mod real;

@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -14,13 +15,16 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::partition::Partition;
+
 /// Serve `listener` with `handle` until `shutdown` turns true, then end open connections;
-/// over TLS when `tls` is given. A connection error (the client went away, a failed TLS
-/// handshake) ends that connection only.
+/// over TLS when `tls` is given; every connection frozen while `partition` says so. A
+/// connection error (the client went away, a failed TLS handshake) ends that connection only.
 pub(crate) async fn serve<H, Fut, B>(
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
     tls: Option<TlsAcceptor>,
+    partition: Arc<Partition>,
     handle: H,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -36,6 +40,7 @@ pub(crate) async fn serve<H, Fut, B>(
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
+                let stream = partition.wrap(stream);
                 let handle = handle.clone();
                 let tls = tls.clone();
                 conns.spawn(async move {

@@ -313,6 +313,7 @@ impl TestApiServerBuilder {
             listener,
             shared.shutdown.subscribe(),
             None,
+            shared.faults.partition(),
             move |req| crate::api::handle(handler.clone(), req),
         ));
         Ok(TestApiServer {

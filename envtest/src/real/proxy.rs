@@ -211,6 +211,7 @@ impl Proxy {
             listener,
             shutdown_rx,
             tls,
+            state.faults.partition(),
             move |req| {
                 let state = state.clone();
                 async move { handle(&state, req).await }
