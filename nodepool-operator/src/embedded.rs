@@ -89,6 +89,9 @@ pub enum EmbeddedError {
     /// A temporary directory.
     #[error("temporary directory: {0}")]
     Io(#[from] std::io::Error),
+    /// The server's kubeconfig could not be read as a client configuration.
+    #[error("the embedded server's kubeconfig: {0}")]
+    Kubeconfig(String),
     /// The operator task panicked or was aborted.
     #[error("operator task: {0}")]
     Join(#[from] tokio::task::JoinError),
@@ -266,15 +269,21 @@ impl Embedded {
     }
 
     /// Starts the real operator with `options` (see [`Embedded::run_options`]) and, when
-    /// `install_webhooks`, points the webhook configurations at it. The operator uses the admin
-    /// client; [`Embedded::start_operator_as`] gives it another.
+    /// `install_webhooks`, points the webhook configurations at it. The operator connects as
+    /// deployed ([`Operator::connect`]: kcr's connection stack with
+    /// [`RunOptions::connection`]) through the server's kubeconfig, as its admin;
+    /// [`Embedded::start_operator_as`] gives it another client.
     pub async fn start_operator(
         &self,
         options: &RunOptions,
         install_webhooks: bool,
     ) -> Result<RunningOperator, EmbeddedError> {
-        self.start_operator_as(self.client.clone(), options, install_webhooks)
-            .await
+        let config =
+            kube::Config::from_custom_kubeconfig(self.server.kubeconfig(), &Default::default())
+                .await
+                .map_err(|e| EmbeddedError::Kubeconfig(e.to_string()))?;
+        let operator = Operator::connect(config, options).await?;
+        self.run_operator(operator, install_webhooks).await
     }
 
     /// [`Embedded::start_operator`] with the operator's requests made by `client`, for
@@ -289,6 +298,14 @@ impl Embedded {
         install_webhooks: bool,
     ) -> Result<RunningOperator, EmbeddedError> {
         let operator = Operator::new(client, options).await?;
+        self.run_operator(operator, install_webhooks).await
+    }
+
+    async fn run_operator(
+        &self,
+        operator: Operator,
+        install_webhooks: bool,
+    ) -> Result<RunningOperator, EmbeddedError> {
         let metrics_addr = operator.manager().metrics_addr();
         let probes_addr = operator.manager().health_probe_addr();
         let webhook_addr = operator.webhook_addr();

@@ -36,6 +36,8 @@ pub mod deploy;
 pub mod embedded;
 pub mod nodes;
 pub mod operator;
+#[cfg(feature = "demo")]
+pub mod partition;
 pub mod quantity;
 pub mod reconciler;
 pub mod runtimeclass;

@@ -109,12 +109,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ..RunOptions::default()
     };
     let config = kube::Config::infer().await?;
-    let options = RunOptions {
-        api_server_host: Some(kcr_controller::rest_client::host_of(&config)),
-        ..options
-    };
-    let client = kube::Client::try_from(config)?;
-    let operator = Operator::new(client, &options).await?;
+    // kcr's connection stack: no request or watch waits on a dead connection.
+    let operator = Operator::connect(config, &options).await?;
     tracing::info!(webhook = ?operator.webhook_addr(), "starting the NodePool operator");
     operator
         .run(kcr_controller::signals::shutdown_on_signals())

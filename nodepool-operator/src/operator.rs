@@ -79,6 +79,9 @@ pub enum OperatorError {
     /// Webhook server.
     #[error(transparent)]
     Webhook(#[from] WebhookError),
+    /// The client could not be built from its configuration.
+    #[error(transparent)]
+    Connect(#[from] kcr_connect::ConnectError),
 }
 
 /// The pools a node event concerns: every `node-role.kubernetes.io/<pool>` label key, plus every
@@ -193,6 +196,10 @@ pub struct RunOptions {
     /// The API server's `host:port`, the `host` label of the `rest_client_*` metrics
     /// (`kcr_controller::rest_client::host_of` a `kube::Config`); `None`: `unknown`.
     pub api_server_host: Option<String>,
+    /// The bounds on every request, watch and connection of the operator's client
+    /// (`kcr_connect::ConnectionOptions`; the defaults notice a silent partition and recover
+    /// within about half a minute of its end).
+    pub connection: kcr_connect::ConnectionOptions,
 }
 
 impl Default for RunOptions {
@@ -212,6 +219,7 @@ impl Default for RunOptions {
             max_concurrent_reconciles: 1,
             graceful_shutdown_timeout: Duration::from_secs(30),
             api_server_host: None,
+            connection: kcr_connect::ConnectionOptions::default(),
         }
     }
 }
@@ -234,6 +242,21 @@ impl std::fmt::Debug for Operator {
 }
 
 impl Operator {
+    /// [`Operator::new`] with a client built from `config` by kcr's connection stack
+    /// (`kcr_connect::client` with [`RunOptions::connection`]): the operator as deployed. Sets
+    /// [`RunOptions::api_server_host`] from the config unless it is set.
+    pub async fn connect(
+        config: kube::Config,
+        options: &RunOptions,
+    ) -> Result<Operator, OperatorError> {
+        let mut options = options.clone();
+        if options.api_server_host.is_none() {
+            options.api_server_host = Some(kcr_connect::host_of(&config));
+        }
+        let client = kcr_connect::client(config, options.connection.clone())?;
+        Operator::new(client, &options).await
+    }
+
     /// Sets everything up: binds the HTTP and webhook listeners (a busy port fails here), loads
     /// the webhook certificate, registers the controller.
     pub async fn new(
@@ -248,6 +271,7 @@ impl Operator {
         // Server-side apply and managedFields name the operator as the writer of its fields.
         mopts = mopts.field_owner("nodepool-operator");
         mopts.api_server_host = options.api_server_host.clone();
+        mopts.connection = options.connection.clone();
         if let Some(dir) = &options.metrics_cert_dir {
             mopts =
                 mopts.secure_metrics(kcr_controller::secure_metrics::SecureMetrics::from_dir(dir));
