@@ -13,6 +13,7 @@ use tower::{Layer, Service, ServiceBuilder};
 use crate::connector::{BoundedConnector, TcpConnector};
 use crate::deadline::DeadlineLayer;
 use crate::error::ConnectError;
+use crate::health::Health;
 use crate::options::{ConnectionOptions, HttpVersion};
 
 /// The name of `config`'s server in errors, logs and metrics: the authority of its URL
@@ -45,6 +46,14 @@ pub fn client(
     config: kube::Config,
     options: ConnectionOptions,
 ) -> Result<kube::Client, ConnectError> {
+    client_with_health(config, options).map(|(client, _)| client)
+}
+
+/// [`client`], and the [`Health`] of its server as its requests see it.
+pub fn client_with_health(
+    config: kube::Config,
+    options: ConnectionOptions,
+) -> Result<(kube::Client, Health), ConnectError> {
     options.validate()?;
     let cluster = config.cluster_url.to_string();
     if let Some(proxy) = &config.proxy_url {
@@ -69,8 +78,7 @@ pub fn client(
             cluster: cluster.clone(),
             source: kube::Error::Service(reason.into()),
         })?;
-        https =
-            https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+        https = https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
     }
     // Bytes out and nothing back for as long as the shortest bound allows: dead.
     let dead_after = options
@@ -102,18 +110,19 @@ pub fn client(
         .http2_only(options.http_version == HttpVersion::Http2Only);
     let hyper: hyper_util::client::legacy::Client<_, Body> = builder.build(connector);
 
-    let retry = config.default_retry.then(|| {
-        tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry())
-    });
+    let retry = config
+        .default_retry
+        .then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
+    let health = Health::new();
     let stack = ServiceBuilder::new()
-        .layer(DeadlineLayer::new(options, host.to_string()))
+        .layer(DeadlineLayer::new(options, host.to_string()).with_health(health.clone()))
         .layer(config.base_uri_layer())
         .option_layer(retry)
         .option_layer(config.auth_layer().map_err(config_error)?)
         .layer(config.extra_headers_layer().map_err(config_error)?)
         .map_err(tower::BoxError::from)
         .service(hyper);
-    Ok(kube::Client::new(stack, config.default_namespace))
+    Ok((kube::Client::new(stack, config.default_namespace), health))
 }
 
 fn rustls_pki_name(
@@ -134,9 +143,21 @@ pub fn bound(
     options: ConnectionOptions,
     host: impl Into<String>,
 ) -> kube::Client {
+    bound_with_health(client, options, host).0
+}
+
+/// [`bound`], and the [`Health`] of the server as the bounded requests see it.
+pub fn bound_with_health(
+    client: kube::Client,
+    options: ConnectionOptions,
+    host: impl Into<String>,
+) -> (kube::Client, Health) {
     let namespace = client.default_namespace().to_owned();
-    let service = DeadlineLayer::new(options, host).layer(SendService(client));
-    kube::Client::new(service, namespace)
+    let health = Health::new();
+    let service = DeadlineLayer::new(options, host)
+        .with_health(health.clone())
+        .layer(SendService(client));
+    (kube::Client::new(service, namespace), health)
 }
 
 /// A [`kube::Client`] as a tower service: [`kube::Client::send`].

@@ -23,6 +23,7 @@ use tower::{BoxError, Layer, Service};
 
 use crate::classify::{Class, describe};
 use crate::error::{Timeout, TimeoutKind};
+use crate::health::Health;
 use crate::options::ConnectionOptions;
 
 /// A tower layer bounding every request that passes it (see the [module docs](self)).
@@ -30,6 +31,7 @@ use crate::options::ConnectionOptions;
 pub struct DeadlineLayer {
     options: Arc<ConnectionOptions>,
     host: Arc<str>,
+    health: Option<Health>,
 }
 
 impl DeadlineLayer {
@@ -39,7 +41,14 @@ impl DeadlineLayer {
         DeadlineLayer {
             options: Arc::new(options),
             host: host.into().into(),
+            health: None,
         }
+    }
+
+    /// Records every answer and timeout of the requests it bounds in `health`.
+    pub fn with_health(mut self, health: Health) -> Self {
+        self.health = Some(health);
+        self
     }
 }
 
@@ -51,6 +60,7 @@ impl<S> Layer<S> for DeadlineLayer {
             inner,
             options: self.options.clone(),
             host: self.host.clone(),
+            health: self.health.clone(),
         }
     }
 }
@@ -61,6 +71,7 @@ pub struct Deadlines<S> {
     inner: S,
     options: Arc<ConnectionOptions>,
     host: Arc<str>,
+    health: Option<Health>,
 }
 
 impl<S, ReqBody, B> Service<Request<ReqBody>> for Deadlines<S>
@@ -89,6 +100,7 @@ where
                 Ok(response.map(|body| BoundedBody {
                     inner: body,
                     idle: None,
+                    health: None,
                     done: false,
                 }))
             });
@@ -114,22 +126,36 @@ where
             Class::Request | Class::Stream => TimeoutKind::Body,
         };
         let host = self.host.clone();
+        let health = self.health.clone();
         let response = self.inner.call(request);
         Box::pin(async move {
             match tokio::time::timeout(start_bound, response).await {
-                Ok(Ok(response)) => Ok(response.map(|body| BoundedBody {
-                    inner: body,
-                    idle: body_bound.map(|bound| Idle {
-                        bound,
-                        last: Instant::now(),
-                        sleep: Box::pin(tokio::time::sleep(bound)),
-                        kind: body_kind,
-                        host,
-                        what,
-                    }),
-                    done: false,
-                })),
-                Ok(Err(error)) => Err(error.into()),
+                Ok(Ok(response)) => {
+                    if let Some(health) = &health {
+                        health.answered();
+                    }
+                    Ok(response.map(|body| BoundedBody {
+                        inner: body,
+                        idle: body_bound.map(|bound| Idle {
+                            bound,
+                            last: Instant::now(),
+                            sleep: Box::pin(tokio::time::sleep(bound)),
+                            kind: body_kind,
+                            host,
+                            what,
+                        }),
+                        health,
+                        done: false,
+                    }))
+                }
+                Ok(Err(error)) => {
+                    let error: BoxError = error.into();
+                    // A connect or TLS handshake that timed out below this layer.
+                    if let (Some(health), Some(timeout)) = (&health, Timeout::find(&*error)) {
+                        health.timed_out(timeout);
+                    }
+                    Err(error)
+                }
                 Err(_) => {
                     let timeout = Timeout {
                         kind: start_kind,
@@ -138,6 +164,9 @@ where
                         bound: start_bound,
                     };
                     crate::metrics::timed_out(&timeout);
+                    if let Some(health) = &health {
+                        health.timed_out(&timeout);
+                    }
                     Err(timeout.into())
                 }
             }
@@ -167,6 +196,7 @@ pub struct BoundedBody<B> {
     #[pin]
     inner: B,
     idle: Option<Idle>,
+    health: Option<Health>,
     done: bool,
 }
 
@@ -200,6 +230,9 @@ where
                 if let Some(idle) = this.idle.as_mut() {
                     idle.last = Instant::now();
                 }
+                if let Some(health) = this.health.as_ref() {
+                    health.answered();
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => {
@@ -232,6 +265,9 @@ where
                         bound: idle.bound,
                     };
                     crate::metrics::timed_out(&timeout);
+                    if let Some(health) = this.health.as_ref() {
+                        health.timed_out(&timeout);
+                    }
                     return Poll::Ready(Some(Err(timeout.into())));
                 }
             }

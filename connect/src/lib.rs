@@ -69,6 +69,7 @@
 //! - [`client`](mod@client): [`client`], [`bound`], [`host_of`].
 //! - [`deadline`]: [`DeadlineLayer`] and the bounded response body.
 //! - [`error`]: [`ConnectError`], [`Timeout`].
+//! - [`health`]: [`Health`], whether a client's server answers (for readiness checks).
 //! - [`metrics`]: the metric names and what they count.
 #![forbid(unsafe_code)]
 
@@ -77,10 +78,12 @@ pub mod client;
 mod connector;
 pub mod deadline;
 pub mod error;
+pub mod health;
 pub mod metrics;
 pub mod options;
 
-pub use client::{bound, client, host_of};
+pub use client::{bound, bound_with_health, client, client_with_health, host_of};
 pub use deadline::DeadlineLayer;
 pub use error::{ConnectError, Timeout, TimeoutKind};
+pub use health::Health;
 pub use options::{ConnectionOptions, HttpVersion};

@@ -27,7 +27,9 @@ fn snapshotter() -> &'static Snapshotter {
     SNAPSHOTTER.get_or_init(|| {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        recorder.install().expect("the only recorder of this binary");
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
         snapshotter
     })
 }
@@ -157,12 +159,18 @@ async fn a_request_on_a_frozen_connection_fails_within_its_bound_then_recovers()
     let took = started.elapsed();
     let timeout = Timeout::find(&error).unwrap_or_else(|| panic!("not a timeout: {error:?}"));
     assert_eq!(timeout.kind, TimeoutKind::Response, "{error}");
-    assert!(timeout.what.starts_with("GET /api/v1/namespaces/"), "{timeout:?}");
+    assert!(
+        timeout.what.starts_with("GET /api/v1/namespaces/"),
+        "{timeout:?}"
+    );
     assert!(
         took >= options.request_timeout && took < options.request_timeout * 3,
         "gave up after {took:?}"
     );
-    assert!(error.to_string().contains("connection is taken for dead"), "{error}");
+    assert!(
+        error.to_string().contains("connection is taken for dead"),
+        "{error}"
+    );
     assert_eq!(
         counter(
             kcr_connect::metrics::REQUEST_TIMEOUTS_TOTAL,
@@ -176,7 +184,11 @@ async fn a_request_on_a_frozen_connection_fails_within_its_bound_then_recovers()
     // The frozen connection went with its request; the next one is new, and answered.
     let started = Instant::now();
     api.list(&Default::default()).await.unwrap();
-    assert!(started.elapsed() < options.request_timeout, "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < options.request_timeout,
+        "{:?}",
+        started.elapsed()
+    );
     assert!(server.faults().frozen_connections() >= 1);
     // Dropped by hyper once its request was given up on: counted as dead.
     assert!(
@@ -250,7 +262,10 @@ async fn without_the_bounds_a_frozen_watch_waits_past_the_heal() {
     // one has not, in twice that time.
     let unbounded = wait_seen(&seen, "during", "1", Duration::from_secs(8)).await;
     task.abort();
-    assert_eq!(unbounded, None, "the plain client's watch is frozen for good");
+    assert_eq!(
+        unbounded, None,
+        "the plain client's watch is frozen for good"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,7 +340,9 @@ async fn a_proxy_in_the_config_is_a_clear_error() {
         panic!("a proxy is refused");
     };
     assert!(
-        error.to_string().contains("proxy http://proxy.example:3128/"),
+        error
+            .to_string()
+            .contains("proxy http://proxy.example:3128/"),
         "{error}"
     );
     assert!(error.to_string().contains("kcr_connect::bound"), "{error}");
@@ -338,5 +355,10 @@ async fn zero_bounds_are_refused() {
     let Err(error) = kcr_connect::client(config, options) else {
         panic!("a zero bound is refused");
     };
-    assert!(error.to_string().contains("watch_idle_timeout must be positive"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("watch_idle_timeout must be positive"),
+        "{error}"
+    );
 }

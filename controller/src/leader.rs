@@ -205,7 +205,9 @@ pub enum LeaderElectionError {
         reason: String,
     },
     /// Releasing the lease got no answer within the renew deadline.
-    #[error("releasing lease {namespace}/{lease}: no answer within {bound:?}; it expires by itself")]
+    #[error(
+        "releasing lease {namespace}/{lease}: no answer within {bound:?}; it expires by itself"
+    )]
     ReleaseTimeout {
         /// Lease namespace.
         namespace: String,
@@ -581,7 +583,8 @@ impl LeaderElector {
                 let started = Instant::now();
                 // An attempt on a dead connection would otherwise hold the whole deadline: give
                 // it one retry period, then try again on a new connection.
-                let bound = deadline.min(started + self.config.retry_period.max(MIN_ATTEMPT_TIMEOUT));
+                let bound =
+                    deadline.min(started + self.config.retry_period.max(MIN_ATTEMPT_TIMEOUT));
                 let attempt = tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
                     a = tokio::time::timeout_at(bound, self.try_acquire_or_renew()) => a,

@@ -103,11 +103,20 @@ impl Reconciler<Request> for Stamp {
             .and_then(|d| d.get("v"))
             .cloned()
             .unwrap_or_default();
-        let stamped = cm.metadata.annotations.as_ref().and_then(|a| a.get("stamped"));
+        let stamped = cm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("stamped"));
         if stamped != Some(&value) {
-            let patch = json!({"metadata": {"annotations": {"stamped": value, "writer": self.identity}}});
+            let patch =
+                json!({"metadata": {"annotations": {"stamped": value, "writer": self.identity}}});
             self.api
-                .patch(&request.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &request.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
                 .await?;
         }
         Ok(Action::done())
@@ -229,7 +238,10 @@ async fn a_controller_and_its_cache_converge_within_the_bound_after_a_partition(
     )
     .await;
     eprintln!("converged after the heal in {took:?}");
-    assert!(server.faults().frozen_connections() > 0, "the partition froze something");
+    assert!(
+        server.faults().frozen_connections() > 0,
+        "the partition froze something"
+    );
     stop.cancel();
     run.await.unwrap().unwrap();
     took.unwrap();
@@ -245,7 +257,10 @@ async fn a_manager_started_during_a_partition_is_ready_within_the_bound_after_th
     tokio::time::sleep(PARTITION).await;
     let (code, body) = http_get(probes, "/readyz").await.unwrap();
     assert_ne!(code, 200, "not ready during the partition: {body}");
-    assert!(!mgr.is_leader(), "no Lease could be read during the partition");
+    assert!(
+        !mgr.is_leader(),
+        "no Lease could be read during the partition"
+    );
 
     server.faults().heal();
     let healed = Instant::now();
@@ -263,7 +278,10 @@ async fn a_manager_started_during_a_partition_is_ready_within_the_bound_after_th
     stop.cancel();
     run.await.unwrap().unwrap();
     took.unwrap();
-    assert!(ready.is_some(), "not ready within {CONVERGED_WITHIN:?} of the heal");
+    assert!(
+        ready.is_some(),
+        "not ready within {CONVERGED_WITHIN:?} of the heal"
+    );
 }
 
 /// Every write of a stamp the server recorded, in resourceVersion order: `(rv, writer, stamp)`
@@ -320,12 +338,22 @@ async fn a_partitioned_leader_steps_down_before_another_replica_writes() {
     let direct: Api<ConfigMap> = Api::namespaced(server.client(), NS);
     let (writes, recorder) = record_writes(direct.clone());
 
-    let a = stamping_manager(config_for(relay_a.kubeconfig(&server).unwrap()).await, "a", true).await;
+    let a = stamping_manager(
+        config_for(relay_a.kubeconfig(&server).unwrap()).await,
+        "a",
+        true,
+    )
+    .await;
     let (a, stop_a, run_a) = spawn_manager(a);
     tokio::time::timeout(Duration::from_secs(30), a.elected())
         .await
         .expect("a leads");
-    let b = stamping_manager(config_for(relay_b.kubeconfig(&server).unwrap()).await, "b", true).await;
+    let b = stamping_manager(
+        config_for(relay_b.kubeconfig(&server).unwrap()).await,
+        "b",
+        true,
+    )
+    .await;
     let (b, stop_b, run_b) = spawn_manager(b);
     server.upsert(configmap("x", "0")).await.unwrap();
     stamped(&server, &[("x", "0")], Duration::from_secs(30))
@@ -356,7 +384,12 @@ async fn a_partitioned_leader_steps_down_before_another_replica_writes() {
 
     relay_a.heal();
     // The stepped-down replica comes back, as its Deployment would restart it.
-    let a2 = stamping_manager(config_for(relay_a.kubeconfig(&server).unwrap()).await, "a", true).await;
+    let a2 = stamping_manager(
+        config_for(relay_a.kubeconfig(&server).unwrap()).await,
+        "a",
+        true,
+    )
+    .await;
     let (a2, stop_a2, run_a2) = spawn_manager(a2);
     server.upsert(configmap("y", "2")).await.unwrap();
     stamped(&server, &[("y", "2")], CONVERGED_WITHIN)
@@ -375,14 +408,18 @@ async fn a_partitioned_leader_steps_down_before_another_replica_writes() {
     assert!(b.is_leader() && !a2.is_leader());
 
     // The server's record: the partitioned leader's last write comes before the other's first.
-    kcr_envtest::eventually("the recorder saw y's stamp", Duration::from_secs(10), || async {
-        writes.lock().iter().any(|(_, name, _, _)| name == "y")
-    })
+    kcr_envtest::eventually(
+        "the recorder saw y's stamp",
+        Duration::from_secs(10),
+        || async { writes.lock().iter().any(|(_, name, _, _)| name == "y") },
+    )
     .await;
     let writes = writes.lock().clone();
     let last_a = writes.iter().filter(|w| w.2 == "a").map(|w| w.0).max();
     let first_b = writes.iter().filter(|w| w.2 == "b").map(|w| w.0).min();
-    eprintln!("writes (rv, object, writer, stamp): {writes:?}; a stepped down after {stepped_down:?}");
+    eprintln!(
+        "writes (rv, object, writer, stamp): {writes:?}; a stepped down after {stepped_down:?}"
+    );
     assert!(last_a.is_some() && first_b.is_some(), "{writes:?}");
     assert!(last_a < first_b, "a wrote after b had started: {writes:?}");
 

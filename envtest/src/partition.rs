@@ -109,7 +109,11 @@ impl Freezable {
     }
 
     fn stream(&mut self) -> Pin<&mut TcpStream> {
-        Pin::new(self.stream.as_mut().expect("the stream is taken only on drop"))
+        Pin::new(
+            self.stream
+                .as_mut()
+                .expect("the stream is taken only on drop"),
+        )
     }
 
     /// Reads and drops whatever the client sends, until nothing is ready (the waker is then
@@ -252,15 +256,27 @@ mod tests {
         assert_eq!(echo(&mut before, 1).await, Some(1));
 
         partition.start();
-        assert_eq!(echo(&mut before, 2).await, None, "an open connection freezes");
+        assert_eq!(
+            echo(&mut before, 2).await,
+            None,
+            "an open connection freezes"
+        );
         let mut during = TcpStream::connect(addr).await.unwrap();
-        assert_eq!(echo(&mut during, 3).await, None, "a new one is frozen at once");
+        assert_eq!(
+            echo(&mut during, 3).await,
+            None,
+            "a new one is frozen at once"
+        );
 
         partition.heal();
         let mut after = TcpStream::connect(addr).await.unwrap();
         assert_eq!(echo(&mut after, 4).await, Some(4), "new connections flow");
         assert_eq!(echo(&mut before, 5).await, None, "old ones stay frozen");
-        assert_eq!(echo(&mut during, 6).await, None, "so do those of the partition");
+        assert_eq!(
+            echo(&mut during, 6).await,
+            None,
+            "so do those of the partition"
+        );
         assert_eq!(partition.frozen_connections(), 2);
     }
 
@@ -280,7 +296,10 @@ mod tests {
         drop(conn);
         let mut buf = [0u8; 8];
         let read = tokio::time::timeout(Duration::from_millis(300), client.read(&mut buf)).await;
-        assert!(read.is_err(), "no byte and no FIN reach the client: {read:?}");
+        assert!(
+            read.is_err(),
+            "no byte and no FIN reach the client: {read:?}"
+        );
         assert_eq!(partition.graveyard.lock().len(), 1);
     }
 }

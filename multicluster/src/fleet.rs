@@ -5,6 +5,11 @@
 //! When a cluster is disengaged its cache is stopped (its informers end and their stores are
 //! released once the last reader is dropped) and the requests still queued for it are finished
 //! as no-ops by the controllers (their reconciler is not called).
+//!
+//! A member's client is bounded by kcr-connect ([`Fleet::connection`]): no request or watch
+//! waits on a dead connection, and a member whose server stops answering (a silent network
+//! partition) shows as not ready on `/readyz/fleet` within those bounds, at the first request
+//! or watch of its that times out, and ready again at its first answer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,6 +32,8 @@ pub struct Fleet {
 
 struct Engagement {
     cluster: Cluster,
+    /// Whether its server answers (members; the manager's own cluster has none here).
+    health: Option<kcr_connect::Health>,
     /// Whether the fleet made the cache (and stops it on disengagement).
     owns_cache: bool,
     /// The sync handles of the watches started in the cluster.
@@ -35,6 +42,7 @@ struct Engagement {
 
 struct Inner {
     local: ClusterName,
+    connection: Mutex<kcr_connect::ConnectionOptions>,
     clusters: Mutex<BTreeMap<ClusterName, Engagement>>,
     errors: Mutex<BTreeMap<ClusterName, String>>,
     changed: watch::Sender<u64>,
@@ -58,6 +66,7 @@ impl Fleet {
         Fleet {
             inner: Arc::new(Inner {
                 local: local_name.into(),
+                connection: Mutex::new(kcr_connect::ConnectionOptions::default()),
                 clusters: Mutex::new(BTreeMap::new()),
                 errors: Mutex::new(BTreeMap::new()),
                 changed,
@@ -71,18 +80,49 @@ impl Fleet {
         &self.inner.local
     }
 
+    /// Sets the bounds on the requests, watches and connections of the member clusters engaged
+    /// from now on (kcr-connect's [`ConnectionOptions`](kcr_connect::ConnectionOptions); the
+    /// defaults unless set). The manager's own cluster keeps the manager's.
+    #[must_use]
+    pub fn connection(self, options: kcr_connect::ConnectionOptions) -> Self {
+        *self.inner.connection.lock() = options;
+        self
+    }
+
     /// Engages the manager's own cluster under [`local_name`](Self::local_name), sharing the
     /// manager's client and cache (which disengaging it does not stop).
     pub fn engage_local(&self, manager: &Manager) -> Cluster {
         let name = self.inner.local.clone();
-        self.insert(name, manager.kube_client(), manager.cache().clone(), false)
+        self.insert(
+            name,
+            manager.kube_client(),
+            None,
+            manager.cache().clone(),
+            false,
+        )
     }
 
     /// Engages `name` with `client` and a new cache of its own. An engaged cluster of the same
-    /// name is replaced: its watches stop and the controllers start new ones on this one.
+    /// name is replaced: its watches stop and the controllers start new ones on this one. The
+    /// client's requests are bounded by [`Fleet::connection`] (kcr-connect's `bound`; its
+    /// connections keep their own settings, so prefer [`Fleet::engage_kubeconfig`], whose
+    /// client kcr-connect builds).
     pub fn engage(&self, name: impl Into<ClusterName>, client: kube::Client) -> Cluster {
+        let name = name.into();
+        let options = self.inner.connection.lock().clone();
+        let (client, health) = kcr_connect::bound_with_health(client, options, name.to_string());
         let cache = Cache::new(client.clone());
-        self.insert(name.into(), client, cache, true)
+        self.insert(name, client, Some(health), cache, true)
+    }
+
+    fn engage_connected(
+        &self,
+        name: ClusterName,
+        client: kube::Client,
+        health: kcr_connect::Health,
+    ) -> Cluster {
+        let cache = Cache::new(client.clone());
+        self.insert(name, client, Some(health), cache, true)
     }
 
     /// Engages `name` from a kubeconfig (its current context); a kubeconfig that cannot be
@@ -95,12 +135,15 @@ impl Fleet {
     ) -> Result<Cluster, FleetError> {
         let name = name.into();
         let options = kube::config::KubeConfigOptions::default();
+        let connection = self.inner.connection.lock().clone();
         let client = match kube::Config::from_custom_kubeconfig(kubeconfig, &options).await {
-            Ok(config) => kube::Client::try_from(config).map_err(|e| e.to_string()),
+            Ok(config) => {
+                kcr_connect::client_with_health(config, connection).map_err(|e| e.to_string())
+            }
             Err(e) => Err(e.to_string()),
         };
         match client {
-            Ok(client) => Ok(self.engage(name, client)),
+            Ok((client, health)) => Ok(self.engage_connected(name, client, health)),
             Err(reason) => Err(self.record_error(&name, reason)),
         }
     }
@@ -123,6 +166,7 @@ impl Fleet {
         &self,
         name: ClusterName,
         client: kube::Client,
+        health: Option<kcr_connect::Health>,
         cache: Cache,
         owns_cache: bool,
     ) -> Cluster {
@@ -132,6 +176,7 @@ impl Fleet {
             name.clone(),
             Engagement {
                 cluster: cluster.clone(),
+                health,
                 owns_cache,
                 syncs: Vec::new(),
             },
@@ -198,18 +243,22 @@ impl Fleet {
         self.inner.changed.subscribe()
     }
 
-    /// Engaged clusters with a watch that has not synced yet (unreachable, slow, or forbidden),
-    /// each with the watches still waiting.
+    /// Engaged clusters with a watch that has not synced yet (unreachable, slow, or forbidden)
+    /// or whose server stopped answering (its latest request or watch timed out), each with
+    /// the watches still waiting and what timed out.
     pub fn unready(&self) -> BTreeMap<ClusterName, Vec<String>> {
         let clusters = self.inner.clusters.lock();
         let mut out = BTreeMap::new();
         for (name, e) in clusters.iter() {
-            let waiting: Vec<String> = e
+            let mut waiting: Vec<String> = e
                 .syncs
                 .iter()
                 .filter(|(_, h)| !h.is_synced())
                 .map(|(what, _)| what.clone())
                 .collect();
+            if let Some(Err(why)) = e.health.as_ref().map(kcr_connect::Health::check) {
+                waiting.push(format!("unreachable ({why})"));
+            }
             metrics::cluster_ready(name, waiting.is_empty());
             if !waiting.is_empty() {
                 out.insert(name.clone(), waiting);
@@ -243,7 +292,7 @@ impl Fleet {
             }
             let mut parts: Vec<String> = unready
                 .iter()
-                .map(|(c, w)| format!("cluster {c} not synced: {}", w.join(", ")))
+                .map(|(c, w)| format!("cluster {c} not ready: {}", w.join(", ")))
                 .collect();
             parts.extend(
                 errors

@@ -25,7 +25,9 @@ async fn main() -> anyhow::Result<()> {
         backend.as_str(),
         kcr_connect::ConnectionOptions::default()
     );
-    println!("| scenario | converged after the heal | ready after the heal | restarts | frozen connections |");
+    println!(
+        "| scenario | converged after the heal | ready after the heal | restarts | frozen connections |"
+    );
     println!("|---|---|---|---|---|");
     for scenario in Scenario::ALL {
         let drill = Drill {

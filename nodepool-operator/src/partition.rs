@@ -202,11 +202,20 @@ pub async fn run(drill: &Drill) -> Result<DrillReport, EmbeddedError> {
         .await
         .map_err(api_err("creating the pool"))?;
     let node = |i: usize| format!("envtest-node-{i}");
-    let first = nodes.get(&node(0)).await.map_err(api_err("reading a node"))?;
+    let first = nodes
+        .get(&node(0))
+        .await
+        .map_err(api_err("reading a node"))?;
     env.server.upsert(joined(&first, "worker")).await?;
     // Read before the partition: the test's own client goes through the frozen proxy too.
-    let second = nodes.get(&node(1)).await.map_err(api_err("reading a node"))?;
-    let third = nodes.get(&node(2)).await.map_err(api_err("reading a node"))?;
+    let second = nodes
+        .get(&node(1))
+        .await
+        .map_err(api_err("reading a node"))?;
+    let third = nodes
+        .get(&node(2))
+        .await
+        .map_err(api_err("reading a node"))?;
 
     let mut supervisor = Supervisor {
         env: &env,
@@ -234,10 +243,9 @@ pub async fn run(drill: &Drill) -> Result<DrillReport, EmbeddedError> {
     env.server.upsert(joined(&third, "worker")).await?;
 
     // Observe through a client made now: connections made before the heal are dead.
-    let config =
-        kube::Config::from_custom_kubeconfig(env.server.kubeconfig(), &Default::default())
-            .await
-            .map_err(|e| EmbeddedError::Kubeconfig(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(env.server.kubeconfig(), &Default::default())
+        .await
+        .map_err(|e| EmbeddedError::Kubeconfig(e.to_string()))?;
     let observer = kcr_connect::client(config, kcr_connect::ConnectionOptions::default())
         .map_err(|e| EmbeddedError::Kubeconfig(e.to_string()))?;
     let mut converged = None;

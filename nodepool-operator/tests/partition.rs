@@ -39,7 +39,10 @@ const BOUND: Duration = Duration::from_secs(20);
 async fn converges(scenario: Scenario) {
     let report = run(&drill(scenario)).await.unwrap();
     eprintln!("{report:?}");
-    assert!(report.frozen_connections > 0, "the partition froze something");
+    assert!(
+        report.frozen_connections > 0,
+        "the partition froze something"
+    );
     assert!(
         report.converged_after_heal < BOUND && report.ready_after_heal < BOUND,
         "{report:?}"
@@ -55,7 +58,10 @@ async fn nodes_relabelled_during_a_partition_converge_after_the_heal() {
 async fn with_leader_election_the_restarted_operator_converges_after_the_heal() {
     let report = run(&drill(Scenario::LeaderElect)).await.unwrap();
     eprintln!("{report:?}");
-    assert!(report.restarts >= 1, "the leader stepped down and was restarted: {report:?}");
+    assert!(
+        report.restarts >= 1,
+        "the leader stepped down and was restarted: {report:?}"
+    );
     assert!(report.converged_after_heal < BOUND, "{report:?}");
 }
 
