@@ -135,16 +135,17 @@ impl ExistingCluster {
     ) -> Result<ExistingCluster, EnvtestError> {
         let mut config = load_config(kubeconfig).await?;
         let client = |config: &kube::Config| {
-            kube::Client::try_from(config.clone()).map_err(|e| EnvtestError::Client(e.to_string()))
+            crate::connect::client(config.clone()).map_err(EnvtestError::Client)
         };
         let namespace = create_namespace(&client(&config)?).await?;
         config.default_namespace = namespace.clone();
         let direct = client(&config)?;
         // The proxy hands answers on as they came (no retries of 429/503/504 of its own) and
-        // keeps watches open as long as the cluster does.
+        // keeps watches open as long as the cluster does and answers (kcr-connect's bounds: a
+        // watch the cluster stops sending bookmarks on ends with an error, as the client's
+        // own would).
         let mut upstream = config.clone();
         upstream.default_retry = false;
-        upstream.read_timeout = None;
         let started = async {
             let upstream = client(&upstream)?;
             let token = uuid::Uuid::new_v4().simple().to_string();
@@ -252,7 +253,7 @@ fn delete_namespace(config: kube::Config, namespace: String) {
 
 /// The DELETE of `namespace` (background propagation); gone already counts as done.
 async fn send_delete(config: kube::Config, namespace: &str) -> Result<(), String> {
-    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+    let client = crate::connect::client(config)?;
     let api: Api<Namespace> = Api::all(client);
     match tokio::time::timeout(
         CLEANUP_TIMEOUT,

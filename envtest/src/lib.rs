@@ -135,6 +135,7 @@ pub mod admission;
 mod api;
 mod backend;
 mod bootstrap;
+mod connect;
 mod convert;
 mod crd_files;
 mod defaults;

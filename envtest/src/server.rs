@@ -387,7 +387,6 @@ fn client_with(
             .map_err(|e| EnvtestError::Client(format!("bad url {url}: {e}")))?,
     );
     config.default_namespace = access.namespace.clone();
-    config.read_timeout = None;
     if let Some(token) = &access.token {
         config.auth_info.token = Some(token.clone().into());
     }
@@ -395,7 +394,7 @@ fn client_with(
         config.root_cert = Some(vec![der.clone()]);
     }
     adjust(&mut config);
-    kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))
+    crate::connect::client(config).map_err(EnvtestError::Client)
 }
 
 /// The backend a [`TestApiServer`] runs.

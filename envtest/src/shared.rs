@@ -408,8 +408,7 @@ async fn client_in(server: &TestApiServer, namespace: &str) -> Result<kube::Clie
             .await
             .map_err(|e| EnvtestError::Client(e.to_string()))?;
     config.default_namespace = namespace.to_string();
-    config.read_timeout = None;
-    kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))
+    crate::connect::client(config).map_err(EnvtestError::Client)
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ impl TestUser {
     ) -> Result<TestUser, EnvtestError> {
         let config = kube::Config::try_from(kubeconfig.clone())
             .map_err(|e| EnvtestError::Client(format!("user {name}: {e}")))?;
-        let client = kube::Client::try_from(config)
+        let client = crate::connect::client(config)
             .map_err(|e| EnvtestError::Client(format!("user {name}: {e}")))?;
         Ok(TestUser {
             name: name.to_string(),

@@ -350,7 +350,7 @@ impl ControlPlane {
         .await
         .map_err(|e| EnvtestError::Client(e.to_string()))?;
         let direct =
-            kube::Client::try_from(config).map_err(|e| EnvtestError::Client(e.to_string()))?;
+            crate::connect::client(config).map_err(EnvtestError::Client)?;
         wait_ready(&direct, &mut processes).await?;
         wait_bootstrapped(&direct, &mut processes).await?;
 

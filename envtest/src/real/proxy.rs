@@ -71,7 +71,8 @@ pub(crate) enum Upstream {
     /// An existing cluster: a client built from its kubeconfig, which adds the server's
     /// address, TLS and the kubeconfig's authentication (certificates, tokens, exec plugins)
     /// to each request ([`kube::Client::send`]). It must not retry by itself (429, 503 and 504
-    /// answers go to the client as they are) and have no read timeout (watches).
+    /// answers go to the client as they are); its bounds are kcr-connect's (a watch may stay
+    /// silent as long as the cluster sends bookmarks).
     Kube(kube::Client),
 }
 

@@ -105,7 +105,7 @@ impl TestApiServer {
         let config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &Default::default())
             .await
             .map_err(|e| EnvtestError::Client(format!("the admin client: {e}")))?;
-        let admin = kube::Client::try_from(config)
+        let admin = crate::connect::client(config)
             .map_err(|e| EnvtestError::Client(format!("the admin client: {e}")))?;
         let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(admin, namespace);
         // Built from JSON, and the token read from JSON: which of these fields are optional
