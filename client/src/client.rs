@@ -129,7 +129,8 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// A client reading from `cache` and writing through `kube` (normally the client the cache
-    /// watches with).
+    /// watches with). Writes wait as long as `kube` lets them: a kcr `Manager`'s client, or one
+    /// from kcr-connect (`kcr_connect::client`), bounds each request.
     pub fn new(kube: kube::Client, cache: Cache, options: ClientOptions) -> Self {
         Client {
             shared: Arc::new(Shared {

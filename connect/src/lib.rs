@@ -33,6 +33,11 @@
 //! waiting ([`metrics`]). An operator who sees them rise knows the network is at fault, not
 //! the controller.
 //!
+//! The bounds are measured on tokio's clock: under a paused test clock
+//! (`#[tokio::test(start_paused = true)]`) they follow it, so a request the test server
+//! delays by an hour of paused time (kcr-envtest's `set_latency`) meets its deadline first,
+//! as it would in real time; give such a test a client with longer bounds.
+//!
 //! [`client`] builds a client from a `kube::Config` with all of the above; [`bound`] puts the
 //! deadlines in front of a client built elsewhere; [`DeadlineLayer`] is the layer itself, for a
 //! stack of your own (`kube::client::ClientBuilder::with_layer`). A kcr `Manager` builds its

@@ -77,9 +77,13 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let why = match check().await.outcome() {
-            Ok(()) => return,
-            Err(why) => why,
+        // A check that hangs (a request on a dead connection) is cut at the deadline too.
+        let why = match tokio::time::timeout_at(deadline, check()).await {
+            Ok(outcome) => match outcome.outcome() {
+                Ok(()) => return,
+                Err(why) => why,
+            },
+            Err(_) => "the last check was still running".to_owned(),
         };
         assert!(
             tokio::time::Instant::now() < deadline,

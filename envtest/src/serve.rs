@@ -17,6 +17,9 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::partition::Partition;
 
+/// The longest a client may take to finish its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serve `listener` with `handle` until `shutdown` turns true, then end open connections;
 /// over TLS when `tls` is given; every connection frozen while `partition` says so. A
 /// connection error (the client went away, a failed TLS handshake) ends that connection only.
@@ -54,7 +57,10 @@ pub(crate) async fn serve<H, Fut, B>(
                             let _ = builder.serve_connection(TokioIo::new(stream), service).await;
                         }
                         Some(acceptor) => {
-                            let Ok(stream) = acceptor.accept(stream).await else {
+                            // A client that never finishes its handshake holds nothing for long.
+                            let accepted =
+                                tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                            let Ok(Ok(stream)) = accepted.await else {
                                 return;
                             };
                             let _ = builder.serve_connection(TokioIo::new(stream), service).await;

@@ -299,7 +299,10 @@ impl Probe {
             while let Ok((tcp, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
-                    let Ok(stream) = acceptor.accept(tcp).await else {
+                    // Bounded, as every handshake: a caller that never finishes holds nothing.
+                    let accepted =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
+                    let Ok(Ok(stream)) = accepted.await else {
                         return;
                     };
                     let service = hyper::service::service_fn(

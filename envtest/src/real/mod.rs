@@ -349,8 +349,7 @@ impl ControlPlane {
         )
         .await
         .map_err(|e| EnvtestError::Client(e.to_string()))?;
-        let direct =
-            crate::connect::client(config).map_err(EnvtestError::Client)?;
+        let direct = crate::connect::client(config).map_err(EnvtestError::Client)?;
         wait_ready(&direct, &mut processes).await?;
         wait_bootstrapped(&direct, &mut processes).await?;
 

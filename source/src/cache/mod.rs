@@ -358,7 +358,10 @@ impl std::fmt::Debug for Cache {
 }
 
 impl Cache {
-    /// A cache using `client`, with [`DEFAULT_SUBSCRIBER_BUFFER`].
+    /// A cache using `client`, with [`DEFAULT_SUBSCRIBER_BUFFER`]. Its lists and watches wait
+    /// as long as `client` lets them: a kcr `Manager`'s client, or one from kcr-connect
+    /// (`kcr_connect::client`), bounds each one, so that a dead connection (a silent network
+    /// partition) never leaves a watch stuck; kube's default client bounds only its connects.
     pub fn new(client: Client) -> Self {
         Self::with_subscriber_buffer(client, DEFAULT_SUBSCRIBER_BUFFER)
     }
