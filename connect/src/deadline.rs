@@ -37,10 +37,12 @@ pub struct DeadlineLayer {
 impl DeadlineLayer {
     /// A layer with `options`' bounds; `host` names the server in errors, logs and metrics.
     pub fn new(options: ConnectionOptions, host: impl Into<String>) -> Self {
+        let host: Arc<str> = host.into().into();
         crate::metrics::describe();
+        crate::metrics::register(&host);
         DeadlineLayer {
             options: Arc::new(options),
-            host: host.into().into(),
+            host,
             health: None,
         }
     }

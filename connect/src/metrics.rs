@@ -3,8 +3,8 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `kcr_client_request_timeouts_total` | counter | `host`, `what` (`response`, `body`, `watch_start`, `watch_idle`, `connect`) |
-//! | `kcr_client_dead_connections_total` | counter | `host`, `reason` (`no_answer`: bytes were sent and nothing came back within the bound, so the connection was closed; `connect`: it never finished connecting) |
+//! | `kcr_client_request_timeouts_total` | counter | `host`, `what` (`response`, `body`, `watch_start`, `watch_idle`; exported at 0 for each from the client's start) |
+//! | `kcr_client_dead_connections_total` | counter | `host`, `reason` (exported at 0 for each from the client's start; `no_answer`: bytes were sent and nothing came back within the bound, so the connection was closed; `connect`: it never finished connecting) |
 //!
 //! Each is also a `WARN` log line naming the host and what was waiting (the request, or the
 //! connection's silence). The metrics go to the `metrics` crate's global recorder: a kcr
@@ -13,7 +13,7 @@
 use std::sync::Once;
 use std::time::Duration;
 
-use crate::error::Timeout;
+use crate::error::{Timeout, TimeoutKind};
 
 /// `kcr_client_request_timeouts_total`
 pub const REQUEST_TIMEOUTS_TOTAL: &str = "kcr_client_request_timeouts_total";
@@ -33,6 +33,33 @@ pub(crate) fn describe() {
             "Connections kcr closed as dead: bytes sent and nothing received within the bound"
         );
     });
+}
+
+/// Exports `kcr_client_request_timeouts_total` at 0 for `host` and every `what` a request can
+/// time out on, and `kcr_client_dead_connections_total` for every reason (a counter that appears only at its first increase hides that first increase
+/// from `rate()`).
+pub(crate) fn register(host: &str) {
+    for kind in [
+        TimeoutKind::Response,
+        TimeoutKind::Body,
+        TimeoutKind::WatchStart,
+        TimeoutKind::WatchIdle,
+    ] {
+        metrics::counter!(
+            REQUEST_TIMEOUTS_TOTAL,
+            "host" => host.to_owned(),
+            "what" => kind.label(),
+        )
+        .increment(0);
+    }
+    for reason in [DeadReason::NoAnswer, DeadReason::Connect] {
+        metrics::counter!(
+            DEAD_CONNECTIONS_TOTAL,
+            "host" => host.to_owned(),
+            "reason" => reason.label(),
+        )
+        .increment(0);
+    }
 }
 
 /// Counts and logs a request, watch or connection attempt given up on.

@@ -350,16 +350,17 @@ impl Manager {
             le.validate()?;
         }
         options.connection.validate()?;
-        let host = options
-            .api_server_host
-            .clone()
-            .unwrap_or_else(|| crate::rest_client::UNKNOWN_HOST.to_owned());
-        let client = kcr_connect::bound(client, options.connection.clone(), host);
         let metrics_listener = bind("metrics", options.metrics_bind_address).await?;
         let probes_listener = bind("health probe", options.health_probe_bind_address).await?;
         if metrics_listener.is_some() {
             prometheus_handle();
         }
+        // After the recorder is installed: the layer exports its counters from the start.
+        let host = options
+            .api_server_host
+            .clone()
+            .unwrap_or_else(|| crate::rest_client::UNKNOWN_HOST.to_owned());
+        let client = kcr_connect::bound(client, options.connection.clone(), host);
         let client = if options.rest_client_metrics {
             crate::rest_client::instrument(
                 client,

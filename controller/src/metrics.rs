@@ -35,6 +35,8 @@
 //! | `rest_client_request_duration_seconds` | histogram | `verb`, `host` | kcr-controller | API request latency (until the response headers) by HTTP method and host |
 //! | `rest_client_request_size_bytes` | histogram | `verb`, `host` | kcr-controller | API request body sizes by HTTP method and host |
 //! | `rest_client_response_size_bytes` | histogram | `verb`, `host` | kcr-controller | API response body sizes by HTTP method and host (not for watches) |
+//! | `kcr_client_request_timeouts_total` | counter | `host`, `what` | kcr-connect | requests and watches of the manager's client given up on because they did not answer within their bound (`what`: `response`, `body`, `watch_start`, `watch_idle`), each also a warning naming the host and the request |
+//! | `kcr_client_dead_connections_total` | counter | `host`, `reason` | kcr-connect | connections closed as dead (`reason`: `no_answer`, bytes sent and nothing received within the bound; `connect`, a connect or TLS handshake that did not finish; counted by the connections of a client from `Manager::connect`), each also a warning |
 //! | `controller_runtime_webhook_requests_total` | counter | `webhook`, `code` | kcr-webhook | webhook requests by path and HTTP status |
 //! | `controller_runtime_webhook_latency_seconds` | histogram | `webhook` | kcr-webhook | how long each webhook request took |
 //! | `controller_runtime_webhook_requests_in_flight` | gauge | `webhook` | kcr-webhook | webhook requests being served now |
@@ -56,6 +58,9 @@
 //!   `workqueue_*` are both that name, as in controller-runtime.
 //! - `rest_client_*` count the requests of the manager's client (see [`crate::rest_client`]
 //!   for the `host` label and for instrumenting other clients).
+//! - `kcr_client_*` (kcr-connect) are kcr's own: a rise says the network or the API server
+//!   stopped answering, not the controller. Both are exported at 0 from the start, per `what`
+//!   and `reason`.
 //! - The webhook metrics appear once a webhook server from kcr-webhook is added to the manager.
 //! - Histograms use controller-runtime's buckets for reconcile time, client-go's for the queue
 //!   and REST client, and Prometheus' default buckets otherwise.
