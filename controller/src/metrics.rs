@@ -417,8 +417,14 @@ mod tests {
                 "{r:?}"
             );
             assert!(
-                ["kcr-controller", "kcr-queue", "kcr-webhook", "kcr-tls"]
-                    .contains(&r.from.as_str()),
+                [
+                    "kcr-controller",
+                    "kcr-queue",
+                    "kcr-webhook",
+                    "kcr-tls",
+                    "kcr-connect"
+                ]
+                .contains(&r.from.as_str()),
                 "{r:?}"
             );
         }
