@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use http::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 use kube::client::{Body, ConfigExt};
 use tower::{Layer, Service, ServiceBuilder};
 
@@ -101,8 +101,8 @@ pub fn client_with_health(
     };
     let mut builder = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
     builder
-        .timer(TokioTimer::new())
-        .pool_timer(TokioTimer::new())
+        .timer(crate::realtime::RealTimer)
+        .pool_timer(crate::realtime::RealTimer)
         .pool_idle_timeout(options.pool_idle_timeout)
         .http2_keep_alive_interval(options.ping_interval)
         .http2_keep_alive_timeout(options.ping_timeout)

@@ -20,9 +20,9 @@ use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 use tower::{BoxError, Service};
 
 use crate::error::{Timeout, TimeoutKind};
@@ -206,7 +206,7 @@ where
         let host = self.host.clone();
         let connecting = self.inner.call(uri);
         Box::pin(async move {
-            match tokio::time::timeout(bound, connecting).await {
+            match crate::realtime::timeout(bound, connecting).await {
                 Ok(result) => result.map_err(Into::into),
                 Err(_) => {
                     dead_connection(&host, DeadReason::Connect, bound);

@@ -18,13 +18,14 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
-use tokio::time::{Instant, Sleep};
+use std::time::Instant;
 use tower::{BoxError, Layer, Service};
 
 use crate::classify::{Class, describe};
 use crate::error::{Timeout, TimeoutKind};
 use crate::health::Health;
 use crate::options::ConnectionOptions;
+use crate::realtime::RealSleep;
 
 /// A tower layer bounding every request that passes it (see the [module docs](self)).
 #[derive(Debug, Clone)]
@@ -131,7 +132,7 @@ where
         let health = self.health.clone();
         let response = self.inner.call(request);
         Box::pin(async move {
-            match tokio::time::timeout(start_bound, response).await {
+            match crate::realtime::timeout(start_bound, response).await {
                 Ok(Ok(response)) => {
                     if let Some(health) = &health {
                         health.answered();
@@ -141,7 +142,7 @@ where
                         idle: body_bound.map(|bound| Idle {
                             bound,
                             last: Instant::now(),
-                            sleep: Box::pin(tokio::time::sleep(bound)),
+                            sleep: RealSleep::new(bound),
                             kind: body_kind,
                             host,
                             what,
@@ -186,7 +187,7 @@ struct Idle {
     /// When the last frame came.
     last: Instant,
     /// Fires `bound` after some earlier frame; re-armed lazily from `last` when it fires early.
-    sleep: Pin<Box<Sleep>>,
+    sleep: RealSleep,
     kind: TimeoutKind,
     host: Arc<str>,
     what: String,
@@ -250,13 +251,13 @@ where
                     return Poll::Pending;
                 };
                 loop {
-                    if idle.sleep.as_mut().poll(cx).is_pending() {
+                    if Pin::new(&mut idle.sleep).poll(cx).is_pending() {
                         return Poll::Pending;
                     }
                     let due = idle.last + idle.bound;
                     if due > Instant::now() {
                         // A frame came since the timer was armed: re-arm from it.
-                        idle.sleep.as_mut().reset(due);
+                        idle.sleep.reset(due);
                         continue;
                     }
                     *this.done = true;

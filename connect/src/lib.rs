@@ -33,10 +33,10 @@
 //! waiting ([`metrics`]). An operator who sees them rise knows the network is at fault, not
 //! the controller.
 //!
-//! The bounds are measured on tokio's clock: under a paused test clock
-//! (`#[tokio::test(start_paused = true)]`) they follow it, so a request the test server
-//! delays by an hour of paused time (kcr-envtest's `set_latency`) meets its deadline first,
-//! as it would in real time; give such a test a client with longer bounds.
+//! The bounds are measured in real time, on a timer thread of their own ([`realtime`]), not
+//! on tokio's clock: a test that pauses tokio's clock (`#[tokio::test(start_paused = true)]`),
+//! which then jumps forward whenever the runtime waits, does not make them fire while a server
+//! in another process is still answering.
 //!
 //! [`client`] builds a client from a `kube::Config` with all of the above; [`bound`] puts the
 //! deadlines in front of a client built elsewhere; [`DeadlineLayer`] is the layer itself, for a
@@ -76,6 +76,7 @@
 //! - [`error`]: [`ConnectError`], [`Timeout`].
 //! - [`health`]: [`Health`], whether a client's server answers (for readiness checks).
 //! - [`metrics`]: the metric names and what they count.
+//! - [`realtime`]: the real-time sleeps the bounds use.
 #![forbid(unsafe_code)]
 
 mod classify;
@@ -86,6 +87,7 @@ pub mod error;
 pub mod health;
 pub mod metrics;
 pub mod options;
+pub mod realtime;
 
 pub use client::{bound, bound_with_health, client, client_with_health, host_of};
 pub use deadline::DeadlineLayer;

@@ -362,3 +362,33 @@ async fn zero_bounds_are_refused() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_apiserver_over_tls_is_spoken_to_in_http2() {
+    // The real backend's kube-apiserver, straight (its TLS endpoint, past the fault proxy):
+    // ALPN offers h2, and the client takes it, PINGs and all. The in-process server has no
+    // TLS endpoint (a typed Unsupported error).
+    let server = own_server().await;
+    let kubeconfig = match server.direct_kubeconfig() {
+        Ok(kubeconfig) => kubeconfig,
+        Err(kcr_envtest::EnvtestError::Unsupported { .. }) => {
+            assert_ne!(server.backend(), Backend::Real);
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kcr_connect::client(config, ConnectionOptions::default()).unwrap();
+    let response = client
+        .send(
+            http::Request::get("/api/v1/namespaces/default/configmaps")
+                .body(kube::client::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+}

@@ -578,7 +578,9 @@ impl LeaderElector {
                 _ = tokio::time::sleep(self.config.retry_period) => {}
             }
             let deadline = last_renew + self.config.renew_deadline;
-            let mut last_failure: String;
+            // What the last attempt that got an answer said (an API error says why, so it
+            // outranks an attempt cut short at the deadline).
+            let mut last_failure: Option<String> = None;
             loop {
                 let started = Instant::now();
                 // An attempt on a dead connection would otherwise hold the whole deadline: give
@@ -598,15 +600,18 @@ impl LeaderElector {
                     Ok(Attempt::HeldBy(holder)) => {
                         return Err(self.lost(format!("the lease is now held by {holder}")));
                     }
-                    Ok(Attempt::Failed(reason)) => last_failure = reason,
+                    Ok(Attempt::Failed(reason)) => last_failure = Some(reason),
                     Err(_) => {
-                        last_failure = format!("no answer within {:?}", bound - started);
+                        if last_failure.is_none() {
+                            last_failure = Some(format!("no answer within {:?}", bound - started));
+                        }
                         tracing::warn!(lease = %self.config.lease_name, namespace = %self.namespace,
                             bound = ?(bound - started), "an attempt to renew the lease got no answer within its bound");
                     }
                 }
                 let now = Instant::now();
                 if now >= deadline {
+                    let last_failure = last_failure.unwrap_or_else(|| "no attempt finished".into());
                     return Err(self.lost(format!(
                         "failed to renew within the renew deadline of {:?}; last failure: {last_failure}",
                         self.config.renew_deadline

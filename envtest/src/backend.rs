@@ -15,6 +15,16 @@ use crate::error::EnvtestError;
 /// The environment variable that picks the backend of every envtest-backed test.
 pub const BACKEND_ENV: &str = "KCR_ENVTEST_BACKEND";
 
+/// The environment variable that, on the real backend, makes every test process's
+/// [`TestNamespace`](crate::TestNamespace) server use one control plane instead of starting
+/// its own: the path of the attachment file the process running it wrote
+/// ([`TestApiServer::write_attachment`](crate::TestApiServer::write_attachment); the standalone
+/// `kcr-envtest --attachment FILE`). A test runner that runs each test in a process of its own
+/// (cargo-nextest, as kcr's CI) then starts one control plane per run, not one per test.
+/// Servers a test starts itself ([`TestApiServer::start`](crate::TestApiServer::start)) still
+/// get a control plane of their own.
+pub const SHARED_CONTROL_PLANE_ENV: &str = "KCR_ENVTEST_SHARED_CONTROL_PLANE";
+
 /// An API server implementation behind [`TestApiServer`](crate::TestApiServer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Backend {

@@ -164,7 +164,7 @@ mod store;
 mod table;
 mod user;
 
-pub use backend::{BACKEND_ENV, Backend};
+pub use backend::{BACKEND_ENV, Backend, SHARED_CONTROL_PLANE_ENV};
 pub use discovery::EMULATED_KUBERNETES_VERSION;
 pub use error::{ApiError, EnvtestError};
 pub use eventually::{Check, eventually};

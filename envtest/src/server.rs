@@ -32,6 +32,7 @@ pub struct TestApiServerBuilder {
     backend: Option<Backend>,
     kubeconfig: Option<PathBuf>,
     admission_control_config: Option<PathBuf>,
+    attach: Option<PathBuf>,
 }
 
 impl TestApiServerBuilder {
@@ -101,6 +102,20 @@ impl TestApiServerBuilder {
         self
     }
 
+    /// On the real backend, use the control plane another process runs, described by the
+    /// attachment file it wrote ([`TestApiServer::write_attachment`]; the standalone
+    /// `kcr-envtest --attachment FILE`), instead of starting one: this server is a fault proxy
+    /// of its own in front of that kube-apiserver, so its faults and counters are its own, and
+    /// every real-backend helper works; but the cluster (its cluster-scoped objects, its
+    /// garbage collector) is shared with every other process attached to it. Nodes from
+    /// [`add_nodes`](TestApiServer::add_nodes) get names unique to this server. How
+    /// [`TestNamespace`](crate::TestNamespace) shares one control plane across the test
+    /// processes of a run ([`SHARED_CONTROL_PLANE_ENV`](crate::SHARED_CONTROL_PLANE_ENV)).
+    pub fn attach(mut self, attachment: impl AsRef<Path>) -> Self {
+        self.attach = Some(attachment.as_ref().to_path_buf());
+        self
+    }
+
     /// Start the chosen backend and serve (see [`TestApiServer`]).
     pub async fn start(self) -> Result<TestApiServer, EnvtestError> {
         let backend = match self.backend {
@@ -112,6 +127,13 @@ impl TestApiServerBuilder {
                 helper: "TestApiServerBuilder::kubeconfig_path",
                 backend,
                 why: "it names the cluster of the existing backend; this backend starts its own",
+            });
+        }
+        if self.attach.is_some() && backend != Backend::Real {
+            return Err(EnvtestError::Unsupported {
+                helper: "TestApiServerBuilder::attach",
+                backend,
+                why: "it attaches to a real control plane another process runs",
             });
         }
         if self.admission_control_config.is_some() && backend != Backend::Real {
@@ -186,6 +208,7 @@ impl TestApiServerBuilder {
             faults,
             addr,
             node_counter: Mutex::new(0),
+            node_prefix: "envtest-node-".to_owned(),
         })
     }
 
@@ -213,11 +236,29 @@ impl TestApiServerBuilder {
             Arc::new(move || expiry.request())
         };
         let faults = Faults::new(compact);
-        let flags = crate::real::ApiServerFlags {
-            admission_control_config: self.admission_control_config.clone(),
+        let (plane, node_prefix) = match &self.attach {
+            Some(path) => {
+                if self.admission_control_config.is_some() {
+                    return Err(EnvtestError::Unsupported {
+                        helper: "TestApiServerBuilder::admission_control_config_file",
+                        backend: Backend::Real,
+                        why: "an attached control plane's kube-apiserver runs already",
+                    });
+                }
+                let attachment = read_attachment(path)?;
+                let plane =
+                    ControlPlane::attach(attachment, self.port, faults.clone(), expiry).await?;
+                let tag = uuid::Uuid::new_v4().simple().to_string();
+                (plane, format!("envtest-node-{}-", &tag[..8]))
+            }
+            None => {
+                let flags = crate::real::ApiServerFlags {
+                    admission_control_config: self.admission_control_config.clone(),
+                };
+                let plane = ControlPlane::start(self.port, &flags, faults.clone(), expiry).await?;
+                (plane, "envtest-node-".to_owned())
+            }
         };
-        let plane =
-            crate::real::ControlPlane::start(self.port, &flags, faults.clone(), expiry).await?;
         let addr = plane.proxy_addr();
         Ok(TestApiServer {
             client: client_for(addr)?,
@@ -226,6 +267,7 @@ impl TestApiServerBuilder {
             faults,
             addr,
             node_counter: Mutex::new(0),
+            node_prefix,
         })
     }
 
@@ -323,6 +365,7 @@ impl TestApiServerBuilder {
             addr,
             client,
             node_counter: Mutex::new(0),
+            node_prefix: "envtest-node-".to_owned(),
         })
     }
 }
@@ -331,6 +374,15 @@ impl TestApiServerBuilder {
 const DEFAULT_HISTORY_WINDOW: usize = 100_000;
 /// The default of [`TestApiServerBuilder::bookmark_interval`].
 const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Reads an attachment file ([`TestApiServer::write_attachment`]).
+fn read_attachment(path: &Path) -> Result<crate::real::Attachment, EnvtestError> {
+    let fail = |reason: String| EnvtestError::SharedServer {
+        reason: format!("the control plane attachment {}: {reason}", path.display()),
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| fail(e.to_string()))
+}
 
 /// The message of [`EnvtestError::Unsupported`] for nodes on the existing backend.
 const NO_NODES_ON_EXISTING: &str = "simulated Nodes are never created in a cluster that is not the test's own; \
@@ -425,6 +477,9 @@ pub struct TestApiServer {
     addr: SocketAddr,
     client: kube::Client,
     node_counter: Mutex<usize>,
+    /// Names of [`add_nodes`](Self::add_nodes): `envtest-node-`, with a tag of this server's
+    /// own on an attached control plane.
+    node_prefix: String,
 }
 
 impl std::fmt::Debug for TestApiServer {
@@ -627,6 +682,20 @@ impl TestApiServer {
         }
     }
 
+    /// Whether other servers share this server's cluster, so that what a test writes
+    /// cluster-wide (webhook configurations, CRDs, Nodes) reaches their tests too: on the
+    /// existing backend (every server is a namespace of the kubeconfig's cluster) and on a
+    /// control plane another process runs ([`TestApiServerBuilder::attach`]). Test helpers
+    /// restrict what they install to [`namespace`](Self::namespace) then (kcr-testkit's
+    /// webhooks do).
+    pub fn shares_its_cluster(&self) -> bool {
+        match &self.running {
+            Running::InProcess { .. } => false,
+            Running::Real(plane) => plane.is_attached(),
+            Running::Existing(_) => true,
+        }
+    }
+
     /// Whether this backend runs the garbage collector and the namespace controller as separate
     /// controllers (the real backend with kube-controller-manager, and an existing cluster:
     /// deletions of owners and namespaces finish asynchronously). The in-process server does
@@ -646,6 +715,26 @@ impl TestApiServer {
             Running::Real(plane) => plane.dir(),
             Running::InProcess { .. } | Running::Existing(_) => None,
         }
+    }
+
+    /// Write what another process needs to use this server's control plane (real backend):
+    /// see [`TestApiServerBuilder::attach`]. JSON, readable by its owner only (it holds the
+    /// control plane's CA key and admin credential).
+    pub fn write_attachment(&self, path: impl AsRef<Path>) -> Result<(), EnvtestError> {
+        let Running::Real(plane) = &self.running else {
+            return Err(EnvtestError::Unsupported {
+                helper: "TestApiServer::write_attachment",
+                backend: self.backend(),
+                why: "only the real backend runs a control plane other processes can use",
+            });
+        };
+        let json = serde_json::to_string_pretty(plane.attachment()).map_err(|source| {
+            EnvtestError::Serialize {
+                what: "the control plane's attachment".into(),
+                source,
+            }
+        })?;
+        crate::user::write_owner_only(path.as_ref(), &json)
     }
 
     /// Fault injection and request counters (on the real and existing backends, applied by the
@@ -721,7 +810,7 @@ impl TestApiServer {
         };
         let now = crate::store::now_rfc3339();
         for i in start..start + n {
-            let name = format!("envtest-node-{i}");
+            let name = format!("{}{i}", self.node_prefix);
             let node = crate::nodes::simulated_node(&name, &now);
             let stored = self.upsert(node).await?;
             if let Running::Real(plane) = &self.running {

@@ -11,7 +11,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, SHARED_CONTROL_PLANE_ENV};
 use crate::error::{EnvtestError, kube_error};
 use crate::server::TestApiServer;
 
@@ -46,7 +46,7 @@ fn launch() -> watch::Receiver<Started> {
                 }
             };
             runtime.block_on(async move {
-                match TestApiServer::start().await {
+                match start().await {
                     Ok(server) => {
                         tx.send_replace(Some(Ok(Arc::new(Shared {
                             server: Arc::new(server),
@@ -66,6 +66,17 @@ fn launch() -> watch::Receiver<Started> {
         tracing::error!(error = %e, "cannot start the shared kcr-envtest thread");
     }
     rx
+}
+
+/// The shared server: on the real backend with [`SHARED_CONTROL_PLANE_ENV`] set, attached to
+/// the control plane that file describes; otherwise a server of this process's own.
+async fn start() -> Result<TestApiServer, EnvtestError> {
+    match std::env::var_os(SHARED_CONTROL_PLANE_ENV) {
+        Some(path) if !path.is_empty() && Backend::from_env()? == Backend::Real => {
+            TestApiServer::builder().attach(path).start().await
+        }
+        _ => TestApiServer::start().await,
+    }
 }
 
 /// Waits for the shared server (starting it on the first call).
@@ -106,6 +117,19 @@ async fn shared() -> Result<Arc<Shared>, EnvtestError> {
 /// - Fault injection ([`Faults`](crate::Faults)) acts on the whole server, so it is not offered
 ///   here: a test that injects faults, compacts history, pauses the server, counts requests or
 ///   needs a pristine cluster starts its own [`TestApiServer`].
+///
+/// # One control plane for a whole run
+/// A test runner that gives every test a process of its own (cargo-nextest) would start a
+/// control plane per test on the real backend. With
+/// [`SHARED_CONTROL_PLANE_ENV`](crate::SHARED_CONTROL_PLANE_ENV) naming the attachment file of a
+/// control plane another process runs (`kcr-envtest --attachment FILE` on the real backend, as
+/// kcr's CI does), each process's shared server attaches to that one instead
+/// ([`TestApiServerBuilder::attach`](crate::TestApiServerBuilder::attach)): a fault proxy of
+/// its own in front of the common kube-apiserver. Every test binary then shares the cluster, so
+/// the rules above hold across binaries too: unique names for cluster-scoped objects, a CRD
+/// installed by several binaries must be the same everywhere, and a test that leaves
+/// cluster-wide state behind (a CRD whose conversion webhook dies with the test process) or
+/// assumes a CRD absent starts a server of its own.
 ///
 /// # Lifetime
 /// The server runs on a runtime of its own (a background thread), so it outlives each test's

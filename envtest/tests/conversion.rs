@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{Hook, start_hook};
 use futures::{StreamExt, TryStreamExt};
-use kcr_envtest::{TestNamespace, eventually};
+use kcr_envtest::{TestApiServer, eventually};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::{GroupVersionKind, WatchEvent};
 use kube::discovery::ApiResource;
@@ -102,7 +102,7 @@ fn kind_of(plural: &str) -> String {
     k
 }
 
-fn api(ns: &TestNamespace, plural: &str, version: &str) -> Api<DynamicObject> {
+fn api(ns: &TestApiServer, plural: &str, version: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(GROUP, version, &kind_of(plural));
     Api::namespaced_with(
         ns.client(),
@@ -111,7 +111,7 @@ fn api(ns: &TestNamespace, plural: &str, version: &str) -> Api<DynamicObject> {
     )
 }
 
-fn obj(ns: &TestNamespace, plural: &str, version: &str, name: &str, spec: Value) -> DynamicObject {
+fn obj(ns: &TestApiServer, plural: &str, version: &str, name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": format!("{GROUP}/{version}"), "kind": kind_of(plural),
         "metadata": {"name": name, "namespace": ns.namespace()}, "spec": spec,
@@ -124,7 +124,10 @@ const IN_EFFECT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches() {
-    let ns = TestNamespace::new("conv").await.unwrap();
+    // A server of its own: the CRD's conversion webhook dies with this test, and on a
+    // cluster other tests share, the CRD would outlive it (its objects unreadable, the
+    // garbage collector unable to sync).
+    let ns = TestApiServer::start().await.unwrap();
     let hook = start_hook(review).await;
     ns.install_crd_value(crd("things", "v1", &hook, "/convert"))
         .await
@@ -271,7 +274,10 @@ async fn versions_are_converted_by_the_webhook_on_reads_writes_lists_and_watches
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_conversion_webhook_is_a_500_naming_it() {
-    let ns = TestNamespace::new("conv-fail").await.unwrap();
+    // A server of its own: the CRD's conversion webhook dies with this test, and on a
+    // cluster other tests share, the CRD would outlive it (its objects unreadable, the
+    // garbage collector unable to sync).
+    let ns = TestApiServer::start().await.unwrap();
     let hook = start_hook(review).await;
     ns.install_crd_value(crd("fails", "v1", &hook, "/fail"))
         .await
@@ -401,7 +407,10 @@ async fn a_failing_conversion_webhook_is_a_500_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversion_that_changes_the_uid_is_refused() {
-    let ns = TestNamespace::new("conv-uid").await.unwrap();
+    // A server of its own: the CRD's conversion webhook dies with this test, and on a
+    // cluster other tests share, the CRD would outlive it (its objects unreadable, the
+    // garbage collector unable to sync).
+    let ns = TestApiServer::start().await.unwrap();
     let hook = start_hook(review).await;
     ns.install_crd_value(crd("uids", "v1", &hook, "/bad-uid"))
         .await

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kcr_envtest::{TestNamespace, eventually};
+use kcr_envtest::{TestApiServer, TestNamespace, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::discovery::{ApiResource, Discovery};
@@ -110,7 +110,9 @@ fn widget(name: &str, size: i32) -> Widget {
 #[tokio::test]
 async fn crd_is_served_and_unserved() {
     use lifecycle::{Widget, widget};
-    let ns = TestNamespace::new("served").await.unwrap();
+    // A server of its own: the test needs the CRD absent at its start and runs a full
+    // discovery, which CRDs of other tests on a shared cluster come and go under.
+    let ns = TestApiServer::start().await.unwrap();
     let client = ns.client();
     let widgets: Api<Widget> = Api::default_namespaced(client.clone());
     let err = api_err(widgets.list(&ListParams::default()).await.unwrap_err());

@@ -24,11 +24,11 @@ impl TestCluster for TestApiServer {
     }
 
     fn namespace(&self) -> &str {
-        "default"
+        TestApiServer::namespace(self)
     }
 
     fn is_shared(&self) -> bool {
-        false
+        self.shares_its_cluster()
     }
 }
 

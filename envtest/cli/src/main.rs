@@ -34,6 +34,10 @@ struct Args {
     /// Events kept for watch resumption (in-process backend only; default 100000).
     #[arg(long)]
     history_window: Option<usize>,
+    /// Real backend: write what other processes need to use this control plane to this file
+    /// (test processes given it in KCR_ENVTEST_SHARED_CONTROL_PLANE share it).
+    #[arg(long)]
+    attachment: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -62,6 +66,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.kubeconfig {
         server.write_kubeconfig(path)?;
         println!("kubeconfig written to {}", path.display());
+    }
+    if let Some(path) = &args.attachment {
+        server.write_attachment(path)?;
+        println!("attachment written to {}", path.display());
     }
     println!("kcr-envtest serving on {}", server.url());
     // SIGINT or SIGTERM: drop the server, which on the real backend stops its processes.

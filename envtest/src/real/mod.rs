@@ -51,6 +51,22 @@ use crate::faults::Faults;
 /// How many times [`ControlPlane::start`] tries when a port it picked was taken meanwhile.
 const START_ATTEMPTS: usize = 3;
 
+/// What a process needs to use a control plane another process runs: kube-apiserver's URL,
+/// its CA certificate and key (to sign users' certificates), the admin's certificate and key,
+/// and whether kube-controller-manager runs. Written by
+/// [`TestApiServer::write_attachment`](crate::TestApiServer::write_attachment) (JSON, readable
+/// by its owner only), read by
+/// [`TestApiServerBuilder::attach`](crate::TestApiServerBuilder::attach).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Attachment {
+    pub apiserver: String,
+    pub ca_cert: String,
+    pub ca_key: String,
+    pub admin_cert: String,
+    pub admin_key: String,
+    pub controller_manager: bool,
+}
+
 /// Whether a start failed because a process could not bind the port it was given.
 fn lost_a_port(e: &EnvtestError) -> bool {
     matches!(e, EnvtestError::Startup { reason, log_tail, .. }
@@ -119,7 +135,12 @@ impl Processes {
 pub(crate) struct ControlPlane {
     // Field order is drop order: the proxy, then the processes, then their files.
     proxy: Proxy,
-    processes: Mutex<Processes>,
+    /// `None` for a control plane another process runs ([`ControlPlane::attach`]).
+    processes: Mutex<Option<Processes>>,
+    /// Whether kube-controller-manager runs (garbage collection, namespace deletion).
+    controller_manager: bool,
+    /// What another process needs to use this control plane ([`Attachment`]).
+    attachment: Attachment,
     direct: kube::Client,
     direct_kubeconfig: Kubeconfig,
     /// Signs the client certificates of [`ControlPlane::user_kubeconfig`].
@@ -159,18 +180,24 @@ fn prepare(what: &str, reason: impl ToString) -> EnvtestError {
     }
 }
 
-fn tls_config(pki: &Pki) -> Result<rustls::ClientConfig, EnvtestError> {
+/// The proxy's TLS client settings: trust the CA (DER), present the admin certificate and its
+/// PKCS #8 key (DER).
+fn tls_config(
+    ca_cert_der: &[u8],
+    admin_cert_der: &[u8],
+    admin_key_der: &[u8],
+) -> Result<rustls::ClientConfig, EnvtestError> {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let mut roots = rustls::RootCertStore::empty();
     roots
-        .add(CertificateDer::from(pki.ca_cert_der.clone()))
+        .add(CertificateDer::from(ca_cert_der.to_vec()))
         .map_err(|e| prepare("the proxy's trust store", e))?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.admin_key_der.clone()));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(admin_key_der.to_vec()));
     rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| prepare("the proxy's TLS settings", e))?
         .with_root_certificates(roots)
-        .with_client_auth_cert(vec![CertificateDer::from(pki.admin_cert_der.clone())], key)
+        .with_client_auth_cert(vec![CertificateDer::from(admin_cert_der.to_vec())], key)
         .map_err(|e| prepare("the proxy's client certificate", e))
 }
 
@@ -381,9 +408,13 @@ impl ControlPlane {
             )?);
         }
 
+        let apiserver_url = format!("https://127.0.0.1:{secure}");
         let proxy = Proxy::start(
             proxy_port,
-            Upstream::tls(format!("https://127.0.0.1:{secure}"), tls_config(&pki)?),
+            Upstream::tls(
+                apiserver_url.clone(),
+                tls_config(&pki.ca_cert_der, &pki.admin_cert_der, &pki.admin_key_der)?,
+            ),
             ProxyAccess {
                 tls: None,
                 token: None,
@@ -407,15 +438,105 @@ impl ControlPlane {
         } else {
             Some(dir)
         };
+        let attachment = Attachment {
+            apiserver: apiserver_url,
+            ca_cert: pki.ca_cert.clone(),
+            ca_key: pki.ca.key_pem(),
+            admin_cert: pki.admin_cert.clone(),
+            admin_key: pki.admin_key.clone(),
+            controller_manager: processes.controller_manager.is_some(),
+        };
         Ok(ControlPlane {
             proxy,
-            processes: Mutex::new(processes),
+            controller_manager: processes.controller_manager.is_some(),
+            processes: Mutex::new(Some(processes)),
+            attachment,
             direct,
             direct_kubeconfig,
             ca_cert: pki.ca_cert,
             ca: pki.ca,
             dir,
         })
+    }
+
+    /// A control plane another process runs (the standalone `kcr-envtest --attachment FILE`
+    /// on the real backend), used through a fault proxy of this process on
+    /// `127.0.0.1:proxy_port` (0 for any) that applies `faults`. Its processes are not this
+    /// handle's: dropping it stops the proxy only.
+    pub async fn attach(
+        attachment: Attachment,
+        proxy_port: u16,
+        faults: Faults,
+        expiry: Arc<Expiry>,
+    ) -> Result<ControlPlane, EnvtestError> {
+        let der = |what: &str, pem_text: &str| {
+            pem::parse(pem_text)
+                .map(|p| p.into_contents())
+                .map_err(|e| prepare(&format!("the attached control plane's {what}"), e))
+        };
+        let ca_cert_der = der("CA certificate", &attachment.ca_cert)?;
+        let admin_cert_der = der("admin certificate", &attachment.admin_cert)?;
+        let admin_key_der = der("admin key", &attachment.admin_key)?;
+        let ca = pki::CertificateAuthority::from_key_pem(&attachment.ca_key)?;
+        let direct_kubeconfig = kubeconfig(
+            &attachment.apiserver,
+            &attachment.ca_cert,
+            &attachment.admin_cert,
+            &attachment.admin_key,
+        );
+        let config = kube::Config::from_custom_kubeconfig(
+            direct_kubeconfig.clone(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| EnvtestError::Client(e.to_string()))?;
+        let direct = crate::connect::client(config).map_err(EnvtestError::Client)?;
+        // Fail here, naming the control plane, if it is not there (any more).
+        direct
+            .apiserver_version()
+            .await
+            .map_err(|e| EnvtestError::SharedServer {
+                reason: format!(
+                    "the shared control plane at {} does not answer: {e}",
+                    attachment.apiserver
+                ),
+            })?;
+        let proxy = Proxy::start(
+            proxy_port,
+            Upstream::tls(
+                attachment.apiserver.clone(),
+                tls_config(&ca_cert_der, &admin_cert_der, &admin_key_der)?,
+            ),
+            ProxyAccess {
+                tls: None,
+                token: None,
+                lease_namespace: "kube-node-lease".to_string(),
+            },
+            faults,
+            expiry,
+        )
+        .await?;
+        Ok(ControlPlane {
+            proxy,
+            processes: Mutex::new(None),
+            controller_manager: attachment.controller_manager,
+            direct,
+            direct_kubeconfig,
+            ca_cert: attachment.ca_cert.clone(),
+            ca,
+            attachment,
+            dir: None,
+        })
+    }
+
+    /// Whether another process runs this control plane ([`ControlPlane::attach`]).
+    pub fn is_attached(&self) -> bool {
+        self.processes.lock().is_none()
+    }
+
+    /// What another process needs to use this control plane.
+    pub fn attachment(&self) -> &Attachment {
+        &self.attachment
     }
 
     /// The proxy's address, where clients connect.
@@ -450,13 +571,15 @@ impl ControlPlane {
 
     /// Whether garbage collection and namespace deletion run (kube-controller-manager does).
     pub fn has_controller_manager(&self) -> bool {
-        self.processes.lock().controller_manager.is_some()
+        self.controller_manager
     }
 
     /// Stop the proxy and kill the processes (also done on drop).
     pub fn stop(&self) {
         self.proxy.stop();
-        self.processes.lock().stop();
+        if let Some(processes) = self.processes.lock().as_mut() {
+            processes.stop();
+        }
     }
 
     /// The temporary directory (logs under `logs/`), unless it was kept.

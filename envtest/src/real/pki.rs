@@ -21,6 +21,22 @@ pub(crate) struct CertificateAuthority {
 }
 
 impl CertificateAuthority {
+    /// The CA of a control plane another process generated, from its key: the same
+    /// distinguished name and usages as [`Pki::generate`] gives it, so that what it signs
+    /// verifies against that process's CA certificate.
+    pub fn from_key_pem(key_pem: &str) -> Result<CertificateAuthority, EnvtestError> {
+        let key = KeyPair::from_pem(key_pem).map_err(prepare("the attached CA's key"))?;
+        Ok(CertificateAuthority {
+            params: ca_params()?,
+            key,
+        })
+    }
+
+    /// The CA's key (PEM).
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
     /// A fresh client certificate for user `name` in `groups` (the API server's x509
     /// authenticator reads CN as the user name and each O as a group), signed by this CA, and
     /// its key: `(certificate PEM, key PEM)`.
@@ -289,6 +305,20 @@ impl LoopbackTls {
     }
 }
 
+/// The parameters of a control plane's CA certificate.
+fn ca_params() -> Result<CertificateParams, EnvtestError> {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(prepare("the CA"))?;
+    ca.distinguished_name
+        .push(DnType::CommonName, "kcr-envtest-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(ca)
+}
+
 /// PEM texts of one control plane's credentials.
 pub(crate) struct Pki {
     pub ca: CertificateAuthority,
@@ -353,15 +383,7 @@ impl Pki {
     /// Fresh keys and certificates (ECDSA P-256).
     pub fn generate() -> Result<Pki, EnvtestError> {
         let ca_key = KeyPair::generate().map_err(prepare("the CA key"))?;
-        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(prepare("the CA"))?;
-        ca.distinguished_name
-            .push(DnType::CommonName, "kcr-envtest-ca");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        let ca = ca_params()?;
         let ca_cert = ca.self_signed(&ca_key).map_err(prepare("the CA"))?;
         let issuer = Issuer::from_params(&ca, &ca_key);
 
