@@ -22,15 +22,16 @@
 //!   counter; controller-runtime defines it but registers only the status gauge, kcr exports
 //!   both).
 //! - **No attempt waits without a bound**, so a dead connection (a silent network partition)
-//!   never holds up an election: each acquire attempt is given up after one jittered retry
-//!   period (at least [`MIN_ATTEMPT_TIMEOUT`]) and the next one starts at once, on a new
-//!   connection; each renew attempt is given up after one retry period (at least
-//!   [`MIN_ATTEMPT_TIMEOUT`]) or when the renew deadline passes, whichever comes first; a
-//!   release is given up after the renew deadline. A process that starts during a partition
-//!   thus takes the Lease within about one retry period of the heal once the old holder's
-//!   Lease has expired, and a leader cut off from the API server stops leading at its renew
-//!   deadline, before its Lease can expire for the others. Each attempt given up is logged at
-//!   `WARN` with the Lease and the bound.
+//!   never holds up an election: an attempt may take half the renew deadline (at least a retry
+//!   period and [`MIN_ATTEMPT_TIMEOUT`]; [`LeaderElector::attempt_timeout`]), then it is given
+//!   up and the next one starts at once, on a new connection. A renew attempt also ends at the
+//!   renew deadline, and a release is given up after the renew deadline. So a leader cut off
+//!   from the API server stops leading at its renew deadline, before its Lease can expire for
+//!   the others, and a process that starts during a partition takes the Lease about one retry
+//!   period after the old holder's Lease has expired (counted, as always, from when this
+//!   candidate first reads it, after the heal). Half the deadline leaves a slow but live API
+//!   server time to answer, and a second attempt on a new connection time to succeed. Each
+//!   attempt given up is logged at `WARN` with the Lease and the bound.
 //! - [`LeaderElector::release`] clears the holder so that a successor takes over at once
 //!   (used on graceful shutdown when [`LeaderElectionConfig::release_on_cancel`] is set).
 //! - The gauge `leader_election_master_status{name="<lease name>"}` (client-go's) is 1 from a
@@ -503,6 +504,14 @@ impl LeaderElector {
         }
     }
 
+    /// The longest one acquire or renew attempt may take: half the renew deadline, at least a
+    /// retry period and [`MIN_ATTEMPT_TIMEOUT`] (5 s with the defaults).
+    pub fn attempt_timeout(&self) -> Duration {
+        (self.config.renew_deadline / 2)
+            .max(self.config.retry_period)
+            .max(MIN_ATTEMPT_TIMEOUT)
+    }
+
     fn jittered_retry(&self) -> Duration {
         let factor = 1.0 + rand::rng().random_range(0.0..JITTER_FACTOR);
         self.config.retry_period.mul_f64(factor)
@@ -514,11 +523,11 @@ impl LeaderElector {
             identity = %self.config.identity, "attempting to acquire leader lease");
         loop {
             let started = Instant::now();
-            // One round of client-go's cadence: the attempt may take the whole round; one that
-            // has not finished by then waits on a dead connection, and the next round starts
-            // at once (on a new connection) instead of waiting behind it.
+            // One round of client-go's cadence; an attempt that has not finished within its
+            // bound waits on a dead connection, and the next one starts at once (on a new
+            // connection) instead of waiting behind it.
             let round = self.jittered_retry();
-            let bound = round.max(MIN_ATTEMPT_TIMEOUT);
+            let bound = round.max(self.attempt_timeout());
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return false,
                 a = tokio::time::timeout(bound, self.try_acquire_or_renew()) => a,
@@ -584,9 +593,8 @@ impl LeaderElector {
             loop {
                 let started = Instant::now();
                 // An attempt on a dead connection would otherwise hold the whole deadline: give
-                // it one retry period, then try again on a new connection.
-                let bound =
-                    deadline.min(started + self.config.retry_period.max(MIN_ATTEMPT_TIMEOUT));
+                // it half of it, then try again on a new connection.
+                let bound = deadline.min(started + self.attempt_timeout());
                 let attempt = tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
                     a = tokio::time::timeout_at(bound, self.try_acquire_or_renew()) => a,

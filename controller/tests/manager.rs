@@ -141,9 +141,9 @@ async fn manager_reconciles_and_serves_probes_metrics_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_crd_fails_startup_with_a_clear_error() {
-    // The Widget CRD is missing until this test installs it: no other test of this binary may
-    // install it.
-    let ns = TestNamespace::new("mgr-crd").await.unwrap();
+    // A server of its own: the Widget CRD must be missing until this test installs it, and
+    // other tests install it on a shared cluster.
+    let ns = TestApiServer::start().await.unwrap();
     let mgr = Manager::new(ns.client(), manager_options()).await.unwrap();
     mgr.controller()
         .for_kind::<common::Widget>(WatchOptions::new().namespace(ns.namespace()))
