@@ -71,7 +71,7 @@
 //! ## Modules
 //!
 //! - [`options`]: [`ConnectionOptions`] and the defaults.
-//! - [`client`](mod@client): [`client`], [`bound`], [`host_of`].
+//! - [`stack`]: [`client()`], [`bound`], [`host_of`]: the connection stack.
 //! - [`deadline`]: [`DeadlineLayer`] and the bounded response body.
 //! - [`error`]: [`ConnectError`], [`Timeout`].
 //! - [`health`]: [`Health`], whether a client's server answers (for readiness checks).
@@ -80,7 +80,6 @@
 #![forbid(unsafe_code)]
 
 mod classify;
-pub mod client;
 mod connector;
 pub mod deadline;
 pub mod error;
@@ -88,9 +87,10 @@ pub mod health;
 pub mod metrics;
 pub mod options;
 pub mod realtime;
+pub mod stack;
 
-pub use client::{bound, bound_with_health, client, client_with_health, host_of};
 pub use deadline::DeadlineLayer;
 pub use error::{ConnectError, Timeout, TimeoutKind};
 pub use health::Health;
 pub use options::{ConnectionOptions, HttpVersion};
+pub use stack::{bound, bound_with_health, client, client_with_health, host_of};

@@ -314,7 +314,7 @@ async fn bind(
 
 impl Manager {
     /// Creates a manager whose client is built from `config` with kcr's connection stack
-    /// ([`kcr_connect::client`] with [`ManagerOptions::connection`]): no request, watch or
+    /// ([`kcr_connect::client()`] with [`ManagerOptions::connection`]): no request, watch or
     /// handshake of the manager waits on a dead connection. Sets
     /// [`ManagerOptions::api_server_host`] from the config unless it is set. Then as
     /// [`Manager::new`].
@@ -592,19 +592,6 @@ impl Manager {
                 .map(|le| le.identity.clone()),
         };
         Recorder::new(self.client.clone(), reporter)
-    }
-
-    /// A [`Builder`](crate::Builder) whose `complete` registers the controller here.
-    pub fn controller(&self) -> crate::builder::Builder<'_> {
-        crate::builder::Builder::for_manager(self)
-    }
-
-    /// A [`Builder`](crate::Builder) of a controller keyed by `Q` instead of
-    /// [`Request`](kcr_handler::Request), registered with this manager by `complete`: its
-    /// watches use handlers of `EventHandler<K, Q>` (see the
-    /// [builder docs](crate::builder#other-keys-than-request)).
-    pub fn keyed_controller<Q: crate::Key>(&self) -> crate::builder::Builder<'_, Q> {
-        crate::builder::Builder::keyed_for_manager(self)
     }
 
     /// Adds a liveness check served under `/healthz` (and `/healthz/<name>`).

@@ -18,7 +18,9 @@ use tokio::task::JoinHandle;
 use crate::error::EnvtestError;
 use crate::partition::Partition;
 
-/// A TCP relay to a server that can be partitioned on its own (see the [module docs](self)).
+/// A TCP relay to a server that can be partitioned on its own: [`Relay::blackhole`] freezes
+/// the connections of its clients only, as [`Faults::blackhole`](crate::Faults::blackhole)
+/// freezes every client of a server.
 /// Stops when dropped.
 ///
 /// ```

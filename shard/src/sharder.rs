@@ -28,7 +28,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kcr_source::WatchScope;
 
-use super::single_namespace;
+use crate::config::single_namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::core::{DynamicObject, ObjectMeta, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;

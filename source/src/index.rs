@@ -16,7 +16,7 @@ use std::sync::Arc;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::Event;
-use crate::informer::CacheObject;
+use crate::object::CacheObject;
 
 /// The function an index files objects by: the values of one object (none, one or several).
 pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;

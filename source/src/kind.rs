@@ -8,7 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::Lifetime;
 use crate::informer::{CacheObject, Informer, KindStream};
-use crate::{DEFAULT_SUBSCRIBER_BUFFER, Source, SourceError, Started};
+use crate::{Source, SourceError, Started};
+
+/// Default size of each subscriber's buffer.
+pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
 
 /// A cached watch of objects of type `K`, built on kube-runtime's `watcher` and the informer's
 /// own store.

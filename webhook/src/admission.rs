@@ -30,7 +30,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::server::{Endpoint, Reply};
+use crate::endpoint::{Endpoint, Reply};
 
 /// `apiVersion` of the AdmissionReviews served.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";

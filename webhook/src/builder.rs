@@ -14,7 +14,8 @@ use crate::config::{
     webhook_configurations,
 };
 use crate::conversion::{Conversion, ConvertEndpoint};
-use crate::server::{CONVERT_PATH, Endpoint, WebhookError, WebhookServer, check_path};
+use crate::endpoint::{CONVERT_PATH, Endpoint};
+use crate::server::{WebhookError, WebhookServer, check_path};
 
 /// Makes a webhook's endpoint for the path it is served at (known at `complete`).
 type MakeEndpoint = Box<dyn FnOnce(String) -> Arc<dyn Endpoint>>;

@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1 as ar;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::server::CONVERT_PATH;
+use crate::endpoint::CONVERT_PATH;
 
 /// `/mutate-<group with dots as dashes>-<version>-<lowercase kind>` (controller-runtime's
 /// path; the core group gives `/mutate--v1-pod`).

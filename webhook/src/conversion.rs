@@ -29,7 +29,7 @@ use parking_lot::RwLock;
 use serde_json::{Value, json};
 
 use crate::admission::WebhookObject;
-use crate::server::{Endpoint, Reply};
+use crate::endpoint::{Endpoint, Reply};
 
 /// `apiVersion` of the ConversionReviews served.
 pub const CONVERSION_API_VERSION: &str = "apiextensions.k8s.io/v1";

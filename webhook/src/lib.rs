@@ -96,6 +96,7 @@ pub mod admission;
 mod builder;
 pub mod config;
 pub mod conversion;
+mod endpoint;
 pub mod example;
 pub mod raw;
 pub mod server;

@@ -49,7 +49,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 
 use crate::admission::ADMISSION_API_VERSION;
-use crate::server::{Endpoint, Reply};
+use crate::endpoint::{Endpoint, Reply};
 
 /// What a raw handler knows besides the request.
 #[derive(Debug, Clone)]

@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -50,6 +49,7 @@ use tracing::Instrument;
 
 use crate::config::WebhookRegistration;
 use crate::conversion::ConversionRegistry;
+use crate::endpoint::{Endpoint, Reply};
 use crate::tls::{CertWatcher, ClientCertificate, TlsError, TlsOptions};
 
 /// `controller_runtime_webhook_requests_total`
@@ -61,8 +61,7 @@ pub const REQUESTS_IN_FLIGHT: &str = "controller_runtime_webhook_requests_in_fli
 /// `controller_runtime_webhook_panics_total`
 pub const PANICS_TOTAL: &str = "controller_runtime_webhook_panics_total";
 
-/// Path of the conversion webhook.
-pub const CONVERT_PATH: &str = "/convert";
+pub use crate::endpoint::CONVERT_PATH;
 
 /// Webhook server errors.
 #[derive(Debug, thiserror::Error)]
@@ -203,55 +202,6 @@ impl ServerOptions {
         self.tls = tls;
         self
     }
-}
-
-/// A reply of an endpoint.
-pub(crate) struct Reply {
-    pub(crate) status: StatusCode,
-    pub(crate) body: Bytes,
-}
-
-impl Reply {
-    pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Reply {
-        Reply {
-            status,
-            body: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
-        }
-    }
-
-    /// An error as a `metav1.Status` body.
-    pub(crate) fn error(status: StatusCode, message: String) -> Reply {
-        let reason = match status {
-            StatusCode::BAD_REQUEST => "BadRequest",
-            StatusCode::NOT_FOUND => "NotFound",
-            StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
-            StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => "UnsupportedMediaType",
-            StatusCode::GATEWAY_TIMEOUT => "Timeout",
-            _ => "InternalError",
-        };
-        Reply::json(
-            status,
-            &serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Status",
-                "status": "Failure",
-                "code": status.as_u16(),
-                "reason": reason,
-                "message": message,
-            }),
-        )
-    }
-
-    pub(crate) fn bad_request(message: String) -> Reply {
-        Reply::error(StatusCode::BAD_REQUEST, message)
-    }
-}
-
-/// One webhook: answers a request body (`peer`: the verified client certificate, with mutual
-/// TLS).
-pub(crate) trait Endpoint: Send + Sync + 'static {
-    fn serve(&self, body: Bytes, peer: Option<Arc<ClientCertificate>>) -> BoxFuture<'_, Reply>;
 }
 
 #[derive(Clone)]

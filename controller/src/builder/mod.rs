@@ -1073,3 +1073,19 @@ impl SetOptions {
             }
     }
 }
+
+/// How a manager starts a builder (here, not in `manager.rs`: the builder names the manager,
+/// the manager never names the builder).
+impl Manager {
+    /// A [`Builder`] whose `complete` registers the controller here.
+    pub fn controller(&self) -> Builder<'_> {
+        Builder::for_manager(self)
+    }
+
+    /// A [`Builder`] of a controller keyed by `Q` instead of [`Request`], registered with this
+    /// manager by `complete`: its watches use handlers of `EventHandler<K, Q>` (see the
+    /// [builder docs](crate::builder#other-keys-than-request)).
+    pub fn keyed_controller<Q: Key>(&self) -> Builder<'_, Q> {
+        Builder::keyed_for_manager(self)
+    }
+}

@@ -11,8 +11,9 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::create_or_update::{Object, Target};
+use super::create_or_update::Target;
 use super::error::ObjectError;
+use super::object_api::Object;
 use super::object_api::ObjectApi;
 use crate::Context;
 

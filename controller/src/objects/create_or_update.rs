@@ -16,11 +16,10 @@ use std::fmt::Debug;
 use kube::Resource;
 use kube::api::Patch;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::error::ObjectError;
-use super::object_api::{ObjectApi, Writer};
+use super::object_api::{Object, ObjectApi, Writer};
 
 /// What [`create_or_update`] or [`create_or_patch`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,16 +34,6 @@ pub enum OperationResult {
     UpdatedStatusOnly,
     /// The object existed and `mutate` changed nothing: no write.
     Unchanged,
-}
-
-/// Bounds of the objects these helpers read and write.
-pub trait Object:
-    Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync
-{
-}
-impl<K> Object for K where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync
-{
 }
 
 /// A mutate function of [`create_or_update`] and [`create_or_patch`]: sets what the object

@@ -26,8 +26,9 @@ use std::sync::Arc;
 use kube::api::Patch;
 use serde_json::{Value, json};
 
-use super::create_or_update::{Object, Target};
+use super::create_or_update::Target;
 use super::error::ObjectError;
+use super::object_api::Object;
 use super::object_api::{ObjectApi, Writer};
 use crate::Action;
 

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::create_or_update::Object;
 use super::error::ObjectError;
 use super::finalizer::{Guarded, check_name, guarded_patch};
+use super::object_api::Object;
 use super::object_api::{ObjectApi, Writer};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -34,12 +34,12 @@ mod object_api;
 mod owner;
 
 pub use apply::{Applier, Conflicts};
-pub use create_or_update::{Mutate, Object, OperationResult, create_or_patch, create_or_update};
+pub use create_or_update::{Mutate, OperationResult, create_or_patch, create_or_update};
 pub use error::ObjectError;
 pub use finalizer::{Event as FinalizerEvent, FinalizerError, finalizer};
 pub use finalizer_list::{add_finalizer, contains_finalizer, remove_finalizer};
 pub use finalizers::{Finalized, Finalizers, FinalizersError};
-pub use object_api::ObjectApi;
+pub use object_api::{Object, ObjectApi};
 pub use owner::{
     OwnerError, controller_of, has_controller_reference, has_owner_reference,
     remove_controller_reference, remove_owner_reference, set_controller_reference,

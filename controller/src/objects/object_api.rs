@@ -2,11 +2,25 @@
 //! [`kcr_client::Client`] or a kube `Api`, and under which field owner.
 
 use kcr_source::{CacheObject, ScopedApi};
-use kube::api::{Api, PatchParams, PostParams};
+use std::fmt::Debug;
 
-use super::create_or_update::Object;
+use kube::Resource;
+use kube::api::{Api, PatchParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
 use super::error::ObjectError;
 use crate::manager::DEFAULT_FIELD_OWNER;
+
+/// Bounds of the objects these helpers read and write.
+pub trait Object:
+    Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync
+{
+}
+impl<K> Object for K where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync
+{
+}
 
 /// Where the `objects` helpers send an object's reads and writes.
 ///

@@ -2,6 +2,7 @@
 
 use super::*;
 use serde_json::json;
+use std::time::Duration;
 
 fn attrs(op: Operation) -> Attributes {
     Attributes {

@@ -45,14 +45,12 @@ mod validate_rbac;
 mod validate_service;
 mod watch;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use http_body_util::BodyExt;
-use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use parking_lot::Mutex;
 use serde_json::json;
@@ -70,8 +68,7 @@ use route::{Route, Target, route, verb_of};
 /// Largest accepted request body.
 const MAX_BODY: usize = 32 * 1024 * 1024;
 
-/// HTTP body type of every response.
-pub(crate) type Body = BoxBody<Bytes, Infallible>;
+pub(crate) use response::Body;
 
 /// State shared by all request handlers of one server.
 pub(crate) struct Shared {

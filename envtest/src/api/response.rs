@@ -9,11 +9,13 @@ use http::{Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
-use super::Body;
 use super::query::OutputMode;
 use super::route::Route;
 use crate::error::ApiError;
 use crate::store::StoredObject;
+
+/// HTTP body type of every response.
+pub(crate) type Body = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
 use crate::table::partial_metadata;
 
 /// A response with a body of this content type.

@@ -9,8 +9,8 @@
 //! download k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2` fetches them). `cargo test -p
 //! kcr-protobuf-tables` fails when this file differs from what the generator produces.
 
-use super::Ty::{Bool, Bytes, Int32, Int64, Msg, Str};
-use super::{Message, Shape, inline, keep, map, omit, opt, rep};
+use super::table::Ty::{Bool, Bytes, Int32, Int64, Msg, Str};
+use super::table::{Message, Shape, inline, keep, map, omit, opt, rep};
 
 /// The kinds: (apiVersion, kind, message). The structs that embed `TypeMeta`.
 pub(super) static KINDS: &[(&str, &str, &Message)] = &[

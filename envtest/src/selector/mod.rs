@@ -57,12 +57,14 @@
 mod field;
 mod label;
 mod parse;
+mod requirement;
 
 pub use field::{
     FieldDefault, FieldOperator, FieldRequirement, FieldSelector, SelectableField, field_value,
     selectable_value,
 };
-pub use label::{LabelOperator, LabelRequirement, LabelSelector, labels_of};
+pub use label::{LabelSelector, labels_of};
+pub use requirement::{LabelOperator, LabelRequirement};
 
 /// A selector string (or `metav1.LabelSelector`) that cannot be parsed or is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::SelectorError;
-use super::label::{LabelOperator, LabelRequirement};
+use super::requirement::{LabelOperator, LabelRequirement};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Token {

@@ -31,20 +31,18 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Waker;
 
 use futures::{Stream, StreamExt};
-use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use parking_lot::{Mutex, RwLock};
-use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::index::{IndexError, IndexFn, Indexes};
+pub use crate::object::CacheObject;
 use crate::{Event, SourceError, SyncHandle, SyncSignal};
 
 mod by_name;
@@ -57,35 +55,40 @@ mod stream;
 mod tests;
 
 use by_name::ByName;
-use partition::Partition;
 use store::ObjectStore;
 
 pub use stream::KindStream;
-
-/// The bounds a [`CacheObject`]'s `DynamicType` needs (it is part of every cached object's
-/// key): `()` for typed kinds, [`ApiResource`](kube::core::ApiResource) for
-/// [`DynamicObject`](kube::core::DynamicObject)s (see [`crate::dynamic`]).
-///
-/// Implemented for every type that satisfies them.
-pub trait CacheDynamicType: Eq + Hash + Clone + Send + Sync {}
-
-impl<T: Eq + Hash + Clone + Send + Sync> CacheDynamicType for T {}
-
-/// The bounds an object type needs to be watched and cached.
-///
-/// Implemented for every type that satisfies them (all `k8s-openapi` types, `kube::CustomResource`
-/// types, `PartialObjectMeta<K>`, and `DynamicObject`, whose run-time type the informer
-/// carries).
-pub trait CacheObject:
-    Resource<DynamicType: CacheDynamicType> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
-{
+/// The list state of one namespace's watch.
+pub(super) struct Partition<K> {
+    pub(super) namespace: String,
+    /// The objects of the list in progress (between `Init` and `InitDone`).
+    pub(super) listing: Option<Vec<K>>,
+    /// Has completed its first list.
+    pub(super) synced: bool,
 }
 
-impl<K> CacheObject for K
-where
-    K: Resource<DynamicType: CacheDynamicType> + Clone + DeserializeOwned + Debug,
-    K: Send + Sync + 'static,
-{
+impl<K> Partition<K> {
+    pub(super) fn new(namespace: String) -> Self {
+        Partition {
+            namespace,
+            listing: None,
+            synced: false,
+        }
+    }
+}
+
+/// Buffers an `Init` (a list starts) or an `InitApply` (one listed object) of partition `index`.
+fn listed_in_partition<K: CacheObject>(st: &mut State<K>, index: usize, event: watcher::Event<K>) {
+    let Some(partition) = st.partitions.get_mut(index) else {
+        return;
+    };
+    match event {
+        watcher::Event::Init => partition.listing = Some(Vec::new()),
+        watcher::Event::InitApply(object) => {
+            partition.listing.get_or_insert_with(Vec::new).push(object);
+        }
+        _ => {}
+    }
 }
 
 struct Subscriber<K> {
@@ -343,7 +346,7 @@ impl<K: CacheObject> Informer<K> {
             }
             // One namespace's (re)list: it replaces that namespace's objects only.
             event @ (watcher::Event::Init | watcher::Event::InitApply(_)) if partitioned => {
-                partition::listed(&mut st, partition, event);
+                listed_in_partition(&mut st, partition, event);
                 return;
             }
             watcher::Event::InitDone if partitioned => {

@@ -24,39 +24,6 @@ use tokio_util::sync::CancellationToken;
 use super::{ByName, CacheObject, Informer, State, diff};
 use crate::{Event, SourceError};
 
-/// The list state of one namespace's watch.
-pub(super) struct Partition<K> {
-    namespace: String,
-    /// The objects of the list in progress (between `Init` and `InitDone`).
-    listing: Option<Vec<K>>,
-    /// Has completed its first list.
-    pub(super) synced: bool,
-}
-
-impl<K> Partition<K> {
-    pub(super) fn new(namespace: String) -> Self {
-        Partition {
-            namespace,
-            listing: None,
-            synced: false,
-        }
-    }
-}
-
-/// Buffers an `Init` (a list starts) or an `InitApply` (one listed object) of partition `index`.
-pub(super) fn listed<K: CacheObject>(st: &mut State<K>, index: usize, event: watcher::Event<K>) {
-    let Some(partition) = st.partitions.get_mut(index) else {
-        return;
-    };
-    match event {
-        watcher::Event::Init => partition.listing = Some(Vec::new()),
-        watcher::Event::InitApply(object) => {
-            partition.listing.get_or_insert_with(Vec::new).push(object);
-        }
-        _ => {}
-    }
-}
-
 impl<K: CacheObject> Informer<K> {
     /// Spawns an informer fed by one watch per namespace: `streams` holds each namespace and
     /// its watcher stream. The task ends when `token` is cancelled or every stream ends.

@@ -660,8 +660,8 @@ pub fn generate(cache: &Path) -> Result<String, Error> {
 //! download k8s.io/api@{v} k8s.io/apimachinery@{v}` fetches them). `cargo test -p
 //! kcr-protobuf-tables` fails when this file differs from what the generator produces.
 
-use super::Ty::{{Bool, Bytes, Int32, Int64, Msg, Str}};
-use super::{{Message, Shape, inline, keep, map, omit, opt, rep}};
+use super::table::Ty::{{Bool, Bytes, Int32, Int64, Msg, Str}};
+use super::table::{{Message, Shape, inline, keep, map, omit, opt, rep}};
 
 /// The kinds: (apiVersion, kind, message). The structs that embed `TypeMeta`.
 pub(super) static KINDS: &[(&str, &str, &Message)] = &[

@@ -1,4 +1,5 @@
-//! Building a `kube::Client` whose every request and connection is bounded ([`client`]), and
+//! The connection stack: a `kube::Client` whose every request and connection is bounded
+//! ([`client`]), and
 //! bounding the requests of a client built elsewhere ([`bound`]).
 
 use std::sync::Arc;
