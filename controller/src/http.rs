@@ -400,13 +400,9 @@ pub(crate) fn serve(
     })
 }
 
-/// Bound on a TLS handshake of the secured metrics server.
-const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// Bound on reading a request's headers there.
-const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Serves `router` over TLS (`acceptor`) on `listener` until `stop` is cancelled; connections
-/// open then are shut down gracefully.
+/// Serves `router` over TLS (`acceptor`) on `listener` until `stop` is cancelled, through
+/// kcr-tls's one HTTPS serving loop ([`kcr_tls::serve_https`]: bounded handshakes and header
+/// reads, `TCP_NODELAY`, open connections drained on stop).
 ///
 /// HTTP/2 is served only when the TLS configuration offers it by ALPN
 /// ([`kcr_tls::TlsOptions::enable_http2`]); otherwise the connection speaks HTTP/1 only, and an
@@ -419,70 +415,23 @@ pub(crate) fn serve_tls(
     acceptor: tokio_rustls::TlsAcceptor,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto;
     use hyper_util::service::TowerToHyperService;
     if let Ok(bound) = listener.local_addr() {
         tracing::info!(%bound, "serving {what} over HTTPS");
     }
-    let http2 = kcr_tls::http2_offered(acceptor.config());
-    tokio::spawn(async move {
-        let connections = tokio_util::task::TaskTracker::new();
-        loop {
-            let (tcp, peer) = tokio::select! {
-                _ = stop.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "{what} accept failed");
-                        continue;
-                    }
-                },
+    tokio::spawn(kcr_tls::serve_https(
+        listener,
+        acceptor,
+        kcr_tls::ServeOptions::new(what),
+        stop,
+        move |connection: kcr_tls::Connection| {
+            let router = match connection.client_certificate {
+                Some(cert) => router.clone().layer(axum::Extension((*cert).clone())),
+                None => router.clone(),
             };
-            let (acceptor, router, stop) = (acceptor.clone(), router.clone(), stop.clone());
-            connections.spawn(async move {
-                let stream =
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "{what} TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "{what} TLS handshake timed out");
-                            return;
-                        }
-                    };
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                if !http2 {
-                    builder = builder.http1_only();
-                }
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(HEADER_READ_TIMEOUT);
-                let router = match kcr_tls::ClientCertificate::from_connection(stream.get_ref().1) {
-                    Some(cert) => router.layer(axum::Extension(cert)),
-                    None => router,
-                };
-                let conn = builder
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router));
-                let mut conn = std::pin::pin!(conn);
-                let res = tokio::select! {
-                    res = conn.as_mut() => res,
-                    _ = stop.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        conn.await
-                    }
-                };
-                if let Err(e) = res {
-                    tracing::debug!(%peer, error = %e, "{what} connection ended with an error");
-                }
-            });
-        }
-        connections.close();
-        connections.wait().await;
-    })
+            TowerToHyperService::new(router)
+        },
+    ))
 }
 
 #[cfg(test)]

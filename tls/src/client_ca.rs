@@ -25,7 +25,8 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
-use crate::{FileStamp, TlsError, io_err, stamp};
+use crate::error::{TlsError, io_err};
+use crate::pair::{FileStamp, stamp};
 
 #[derive(Debug, Default)]
 struct State {

@@ -12,18 +12,7 @@
 use rustls::pki_types::CertificateDer;
 
 use crate::der;
-
-/// One attribute of a distinguished name: its type (`CN`, `O`, or a dotted OID for types without
-/// a short name) and its value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameAttribute {
-    /// `CN`, `O`, `OU`, `C`, `L`, `ST`, `STREET`, `DC`, `SERIALNUMBER`, `UID`, or the dotted OID.
-    pub kind: String,
-    /// The value (a value that is not a string is written as `#` and its DER in hex).
-    pub value: String,
-    /// Whether `value` is the `#`-hex form (not escaped in [`ClientCertificate::subject`]).
-    pub(crate) hex: bool,
-}
+pub use crate::der::NameAttribute;
 
 /// A verified client certificate: see the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,3 +1,11 @@
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
 use super::*;
 
 fn ca() -> CertificateAuthority {

@@ -39,8 +39,6 @@ use futures::FutureExt;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use parking_lot::{Mutex, RwLock};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -50,7 +48,9 @@ use tracing::Instrument;
 use crate::config::WebhookRegistration;
 use crate::conversion::ConversionRegistry;
 use crate::endpoint::{Endpoint, Reply};
-use crate::tls::{CertWatcher, ClientCertificate, TlsError, TlsOptions};
+use crate::tls::{
+    CertWatcher, ClientCertificate, Connection, ServeOptions, TlsError, TlsOptions, serve_https,
+};
 
 /// `controller_runtime_webhook_requests_total`
 pub const REQUESTS_TOTAL: &str = "controller_runtime_webhook_requests_total";
@@ -385,75 +385,35 @@ impl WebhookServer {
         self.inner.watcher.check()
     }
 
-    /// Serves until `shutdown` is cancelled. Connections open then finish in the background.
+    /// Serves until `shutdown` is cancelled, through kcr-tls's one HTTPS serving loop
+    /// ([`kcr_tls::serve_https`]: `TCP_NODELAY`, the handshake and header-read bounds of the
+    /// options); connections open then finish the requests they serve, for up to 10 s
+    /// ([`ServeOptions::drain_timeout`]), before this returns.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), WebhookError> {
         let Some(listener) = self.inner.listener.lock().take() else {
             return Err(WebhookError::AlreadyRunning);
         };
         let acceptor = TlsAcceptor::from(self.inner.tls.clone());
-        let http2 = self.inner.options.tls.http2_enabled();
         self.inner.serving.store(true, Ordering::SeqCst);
         tracing::info!(addr = %self.inner.local_addr, paths = ?self.paths(), "webhook server serving");
         // Cert problems show now rather than at the first handshake.
         if let Err(e) = self.inner.watcher.check() {
             tracing::warn!(error = %e, "webhook server has no valid certificate yet");
         }
-        loop {
-            let (tcp, peer) = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // Transient (EMFILE, aborted connections): keep serving.
-                        tracing::warn!(error = %e, "webhook accept failed");
-                        continue;
-                    }
-                },
-            };
-            let _ = tcp.set_nodelay(true);
-            let acceptor = acceptor.clone();
-            let server = self.clone();
-            tokio::spawn(async move {
-                let handshake = tokio::time::timeout(
-                    server.inner.options.handshake_timeout,
-                    acceptor.accept(tcp),
-                )
-                .await;
-                let stream = match handshake {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "webhook TLS handshake timed out");
-                        return;
-                    }
-                };
-                let header_timeout = server.inner.options.header_read_timeout;
-                let peer_cert =
-                    ClientCertificate::from_connection(stream.get_ref().1).map(Arc::new);
-                let service = hyper::service::service_fn(move |req| {
-                    let server = server.clone();
-                    let peer_cert = peer_cert.clone();
-                    async move { Ok::<_, std::convert::Infallible>(server.handle(req, peer_cert).await) }
-                });
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                if !http2 {
-                    builder = builder.http1_only();
-                }
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(header_timeout);
-                if let Err(e) = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
-                    tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
-                }
-            });
-        }
+        let options = ServeOptions::new("webhook")
+            .handshake_timeout(self.inner.options.handshake_timeout)
+            .header_read_timeout(self.inner.options.header_read_timeout);
+        let server = self.clone();
+        serve_https(listener, acceptor, options, shutdown, move |connection: Connection| {
+            let server = server.clone();
+            let peer_cert = connection.client_certificate;
+            hyper::service::service_fn(move |req| {
+                let server = server.clone();
+                let peer_cert = peer_cert.clone();
+                async move { Ok::<_, std::convert::Infallible>(server.handle(req, peer_cert).await) }
+            })
+        })
+        .await;
         self.inner.serving.store(false, Ordering::SeqCst);
         Ok(())
     }
