@@ -21,14 +21,14 @@
 use std::sync::Arc;
 
 use kcr_source::{DynamicResource, Reader};
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch};
+use kube::api::{DynamicObject, ListParams, Patch};
 use serde::Serialize;
 
 use crate::api_reader::{api_get, api_list};
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::read::{ListOptions, cached_get, cached_list, synced_reader};
-use crate::write::{Create, Delete, DeleteAllOf, PatchBody, PatchOp, Update, Write};
+use crate::write::{Create, Delete, DeleteAllOf, PatchOp, Update, Write};
 
 /// The [`Client`]'s calls for one run-time kind. Made by [`Client::dynamic`]; cheap to clone.
 #[derive(Debug, Clone)]
@@ -113,21 +113,12 @@ impl DynamicClient {
 
     /// Creates `object` (see [`Client::create`]).
     pub fn create<'a>(&self, object: &'a DynamicObject) -> Write<'a, Create<'a, DynamicObject>> {
-        let at = self.client.address_object(&self.resource, object);
-        Write::new(self.client.defaults.clone(), Create { at, object })
+        self.client.create_in(&self.resource, object)
     }
 
     /// Replaces `object` (see [`Client::update`]).
     pub fn update<'a>(&self, object: &'a DynamicObject) -> Write<'a, Update<'a, DynamicObject>> {
-        let at = self.client.address_object(&self.resource, object);
-        Write::new(
-            self.client.defaults.clone(),
-            Update {
-                at,
-                object,
-                subresource: None,
-            },
-        )
+        self.client.update_in(&self.resource, object, None)
     }
 
     /// Replaces the status of `object` (see [`Client::update_status`]).
@@ -135,15 +126,8 @@ impl DynamicClient {
         &self,
         object: &'a DynamicObject,
     ) -> Write<'a, Update<'a, DynamicObject>> {
-        let at = self.client.address_object(&self.resource, object);
-        Write::new(
-            self.client.defaults.clone(),
-            Update {
-                at,
-                object,
-                subresource: Some("status"),
-            },
-        )
+        self.client
+            .update_in(&self.resource, object, Some("status"))
     }
 
     /// Patches the object `name`, or its `subresource` (see [`Client::patch`]).
@@ -154,15 +138,8 @@ impl DynamicClient {
         namespace: Option<&str>,
         patch: &'a Patch<P>,
     ) -> Write<'a, PatchOp<'a, DynamicObject, P>> {
-        let at = self.client.address(&self.resource, Some(name), namespace);
-        Write::new(
-            self.client.defaults.clone(),
-            PatchOp {
-                at,
-                patch: PatchBody::Borrowed(patch),
-                subresource,
-            },
-        )
+        self.client
+            .patch_in(&self.resource, subresource, name, namespace, patch)
     }
 
     /// Server-side applies `object` (see [`Client::apply`]).
@@ -170,15 +147,7 @@ impl DynamicClient {
         &self,
         object: &'a DynamicObject,
     ) -> Write<'a, PatchOp<'a, DynamicObject, &'a DynamicObject>> {
-        let at = self.client.address_object(&self.resource, object);
-        Write::new(
-            self.client.defaults.clone(),
-            PatchOp {
-                at,
-                patch: PatchBody::Owned(Patch::Apply(object)),
-                subresource: None,
-            },
-        )
+        self.client.apply_in(&self.resource, object)
     }
 
     /// Deletes the object `name` (see [`Client::delete`]).
@@ -187,14 +156,7 @@ impl DynamicClient {
         name: &str,
         namespace: Option<&str>,
     ) -> Write<'a, Delete<DynamicObject>> {
-        let at = self.client.address(&self.resource, Some(name), namespace);
-        Write::new(
-            self.client.defaults.clone(),
-            Delete {
-                at,
-                params: DeleteParams::default(),
-            },
-        )
+        self.client.delete_in(&self.resource, name, namespace)
     }
 
     /// Deletes every object `list` selects (see [`Client::delete_all_of`]).
@@ -203,14 +165,6 @@ impl DynamicClient {
         namespace: Option<&str>,
         list: &ListParams,
     ) -> Write<'a, DeleteAllOf<DynamicObject>> {
-        let at = self.client.address_all(&self.resource, namespace);
-        Write::new(
-            self.client.defaults.clone(),
-            DeleteAllOf {
-                at,
-                list: list.clone(),
-                params: DeleteParams::default(),
-            },
-        )
+        self.client.delete_all_in(&self.resource, namespace, list)
     }
 }

@@ -77,7 +77,6 @@ pub mod error;
 pub mod read;
 mod target;
 pub mod write;
-mod writes;
 
 pub use api_reader::ApiReader;
 pub use client::{

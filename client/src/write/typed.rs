@@ -1,69 +1,17 @@
-//! The [`Client`]'s write calls for compiled-in kinds; each returns a [`Write`] to await
-//! (see [`crate::write`] for the per-call options).
+//! The [`Client`]'s write calls for compiled-in kinds, each one line on the verbs of
+//! [`super::verbs`]; each returns a [`Write`] to await (see [`crate::write`] for the per-call
+//! options).
 
 use kcr_source::{CacheObject, ScopedApi};
-use kube::api::{DeleteParams, ListParams, Patch};
+use kube::api::{ListParams, Patch};
 use serde::Serialize;
 
+use super::{Create, Delete, DeleteAllOf, PatchOp, Update, Write};
 use crate::client::Client;
 use crate::error::ClientError;
-use crate::target::{Target, Typed};
-use crate::write::{Addressed, Create, Delete, DeleteAllOf, PatchBody, PatchOp, Update, Write};
+use crate::target::Typed;
 
 impl Client {
-    /// Where a write of the object `name` in `namespace` goes.
-    pub(crate) fn address<K: CacheObject>(
-        &self,
-        target: &impl Target<K>,
-        name: Option<&str>,
-        namespace: Option<&str>,
-    ) -> Result<Addressed<K>, ClientError> {
-        let kind = target.kind();
-        let namespace =
-            self.namespace_of(&kind, target.namespaced(), name.unwrap_or(""), namespace)?;
-        Ok(Addressed {
-            api: target
-                .api(self.kube_client(), namespace.as_deref())
-                .map_err(|source| ClientError::Cache {
-                    kind: kind.clone(),
-                    source,
-                })?,
-            kind,
-            namespace,
-            name: name.map(str::to_string),
-        })
-    }
-
-    /// Where a list or collection write in `namespace` (or every namespace) goes.
-    pub(crate) fn address_all<K: CacheObject>(
-        &self,
-        target: &impl Target<K>,
-        namespace: Option<&str>,
-    ) -> Result<Addressed<K>, ClientError> {
-        let kind = target.kind();
-        let namespace = self.list_namespace(&kind, target.namespaced(), "", namespace)?;
-        Ok(Addressed {
-            api: target
-                .api(self.kube_client(), namespace.as_deref())
-                .map_err(|source| ClientError::Cache {
-                    kind: kind.clone(),
-                    source,
-                })?,
-            kind,
-            namespace,
-            name: None,
-        })
-    }
-
-    pub(crate) fn address_object<K: CacheObject>(
-        &self,
-        target: &impl Target<K>,
-        object: &K,
-    ) -> Result<Addressed<K>, ClientError> {
-        let meta = object.meta();
-        self.address(target, meta.name.as_deref(), meta.namespace.as_deref())
-    }
-
     /// The kube `Api` of `K` in `namespace` (else the client's namespace; cluster-scoped kinds
     /// take none), on the client's connection: for calls the client does not wrap (logs,
     /// eviction, scale). Writes through it carry no field owner unless the call sets one.
@@ -84,8 +32,7 @@ impl Client {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let at = self.address_object(&Typed::<K>::new(), object);
-        Write::new(self.defaults.clone(), Create { at, object })
+        self.create_in(&Typed::<K>::new(), object)
     }
 
     /// Replaces `object` (a PUT; its `resourceVersion`, if set, must be current, else
@@ -96,15 +43,7 @@ impl Client {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let at = self.address_object(&Typed::<K>::new(), object);
-        Write::new(
-            self.defaults.clone(),
-            Update {
-                at,
-                object,
-                subresource: None,
-            },
-        )
+        self.update_in(&Typed::<K>::new(), object, None)
     }
 
     /// Replaces the status of `object` (the `status` subresource; controller-runtime's
@@ -129,15 +68,7 @@ impl Client {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let at = self.address_object(&Typed::<K>::new(), object);
-        Write::new(
-            self.defaults.clone(),
-            Update {
-                at,
-                object,
-                subresource: Some(subresource),
-            },
-        )
+        self.update_in(&Typed::<K>::new(), object, Some(subresource))
     }
 
     /// Patches the object `name` in `namespace` with a merge, JSON, strategic merge or apply
@@ -164,7 +95,7 @@ impl Client {
         K::Scope: ScopedApi,
         P: Serialize,
     {
-        self.patch_subresource_opt(None, name, namespace, patch)
+        self.patch_in(&Typed::<K>::new(), None, name, namespace, patch)
     }
 
     /// Patches the status of the object `name` (controller-runtime's `Status().Patch`).
@@ -180,7 +111,7 @@ impl Client {
         K::Scope: ScopedApi,
         P: Serialize,
     {
-        self.patch_subresource_opt(Some("status"), name, namespace, patch)
+        self.patch_in(&Typed::<K>::new(), Some("status"), name, namespace, patch)
     }
 
     /// Patches the subresource `subresource` (`status`, `scale`, ...) of the object `name`.
@@ -197,30 +128,12 @@ impl Client {
         K::Scope: ScopedApi,
         P: Serialize,
     {
-        self.patch_subresource_opt(Some(subresource), name, namespace, patch)
-    }
-
-    fn patch_subresource_opt<'a, K, P>(
-        &self,
-        subresource: Option<&'a str>,
-        name: &str,
-        namespace: Option<&str>,
-        patch: &'a Patch<P>,
-    ) -> Write<'a, PatchOp<'a, K, P>>
-    where
-        K: CacheObject,
-        K::DynamicType: Default,
-        K::Scope: ScopedApi,
-        P: Serialize,
-    {
-        let at = self.address(&Typed::<K>::new(), Some(name), namespace);
-        Write::new(
-            self.defaults.clone(),
-            PatchOp {
-                at,
-                patch: PatchBody::Borrowed(patch),
-                subresource,
-            },
+        self.patch_in(
+            &Typed::<K>::new(),
+            Some(subresource),
+            name,
+            namespace,
+            patch,
         )
     }
 
@@ -233,15 +146,7 @@ impl Client {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let at = self.address_object(&Typed::<K>::new(), object);
-        Write::new(
-            self.defaults.clone(),
-            PatchOp {
-                at,
-                patch: PatchBody::Owned(Patch::Apply(object)),
-                subresource: None,
-            },
-        )
+        self.apply_in(&Typed::<K>::new(), object)
     }
 
     /// Deletes `object` (by its name and namespace). Not found is
@@ -266,15 +171,7 @@ impl Client {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let name = (!name.is_empty()).then_some(name);
-        let at = self.address(&Typed::<K>::new(), name, namespace);
-        Write::new(
-            self.defaults.clone(),
-            Delete {
-                at,
-                params: DeleteParams::default(),
-            },
-        )
+        self.delete_in(&Typed::<K>::new(), name, namespace)
     }
 
     /// Deletes every object of `K` in `namespace` (else the client's, else every namespace)
@@ -289,14 +186,6 @@ impl Client {
         K::DynamicType: Default,
         K::Scope: ScopedApi,
     {
-        let at = self.address_all(&Typed::<K>::new(), namespace);
-        Write::new(
-            self.defaults.clone(),
-            DeleteAllOf {
-                at,
-                list: list.clone(),
-                params: DeleteParams::default(),
-            },
-        )
+        self.delete_all_in(&Typed::<K>::new(), namespace, list)
     }
 }

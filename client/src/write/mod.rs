@@ -22,6 +22,9 @@
 //! Errors are [`ClientError::Api`] with the verb, kind and object named; its `is_*` helpers
 //! classify the API server's answer (not found, conflict, forbidden, invalid).
 
+mod typed;
+mod verbs;
+
 use std::future::IntoFuture;
 use std::marker::PhantomData;
 
