@@ -246,7 +246,9 @@ async fn without_the_bounds_a_frozen_watch_waits_past_the_heal() {
     // The control: kube's default client (no read timeout) and kube-runtime's watcher (its
     // idle timeout is 290 s plus a margin) against the same fault.
     let server = own_server().await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), server.namespace());
+    // kube's own stack (kcr-envtest's server.client() is a kcr-connect client).
+    let plain = kube::Client::try_from(config_of(&server).await).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(plain, server.namespace());
     server.upsert(configmap("before", "0")).await.unwrap();
     let (seen, task) = follow(api);
     assert!(

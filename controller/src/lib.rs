@@ -177,39 +177,43 @@
 //!
 //! ## Modules
 //!
-//! - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].
+//! The folders follow controller-runtime's packages (`reconcile`, `manager`, `metrics`, `builder`,
+//! `controllerutil`); each module is also at its earlier path (`kcr_controller::leader`, ...).
+//!
+//! - [`reconcile`]: what runs for each request.
+//!   - [`reconciler`]: [`Reconciler`], [`Action`], [`Context`], [`ReconcileError`], [`Terminal`].
+//!   - [`object_reconciler`]: [`ObjectReconciler`], a reconciler handed the cached object, with
+//!     an explicit path for objects that are gone.
+//!   - [`reason`]: [`ReconcileReason`], why a reconcile runs ([`Context::reason`]).
+//!   - [`error_policy`]: [`ErrorAction`], what a controller does with a request whose reconcile
+//!     failed (requeue after, back off, give up).
+//!   - [`log`]: each reconcile's tracing span, with controller-runtime's keys by default, or a
+//!     [`LogConstructor`] of the controller's own.
+//!   - [`clock`]: [`Clock`], the time reconcilers read through [`Context::now`], and
+//!     [`ManualClock`], which a test advances by hand (requeues after a delay follow it).
 //! - [`controller`]: [`Controller`], the worker loop, start-up sync and graceful shutdown.
-//! - [`reason`]: [`ReconcileReason`], why a reconcile runs ([`Context::reason`]).
-//! - [`error_policy`]: [`ErrorAction`], what a controller does with a request whose reconcile
-//!   failed (requeue after, back off, give up).
-//! - [`log`]: each reconcile's tracing span, with controller-runtime's keys by default, or a
-//!   [`LogConstructor`] of the controller's own.
-//! - [`defaults`]: [`ControllerDefaults`], manager-wide controller options.
-//! - [`clock`]: [`Clock`], the time reconcilers read through [`Context::now`], and
-//!   [`ManualClock`], which a test advances by hand (requeues after a delay follow it).
 //! - [`builder`]: [`Builder`] (`for_kind`, `owns`, `watches`, event filters, concurrency, rate
 //!   limiter), controller-runtime's `NewControllerManagedBy`. Watches may be restricted to
 //!   several namespaces ([`WatchOptions::namespaces`]), and kinds chosen at run time
 //!   (`DynamicObject`s of an `ApiResource`) are `For`, `Owns` and `Watches` kinds through
 //!   `for_dynamic`, `owns_dynamic` and `watches_dynamic` (see [`builder::dynamic`]).
+//!   [`builder::hook`]: hooks that see a controller's watches, gate its reconciles and register
+//!   it (the `kcr-shard` crate shards a controller across replicas this way).
 //! - [`manager`]: [`Manager`]: shared cache, the client of every kind ([`Manager::client`]),
-//!   readers, event recorders, runnables, leader election, HTTP endpoints, signals.
-//! - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
-//! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
-//! - [`metrics`]: every metric kcr exports (a table of names, types, labels and meanings).
-//! - [`rest_client`]: client-go's `rest_client_*` metrics from a tower layer on the client.
-//! - [`process`]: process and tokio runtime metrics, read at scrape time.
-//! - [`secure_metrics`]: the optional HTTPS metrics endpoint with TokenReview authentication and
-//!   SubjectAccessReview authorization (401/403), verdicts cached briefly.
-//! - [`object_reconciler`]: [`ObjectReconciler`], a reconciler handed the cached object, with
-//!   an explicit path for objects that are gone.
+//!   readers, event recorders, runnables, HTTP endpoints.
+//!   - [`leader`]: Lease-based leader election (and why it is not kube-lease-manager).
+//!   - [`signals`]: SIGTERM/SIGINT handling.
+//!   - [`extension`]: state a layer built outside the manager sets up once per manager.
+//!   - [`defaults`]: [`ControllerDefaults`], manager-wide controller options.
+//! - [`observe`]: what the manager shows of itself.
+//!   - [`http`]: `/healthz`, `/readyz`, `/metrics`.
+//!   - [`metrics`]: every metric kcr exports (a table of names, types, labels and meanings).
+//!   - [`rest_client`]: client-go's `rest_client_*` metrics from a tower layer on the client.
+//!   - [`process`]: process and tokio runtime metrics, read at scrape time.
+//!   - [`secure_metrics`]: the optional HTTPS metrics endpoint with TokenReview authentication
+//!     and SubjectAccessReview authorization (401/403), verdicts cached briefly.
 //! - [`objects`]: owner references, create-or-update, server-side apply and finalizers
 //!   (controller-runtime's `controllerutil` and `finalizer`).
-//! - [`extension`] and [`builder::hook`]: how a layer built outside the manager takes part:
-//!   state set up once per manager, and hooks that see a controller's watches, gate its
-//!   reconciles and register it (the `kcr-shard` crate shards a controller across replicas
-//!   this way).
-//! - [`signals`]: SIGTERM/SIGINT handling.
 //! - [`watch`]: the type-erased watch a controller holds.
 //!
 //! A controller also runs on its own, with a queue fed directly:
@@ -245,26 +249,18 @@
 #![forbid(unsafe_code)]
 
 pub mod builder;
-pub mod clock;
 pub mod controller;
-pub mod defaults;
 pub mod error;
-pub mod error_policy;
-pub mod extension;
-pub mod http;
-pub mod leader;
-pub mod log;
 pub mod manager;
-pub mod metrics;
-pub mod object_reconciler;
 pub mod objects;
-pub mod process;
-pub mod reason;
-pub mod reconciler;
-pub mod rest_client;
-pub mod secure_metrics;
-pub mod signals;
+pub mod observe;
+pub mod reconcile;
 pub mod watch;
+
+// The modules at their earlier paths (`kcr_controller::leader`, `kcr_controller::metrics`, ...).
+pub use manager::{defaults, extension, leader, signals};
+pub use observe::{http, metrics, process, rest_client, secure_metrics};
+pub use reconcile::{clock, error_policy, log, object_reconciler, reason, reconciler};
 
 pub use builder::{Builder, EventFilter, Resync, SourceWatch, WatchOptions, WatchedObject};
 pub use clock::{Clock, ClockError, ManualClock};

@@ -101,7 +101,7 @@ async fn served_metrics_match_the_documented_table() {
     let (diff, text) = last;
     assert!(
         diff.is_empty(),
-        "/metrics and the table in controller/src/metrics.rs disagree:\n{}\n\n{text}",
+        "/metrics and the table in controller/src/observe/metrics.rs disagree:\n{}\n\n{text}",
         diff.join("\n")
     );
 

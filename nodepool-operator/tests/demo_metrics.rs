@@ -141,7 +141,7 @@ fn the_running_demo_serves_every_documented_metric() {
     }
     assert!(
         problems.is_empty(),
-        "the demo's /metrics and the table in controller/src/metrics.rs disagree:\n{}\n\n{text}",
+        "the demo's /metrics and the table in controller/src/observe/metrics.rs disagree:\n{}\n\n{text}",
         problems.join("\n")
     );
     assert!(

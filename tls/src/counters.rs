@@ -8,7 +8,7 @@ pub const READ_CERTIFICATE_TOTAL: &str = "certwatcher_read_certificate_total";
 pub const READ_CERTIFICATE_ERRORS_TOTAL: &str = "certwatcher_read_certificate_errors_total";
 
 /// Describes the certificate-read counters to the installed `metrics` recorder and registers
-/// both at 0 (a [`CertWatcher`] does this when it is created; call it again after installing a
+/// both at 0 (a [`CertWatcher`](crate::CertWatcher) does this when it is created; call it again after installing a
 /// recorder to have them exported before the first read).
 pub fn register_metrics() {
     metrics::describe_counter!(READ_CERTIFICATE_TOTAL, "Total number of certificate reads");

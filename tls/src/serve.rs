@@ -6,7 +6,7 @@
 //!   request's headers arrive within [`ServeOptions::header_read_timeout`] (a client that
 //!   connects and says nothing holds nothing for long);
 //! - HTTP/2 is served only when the TLS configuration offers it in ALPN
-//!   ([`TlsOptions::http2`](crate::TlsOptions::http2); off by default, as controller-runtime
+//!   ([`TlsOptions::enable_http2`](crate::TlsOptions::enable_http2); off by default, as controller-runtime
 //!   after CVE-2023-44487), HTTP/1.1 otherwise;
 //! - the verified client certificate of a mutual-TLS connection is handed to the service
 //!   ([`Connection::client_certificate`]);

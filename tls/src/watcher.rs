@@ -29,7 +29,7 @@ struct State {
 }
 
 /// A rustls certificate resolver serving a certificate and key from files, reloaded when they
-/// change: see the [module docs](self).
+/// change: see the [crate docs](crate).
 #[derive(Debug)]
 pub struct CertWatcher {
     cert: PathBuf,
@@ -46,8 +46,8 @@ impl CertWatcher {
     /// Watches the given certificate and key files. Nothing is read yet: the first
     /// [`current`](Self::current) (handshake) or [`check`](Self::check) loads them.
     ///
-    /// The certificate-read counters ([`READ_CERTIFICATE_TOTAL`],
-    /// [`READ_CERTIFICATE_ERRORS_TOTAL`]) are registered at 0 with the `metrics` recorder
+    /// The certificate-read counters ([`READ_CERTIFICATE_TOTAL`](crate::READ_CERTIFICATE_TOTAL),
+    /// [`READ_CERTIFICATE_ERRORS_TOTAL`](crate::READ_CERTIFICATE_ERRORS_TOTAL)) are registered at 0 with the `metrics` recorder
     /// installed now; every read of the files counts: the first, each one after a change, each
     /// [`load`](Self::load) that reads them again, and the first check that finds them missing.
     pub fn new(cert: PathBuf, key: PathBuf) -> Self {
