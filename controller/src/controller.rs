@@ -132,6 +132,8 @@ pub struct Controller<K: Key, R: Reconciler<K>> {
     /// The primary kind's group and kind (the span's `controllerGroup` and `controllerKind`).
     group: Arc<str>,
     kind: Arc<str>,
+    /// Where [`Context::event`] publishes (a manager's recorder for this controller).
+    recorder: Option<kube::runtime::events::Recorder>,
 }
 
 impl<K: Key, R: Reconciler<K>> fmt::Debug for Controller<K, R> {
@@ -170,7 +172,22 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             log_constructor: None,
             group: Arc::from(""),
             kind: Arc::from(""),
+            recorder: None,
         }
+    }
+
+    /// Sets the recorder [`Context::event`] publishes through (a
+    /// [`Manager`](crate::Manager) sets its own for the controllers it runs:
+    /// [`Manager::event_recorder`](crate::Manager::event_recorder) of the controller's name).
+    #[must_use]
+    pub fn with_event_recorder(mut self, recorder: kube::runtime::events::Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Sets the recorder unless one is set.
+    pub(crate) fn default_event_recorder(&mut self, recorder: kube::runtime::events::Recorder) {
+        self.recorder.get_or_insert(recorder);
     }
 
     /// Sets the error policy: what happens to a request whose reconcile returned a
@@ -273,6 +290,7 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
             log_constructor,
             group,
             kind,
+            recorder,
         } = self;
         let workers = options.max_concurrent_reconciles.max(1);
         let metrics = ControllerMetrics::new(&name);
@@ -380,6 +398,7 @@ impl<K: Key, R: Reconciler<K>> Controller<K, R> {
                 controller: name.clone(),
                 shutdown: ctx_shutdown.clone(),
                 clock: options.clock.clone(),
+                recorder,
             }),
             manual_requeues: Arc::default(),
             next_requeue: AtomicU64::new(0),

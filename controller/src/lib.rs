@@ -271,13 +271,14 @@ pub use error_policy::{ErrorAction, ErrorPolicy};
 pub use http::BindAddress;
 /// One client for every kind ([`kcr_client`]), as [`Manager::client`] returns it.
 pub use kcr_client::{Client, ClientError, ClientOptions, ListOptions};
+pub use kube::runtime::events::EventType;
 pub use leader::{LeaderElectionConfig, LeaderElector};
 pub use log::{LogConstructor, ReconcileInfo};
 pub use manager::{Manager, ManagerOptions};
 pub use object_reconciler::{FromCache, FromCacheError, ObjectReconciler};
 pub use reason::ReconcileReason;
 pub use reconciler::{
-    Action, Context, FnReconciler, ReconcileError, Reconciler, Terminal, reconciler_fn,
+    Action, Context, EventError, FnReconciler, ReconcileError, Reconciler, Terminal, reconciler_fn,
 };
 pub use watch::{BoxError, StartedWatch, Watch};
 

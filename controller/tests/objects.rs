@@ -363,6 +363,37 @@ async fn finalizer_is_added_before_apply_kept_on_failed_cleanup_and_removed_afte
 }
 
 #[tokio::test]
+async fn a_finalizer_closure_may_fail_with_anyhow() {
+    let ns = TestNamespace::new("finalizer-anyhow").await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(ns.client());
+    let created = api
+        .create(&Default::default(), &named_configmap("fin"))
+        .await
+        .unwrap();
+    let err = finalizer(&api, FIN, Arc::new(created), |event| async move {
+        match event {
+            FinalizerEvent::Apply(cm) => Err(anyhow::anyhow!(
+                "cannot reach the bucket of {}",
+                cm.name_any()
+            )),
+            FinalizerEvent::Cleanup(_) => Ok(Action::done()),
+        }
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(err.to_string(), "apply: cannot reach the bucket of fin");
+    let FinalizerError::Apply(inner) = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(inner.to_string(), "cannot reach the bucket of fin");
+    // A reconciler returning anyhow::Error takes it with `?`.
+    let as_anyhow: anyhow::Error = err.into();
+    assert!(as_anyhow.to_string().contains("bucket"));
+    // The finalizer was added before the closure ran.
+    assert_eq!(api.get("fin").await.unwrap().finalizers(), [FIN]);
+}
+
+#[tokio::test]
 async fn finalizer_patches_never_overwrite_a_concurrent_edit() {
     let ns = TestNamespace::new("finalizer-race").await.unwrap();
     let api: Api<ConfigMap> = Api::default_namespaced(ns.client());

@@ -466,10 +466,12 @@ impl<'m, Q: Key> Builder<'m, Q> {
         }
         let (gates, registrar) = self.take_hooks()?;
         if gates.is_empty() && registrar.is_none() {
-            let controller = self.build(reconciler)?;
+            let mut controller = self.build(reconciler)?;
+            controller.default_event_recorder(manager.event_recorder(controller.name()));
             return manager.register_controller(controller);
         }
-        let controller = self.build(hook::Gated::new(reconciler, gates))?;
+        let mut controller = self.build(hook::Gated::new(reconciler, gates))?;
+        controller.default_event_recorder(manager.event_recorder(controller.name()));
         match registrar {
             Some(hook) => hook.register(manager, ControllerRunnable::new(controller)),
             None => manager.register_controller(controller),

@@ -551,7 +551,10 @@ impl Manager {
     }
 
     /// An event recorder for the controller `name` (reporting controller
-    /// `<event_reporter>/<name>`), as controller-runtime's `GetEventRecorderFor`.
+    /// `<event_reporter>/<name>`): kube's recorder of `events.k8s.io/v1` Events, as
+    /// controller-runtime's `GetEventRecorder` (its `GetEventRecorderFor` records core/v1
+    /// Events). Every controller the manager builds publishes through one of these from
+    /// [`Context::event`](crate::Context::event).
     pub fn event_recorder(&self, name: &str) -> Recorder {
         let reporter = Reporter {
             controller: format!("{}/{}", self.options.event_reporter, name),

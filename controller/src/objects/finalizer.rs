@@ -43,17 +43,38 @@ pub enum Event<K> {
 }
 
 /// Why [`finalizer`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum FinalizerError<E: std::error::Error + 'static> {
+///
+/// `E` is the error type of the reconcile closure: any error type, `anyhow::Error` included
+/// (it needs only `Debug` and `Display`). Its message is part of this error's; its own
+/// `source()` chain is not followed (an `anyhow::Error` is not a `std::error::Error`), so match
+/// on [`FinalizerError::Apply`] or [`FinalizerError::Cleanup`] to get it back.
+#[derive(Debug)]
+pub enum FinalizerError<E> {
     /// Adding or removing the finalizer failed (the name is invalid, or the API server refused).
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] ObjectError),
+    Finalizer(ObjectError),
     /// [`Event::Apply`] failed.
-    #[error("apply: {0}")]
-    Apply(#[source] E),
+    Apply(E),
     /// [`Event::Cleanup`] failed: the finalizer was kept.
-    #[error("cleanup (finalizer kept): {0}")]
-    Cleanup(#[source] E),
+    Cleanup(E),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for FinalizerError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FinalizerError::Finalizer(e) => write!(f, "finalizer: {e}"),
+            FinalizerError::Apply(e) => write!(f, "apply: {e}"),
+            FinalizerError::Cleanup(e) => write!(f, "cleanup (finalizer kept): {e}"),
+        }
+    }
+}
+
+impl<E: std::fmt::Debug + std::fmt::Display> std::error::Error for FinalizerError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FinalizerError::Finalizer(e) => Some(e),
+            FinalizerError::Apply(_) | FinalizerError::Cleanup(_) => None,
+        }
+    }
 }
 
 /// Reconcile `object` under the finalizer `name` (a qualified name, best with a domain prefix:
@@ -94,7 +115,6 @@ where
     K: Object,
     F: FnOnce(Event<K>) -> Fut,
     Fut: Future<Output = Result<Action, E>>,
-    E: std::error::Error + 'static,
 {
     check_name(name).map_err(FinalizerError::Finalizer)?;
     let api = &Writer::new(api, &object).map_err(FinalizerError::Finalizer)?;

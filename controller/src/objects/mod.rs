@@ -15,6 +15,8 @@
 //!   [`OperationResult::Unchanged`].
 //! - [`Applier`]: server-side apply as one field manager, with an explicit [`Conflicts`]
 //!   choice.
+//! - [`conditions`]: status conditions as apimachinery's `meta.SetStatusCondition` keeps them
+//!   (the transition time moves only when the status does).
 //! - [`finalizer`]: add a finalizer before the first apply, run cleanup on deletion, remove the
 //!   finalizer only after the cleanup succeeded; every patch guarded by JSON-patch `test`s.
 //!
@@ -25,6 +27,7 @@
 //! Errors are [`ObjectError`]s naming the object and the request that failed.
 
 mod apply;
+pub mod conditions;
 mod create_or_update;
 mod error;
 mod finalizer;

@@ -182,11 +182,23 @@ pub struct Context {
 }
 
 /// The per-controller part of a [`Context`].
-#[derive(Debug)]
 pub(crate) struct ContextShared {
     pub(crate) controller: Arc<str>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) clock: Clock,
+    /// Where [`Context::event`] publishes.
+    pub(crate) recorder: Option<kube::runtime::events::Recorder>,
+}
+
+impl std::fmt::Debug for ContextShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContextShared")
+            .field("controller", &self.controller)
+            .field("shutdown", &self.shutdown)
+            .field("clock", &self.clock)
+            .field("recorder", &self.recorder.as_ref().map(|_| "Recorder"))
+            .finish()
+    }
 }
 
 impl Context {
@@ -198,6 +210,7 @@ impl Context {
                 controller: controller.into(),
                 shutdown: CancellationToken::new(),
                 clock: Clock::system(),
+                recorder: None,
             }),
             reconcile_id: Uuid::new_v4(),
             retries: 0,
@@ -234,6 +247,20 @@ impl Context {
             controller: self.shared.controller.clone(),
             shutdown: self.shared.shutdown.clone(),
             clock,
+            recorder: self.shared.recorder.clone(),
+        });
+        self
+    }
+
+    /// A context that publishes [`events`](Self::event) through `recorder` (a reconciler
+    /// called by hand, in a test).
+    #[must_use]
+    pub fn with_event_recorder(mut self, recorder: kube::runtime::events::Recorder) -> Self {
+        self.shared = Arc::new(ContextShared {
+            controller: self.shared.controller.clone(),
+            shutdown: self.shared.shutdown.clone(),
+            clock: self.shared.clock.clone(),
+            recorder: Some(recorder),
         });
         self
     }
@@ -273,6 +300,73 @@ impl Context {
     pub fn now(&self) -> jiff::Timestamp {
         self.shared.clock.now()
     }
+
+    /// Publishes a Kubernetes Event about `object` (`events.k8s.io/v1`, the API a test lists;
+    /// kube's recorder, which also counts repeats into an event series) through the
+    /// controller's recorder: a [`Manager`](crate::Manager)'s for the controllers it runs,
+    /// reporting `<event_reporter>/<controller>`. `reason` is CamelCase (`Created`,
+    /// `ScaleFailed`); the action is the reason too.
+    ///
+    /// ```no_run
+    /// # async fn demo(ctx: &kcr_controller::Context, cm: &k8s_openapi::api::core::v1::ConfigMap) -> Result<(), kcr_controller::EventError> {
+    /// use kcr_controller::EventType;
+    /// ctx.event(cm, EventType::Normal, "Copied", "copied into secret app-copy").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn event<O>(
+        &self,
+        object: &O,
+        type_: kube::runtime::events::EventType,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Result<(), EventError>
+    where
+        O: kube::Resource<DynamicType = ()>,
+    {
+        let Some(recorder) = &self.shared.recorder else {
+            return Err(EventError::NoRecorder {
+                controller: self.shared.controller.to_string(),
+            });
+        };
+        let event = kube::runtime::events::Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(message.into()),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        recorder
+            .publish(&event, &object.object_ref(&()))
+            .await
+            .map_err(|source| EventError::Publish {
+                controller: self.shared.controller.to_string(),
+                reason: reason.to_owned(),
+                source,
+            })
+    }
+}
+
+/// Why [`Context::event`] published nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// The controller has no recorder: it runs outside a manager, and none was given
+    /// ([`Controller::with_event_recorder`](crate::Controller::with_event_recorder)).
+    #[error("controller {controller} has no event recorder (it runs outside a manager)")]
+    NoRecorder {
+        /// The controller.
+        controller: String,
+    },
+    /// The API server refused the Event.
+    #[error("controller {controller}: publishing the event {reason}: {source}")]
+    Publish {
+        /// The controller.
+        controller: String,
+        /// The event's reason.
+        reason: String,
+        /// kube's error.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// Brings the state of the world in line with the desired state of one object.
