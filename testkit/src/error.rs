@@ -48,6 +48,9 @@ pub enum TestkitError {
         /// What the last probe saw.
         last: String,
     },
+    /// The request record (`KCR_RBAC_RECORD`) could not be written.
+    #[error(transparent)]
+    Record(#[from] crate::access::RecordError),
     /// A kcr-envtest helper failed.
     #[error(transparent)]
     Envtest(#[from] kcr_envtest::EnvtestError),

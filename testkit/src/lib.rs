@@ -15,6 +15,11 @@
 //! - **Webhooks in one call** ([`TestWebhooks::install`]): a CA, the kcr-webhook server run by
 //!   the manager, and the webhook configurations pointing at it, in effect when the call
 //!   returns and removed at the end.
+//! - **RBAC from what the operator does** ([`access`], [`AccessRecorder`]): every request of the
+//!   manager's client, recorded as RBAC sees it (verb, group, resource, subresource, namespace);
+//!   with `KCR_RBAC_RECORD=<dir>` the managers of [`manager()`] record into that directory, and
+//!   `cargo kcr rbac` turns the record into the minimal ClusterRole and Role, or checks the
+//!   checked-in ones against it.
 //! - **Where a test runs** ([`TestCluster`]): a [`TestApiServer`](kcr_envtest::TestApiServer) of
 //!   its own, or a [`TestNamespace`](kcr_envtest::TestNamespace) on the test binary's shared
 //!   server (one control plane per test binary); both on the backend `KCR_ENVTEST_BACKEND`
@@ -67,12 +72,14 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod cluster;
 pub mod error;
 pub mod manager;
 pub mod wait;
 pub mod webhooks;
 
+pub use access::{Access, AccessRecorder};
 pub use cluster::TestCluster;
 pub use error::TestkitError;
 pub use kcr_controller::{Clock, ManualClock};

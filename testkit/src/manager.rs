@@ -13,6 +13,7 @@ use kcr_controller::{BindAddress, Manager, ManagerError, ManagerOptions};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::AccessRecorder;
 use crate::cluster::TestCluster;
 use crate::error::TestkitError;
 
@@ -38,11 +39,18 @@ pub async fn manager(cluster: &impl TestCluster) -> Result<Manager, TestkitError
 }
 
 /// A manager for `cluster` with the given options (start from [`options`]).
+///
+/// With `KCR_RBAC_RECORD` set ([`crate::access::RECORD_ENV`]), the manager's client records
+/// every request into that directory, for `cargo kcr rbac` ([`crate::access`]).
 pub async fn manager_with(
     cluster: &impl TestCluster,
     options: ManagerOptions,
 ) -> Result<Manager, TestkitError> {
-    Manager::new(cluster.client(), options)
+    let client = match AccessRecorder::from_env()? {
+        Some(recorder) => recorder.wrap(cluster.client()),
+        None => cluster.client(),
+    };
+    Manager::new(client, options)
         .await
         .map_err(TestkitError::NewManager)
 }
