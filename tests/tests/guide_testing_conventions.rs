@@ -61,6 +61,7 @@ impl Harness {
 }
 // ANCHOR_END: harness
 
+// ANCHOR: tests
 /// The `message` of the ConfigMap `name`, if there is one.
 async fn message(cms: &Api<ConfigMap>, name: &str) -> Result<Option<String>, kube::Error> {
     let cm = cms.get_opt(name).await?;
@@ -100,7 +101,6 @@ async fn greet(test: &str, text: &str) -> anyhow::Result<()> {
     h.stop().await
 }
 
-// ANCHOR: tests
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_in_english() -> anyhow::Result<()> {
     greet("english", "Hello").await
