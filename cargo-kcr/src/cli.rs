@@ -29,7 +29,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write the minimal ClusterRole and Role from the requests the tests made (recorded by
-    /// kcr-testkit with KCR_RBAC_RECORD=<dir>), or check the checked-in ones (--check).
+    /// kcr-testkit with KCR_RBAC_RECORD=DIR), or check the checked-in ones (--check).
     Rbac(RbacArgs),
 }
 
@@ -63,7 +63,7 @@ pub struct RbacArgs {
     #[arg(long, value_name = "NAMESPACE", default_value = "system")]
     pub role_namespace: String,
     /// The resources whose accesses go to the namespaced Role, comma-separated
-    /// <group>/<resource> (core/<resource> for the core group); an empty value puts
+    /// GROUP/RESOURCE (core/RESOURCE for the core group); an empty value puts
     /// everything in the ClusterRole.
     #[arg(
         long,
@@ -73,7 +73,7 @@ pub struct RbacArgs {
     )]
     pub role_resources: Vec<String>,
     /// A role-like YAML file whose rules are added although no request shows them (e.g.
-    /// `update` on `<owner>/finalizers`, which the API server checks for an owner reference
+    /// `update` on `OWNER/finalizers`, which the API server checks for an owner reference
     /// that blocks the owner's deletion); a document of kind Role goes to the Role, any other
     /// to the ClusterRole. Repeatable.
     #[arg(long, value_name = "FILE")]

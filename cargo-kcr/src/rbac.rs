@@ -1,4 +1,4 @@
-//! `cargo kcr rbac`: the roles from the record ([`generate`], [`write`]), or the checked-in
+//! `cargo kcr rbac`: the roles from the record ([`generate`], [`write()`]), or the checked-in
 //! roles against it ([`check`]), as [`RbacOptions`] say.
 
 use std::collections::BTreeSet;
@@ -9,7 +9,7 @@ use crate::error::RbacError;
 use crate::permission::Permission;
 use crate::plan::{GroupResource, Split, split};
 use crate::record::{RecordedAccess, read_record};
-use crate::role::{RoleKind, read_role_file, render, rules_of};
+use crate::role::{RoleDocument, RoleKind, read_role_file, render, rules_of};
 
 /// Where the record is when neither `--record` nor `KCR_RBAC_RECORD` says.
 pub const DEFAULT_RECORD: &str = "target/kcr-rbac";
@@ -83,7 +83,7 @@ impl RbacOptions {
                 path: extra.clone(),
                 source,
             })?;
-            for (kind, permissions) in rules_of(&text, extra)? {
+            for RoleDocument { kind, permissions } in rules_of(&text, extra)? {
                 let into = if kind.as_deref() == Some(RoleKind::Role.as_str()) {
                     &mut needed.namespaced
                 } else {

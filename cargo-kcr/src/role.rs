@@ -59,13 +59,17 @@ struct Rule {
     non_resource_urls: Option<Vec<String>>,
 }
 
-/// The permissions of every document of the YAML `text` (from the file `path`, named in
-/// errors), with the kind of each document (`None` when it has none). Every rule's groups,
-/// resources and verbs are multiplied out; `*` stays as it is.
-pub fn rules_of(
-    text: &str,
-    path: &Path,
-) -> Result<Vec<(Option<String>, BTreeSet<Permission>)>, RbacError> {
+/// One document of a role file: its kind and what its rules grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleDocument {
+    /// The document's `kind` (`None` when it has none).
+    pub kind: Option<String>,
+    /// Every rule's groups, resources and verbs multiplied out; `*` stays as it is.
+    pub permissions: BTreeSet<Permission>,
+}
+
+/// The documents of the YAML `text` (from the file `path`, named in errors).
+pub fn rules_of(text: &str, path: &Path) -> Result<Vec<RoleDocument>, RbacError> {
     let documents: Vec<Option<Document>> =
         serde_saphyr::from_multiple(text).map_err(|e| RbacError::BadRole {
             path: path.to_owned(),
@@ -95,7 +99,10 @@ pub fn rules_of(
                 }
             }
         }
-        out.push((document.kind, permissions));
+        out.push(RoleDocument {
+            kind: document.kind,
+            permissions,
+        });
     }
     Ok(out)
 }
@@ -117,7 +124,11 @@ pub fn read_role_file(
         }
     };
     let mut granted = BTreeSet::new();
-    for (found, permissions) in rules_of(&text, path)? {
+    for RoleDocument {
+        kind: found,
+        permissions,
+    } in rules_of(&text, path)?
+    {
         if found.as_deref() != Some(kind.as_str()) {
             return Err(RbacError::UnexpectedKind {
                 path: path.to_owned(),
@@ -265,7 +276,11 @@ rules:
 ";
         assert_eq!(text.split_once('\n').map(|(_, rest)| rest), Some(expected));
         let read = rules_of(&text, Path::new("role.yaml"))?;
-        assert_eq!(read, vec![(Some("ClusterRole".to_owned()), permissions)]);
+        let document = RoleDocument {
+            kind: Some("ClusterRole".to_owned()),
+            permissions,
+        };
+        assert_eq!(read, vec![document]);
         Ok(())
     }
 

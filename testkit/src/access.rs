@@ -260,11 +260,12 @@ impl AccessRecorder {
     pub fn from_env() -> Result<Option<AccessRecorder>, RecordError> {
         static PROCESS: OnceLock<Result<Option<AccessRecorder>, (PathBuf, String)>> =
             OnceLock::new();
-        let made = PROCESS.get_or_init(|| match std::env::var_os(RECORD_ENV) {
-            Some(dir) if !dir.is_empty() => AccessRecorder::to_dir(&dir)
-                .map(Some)
-                .map_err(|e| (PathBuf::from(dir), e.to_string())),
-            _ => Ok(None),
+        let made = PROCESS.get_or_init(|| {
+            let value = std::env::var_os(RECORD_ENV);
+            AccessRecorder::from_var(value.as_deref()).map_err(|e| {
+                let dir = value.map(PathBuf::from).unwrap_or_default();
+                (dir, e.to_string())
+            })
         });
         match made {
             Ok(recorder) => Ok(recorder.clone()),
@@ -272,6 +273,14 @@ impl AccessRecorder {
                 path: path.clone(),
                 source: std::io::Error::other(message.clone()),
             }),
+        }
+    }
+
+    /// The recorder the value of [`RECORD_ENV`] asks for: `None` when unset or empty.
+    fn from_var(value: Option<&std::ffi::OsStr>) -> Result<Option<AccessRecorder>, RecordError> {
+        match value {
+            Some(dir) if !dir.is_empty() => AccessRecorder::to_dir(dir).map(Some),
+            _ => Ok(None),
         }
     }
 
@@ -604,6 +613,27 @@ mod tests {
             ]
         );
         assert_eq!(recorder.accesses().len(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn the_variable_names_the_directory_and_unset_or_empty_records_nothing()
+    -> Result<(), Box<dyn std::error::Error>> {
+        assert!(AccessRecorder::from_var(None)?.is_none());
+        assert!(AccessRecorder::from_var(Some("".as_ref()))?.is_none());
+        let dir = tempfile::tempdir()?;
+        let recorder = AccessRecorder::from_var(Some(dir.path().as_os_str()))?.ok_or("none")?;
+        let file = recorder.file().ok_or("no file")?;
+        assert_eq!(file.parent(), Some(dir.path()));
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        assert!(
+            name.starts_with(&format!("{}-", std::process::id())),
+            "{name}"
+        );
+        assert!(name.ends_with(".jsonl"), "{name}");
         Ok(())
     }
 
