@@ -31,17 +31,16 @@ pub mod conditions;
 mod create_or_update;
 mod error;
 mod finalizer;
-mod finalizer_list;
-mod finalizers;
 mod object_api;
 mod owner;
 
 pub use apply::{Applier, Conflicts};
 pub use create_or_update::{Mutate, OperationResult, create_or_patch, create_or_update};
 pub use error::ObjectError;
-pub use finalizer::{Event as FinalizerEvent, FinalizerError, finalizer};
-pub use finalizer_list::{add_finalizer, contains_finalizer, remove_finalizer};
-pub use finalizers::{Finalized, Finalizers, FinalizersError};
+pub use finalizer::{
+    Event as FinalizerEvent, Finalized, FinalizerError, Finalizers, FinalizersError, add_finalizer,
+    contains_finalizer, finalizer, remove_finalizer,
+};
 pub use object_api::{Object, ObjectApi};
 pub use owner::{
     OwnerError, controller_of, has_controller_reference, has_owner_reference,

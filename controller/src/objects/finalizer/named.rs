@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::error::ObjectError;
-use super::finalizer::{Guarded, check_name, guarded_patch};
-use super::object_api::Object;
-use super::object_api::{ObjectApi, Writer};
+use super::guard::{Guarded, check_name, guarded_patch};
+use crate::objects::error::ObjectError;
+use crate::objects::object_api::Object;
+use crate::objects::object_api::{ObjectApi, Writer};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 type Cleanup<K> =
