@@ -26,7 +26,7 @@ use super::route::Route;
 use super::selectors::Selectors;
 use super::{Body, Shared};
 use crate::error::ApiError;
-use crate::store::{EventKind, LogEvent, StoredObject};
+use crate::store::{WatchEventType, LogEvent, StoredObject};
 
 /// Events read from the log per lock acquisition.
 const BATCH: usize = 2048;
@@ -168,9 +168,9 @@ impl WatchSpec {
     /// The event a log event is for this watch (after selector transitions), if any: its kind
     /// and the object it carries. An object that left the selector: the real server's DELETED
     /// carries the previous (still matching) state at the new resourceVersion.
-    fn event_for(&self, ev: &LogEvent) -> Option<(EventKind, Arc<StoredObject>)> {
+    fn event_for(&self, ev: &LogEvent) -> Option<(WatchEventType, Arc<StoredObject>)> {
         let kind = self.event_kind(ev)?;
-        let left = matches!(ev.kind, EventKind::Modified) && kind == EventKind::Deleted;
+        let left = matches!(ev.kind, WatchEventType::Modified) && kind == WatchEventType::Deleted;
         let object = match (&ev.prev, left) {
             (Some(prev), true) => prev.at_rv(ev.rv),
             _ => ev.object.clone(),
@@ -179,17 +179,17 @@ impl WatchSpec {
     }
 
     /// The kind of event a log event is for this watch (after selector transitions), if any.
-    fn event_kind(&self, ev: &LogEvent) -> Option<EventKind> {
+    fn event_kind(&self, ev: &LogEvent) -> Option<WatchEventType> {
         let now = self.matches(&ev.object);
         let kind = match ev.kind {
-            EventKind::Added if now => EventKind::Added,
-            EventKind::Deleted if now => EventKind::Deleted,
-            EventKind::Modified => {
+            WatchEventType::Added if now => WatchEventType::Added,
+            WatchEventType::Deleted if now => WatchEventType::Deleted,
+            WatchEventType::Modified => {
                 let before = ev.prev.as_deref().is_some_and(|p| self.matches(p));
                 match (before, now) {
-                    (true, true) => EventKind::Modified,
-                    (true, false) => EventKind::Deleted,
-                    (false, true) => EventKind::Added,
+                    (true, true) => WatchEventType::Modified,
+                    (true, false) => WatchEventType::Deleted,
+                    (false, true) => WatchEventType::Added,
                     (false, false) => return None,
                 }
             }
@@ -291,7 +291,7 @@ async fn run(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
                 break;
             };
             cursor = last.rv;
-            let (kinds, objects): (Vec<EventKind>, Vec<Arc<StoredObject>>) = events
+            let (kinds, objects): (Vec<WatchEventType>, Vec<Arc<StoredObject>>) = events
                 .iter()
                 .filter(|ev| spec.in_scope(ev, &key))
                 .filter_map(|ev| spec.event_for(ev))

@@ -87,9 +87,10 @@ impl StoredObject {
     }
 }
 
-/// Kind of a watch event.
+/// The type of a watch event on the wire (`ADDED`, `MODIFIED`, `DELETED`). Not a controller's
+/// event kind: that is `kcr_core::EventKind`, the one type of that name in kcr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
+pub enum WatchEventType {
     /// The object was created.
     Added,
     /// The object changed.
@@ -98,13 +99,13 @@ pub enum EventKind {
     Deleted,
 }
 
-impl EventKind {
+impl WatchEventType {
     /// The wire name (`ADDED`, `MODIFIED`, `DELETED`).
     pub fn as_str(self) -> &'static str {
         match self {
-            EventKind::Added => "ADDED",
-            EventKind::Modified => "MODIFIED",
-            EventKind::Deleted => "DELETED",
+            WatchEventType::Added => "ADDED",
+            WatchEventType::Modified => "MODIFIED",
+            WatchEventType::Deleted => "DELETED",
         }
     }
 }
@@ -119,7 +120,7 @@ pub struct LogEvent {
     /// Namespace and name.
     pub key: ObjKey,
     /// What happened.
-    pub kind: EventKind,
+    pub kind: WatchEventType,
     /// The object after the write (for deletions: the last state, with the deletion's RV).
     pub object: Arc<StoredObject>,
     /// The object before the write (`None` for creations).
@@ -352,9 +353,9 @@ impl Store {
         );
         let name = self.resource_name(resource);
         let kind = if prev.is_some() {
-            EventKind::Modified
+            WatchEventType::Modified
         } else {
-            EventKind::Added
+            WatchEventType::Added
         };
         self.push_event(LogEvent {
             rv,
@@ -383,7 +384,7 @@ impl Store {
             rv,
             resource: name,
             key: key.clone(),
-            kind: EventKind::Deleted,
+            kind: WatchEventType::Deleted,
             object: last.clone(),
             prev: Some(prev),
         });
