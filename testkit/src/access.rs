@@ -27,7 +27,8 @@
 //! ```
 //!
 //! `subresource` and `namespace` are `null` when absent; `group` is `""` for the core group.
-//! Then:
+//! A test that makes its manager itself (`Manager::new`, e.g. with a ServiceAccount's client
+//! on the real backend) joins the record with [`record_from_env`]. Then:
 //!
 //! ```sh
 //! rm -rf target/kcr-rbac
@@ -194,6 +195,18 @@ fn query_flag(query: Option<&str>, name: &str) -> bool {
     })
 }
 
+/// `client`, recording into the process's record when [`RECORD_ENV`] names a directory
+/// ([`AccessRecorder::from_env`]), else `client` itself: the one line a test that makes its
+/// manager with `Manager::new` (a client of its own, leader election) needs to join the
+/// suite's record. [`manager()`](crate::manager()) and [`manager_with`](crate::manager_with)
+/// call it.
+pub fn record_from_env(client: kube::Client) -> Result<kube::Client, RecordError> {
+    Ok(match AccessRecorder::from_env()? {
+        Some(recorder) => recorder.wrap(client),
+        None => client,
+    })
+}
+
 /// Why a record could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -285,6 +298,7 @@ impl AccessRecorder {
     }
 
     /// `client`, recording every request it sends; the default namespace stays the same.
+    /// Call it inside a tokio runtime, as [`kube::Client::new`] (which it uses) asks.
     pub fn wrap(&self, client: kube::Client) -> kube::Client {
         let namespace = client.default_namespace().to_owned();
         kube::Client::new(

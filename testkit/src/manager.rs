@@ -13,7 +13,7 @@ use kcr_controller::{BindAddress, Manager, ManagerError, ManagerOptions};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::AccessRecorder;
+use crate::access::record_from_env;
 use crate::cluster::TestCluster;
 use crate::error::TestkitError;
 
@@ -46,10 +46,7 @@ pub async fn manager_with(
     cluster: &impl TestCluster,
     options: ManagerOptions,
 ) -> Result<Manager, TestkitError> {
-    let client = match AccessRecorder::from_env()? {
-        Some(recorder) => recorder.wrap(cluster.client()),
-        None => cluster.client(),
-    };
+    let client = record_from_env(cluster.client())?;
     Manager::new(client, options)
         .await
         .map_err(TestkitError::NewManager)
