@@ -78,6 +78,11 @@ pub struct RbacArgs {
     /// to the ClusterRole. Repeatable.
     #[arg(long, value_name = "FILE")]
     pub extra: Vec<PathBuf>,
+    /// A checked-in role file bound to the operator that cargo kcr rbac does not write (e.g.
+    /// metrics_auth_role.yaml): what it grants is left out of the written roles, and --check
+    /// reports its verbs no test used. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub keep: Vec<PathBuf>,
 }
 
 impl RbacArgs {
@@ -107,6 +112,7 @@ impl RbacArgs {
             role_namespace: self.role_namespace.clone(),
             role_resources,
             extra: self.extra.clone(),
+            kept: self.keep.clone(),
         })
     }
 }

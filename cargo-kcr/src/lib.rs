@@ -25,7 +25,10 @@
 //!
 //! A permission no request shows goes in a role-like file given with `--extra`: the API
 //! server checks `update` on `<owner>/finalizers` when an owner reference blocks its owner's
-//! deletion (admission's OwnerReferencesPermissionEnforcement), without a request for it.
+//! deletion (admission's OwnerReferencesPermissionEnforcement), without a request for it. A
+//! checked-in role bound to the operator that `cargo kcr rbac` does not write (kubebuilder's
+//! `metrics_auth_role.yaml`) is given with `--keep`: what it grants stays out of the written
+//! roles, and the check reports its verbs no test used.
 //!
 //! The same as a library:
 //!

@@ -39,6 +39,10 @@ pub struct RbacOptions {
     /// Role-like YAML files whose rules are added to the roles although no request shows
     /// them (a document of kind `Role` to the Role, any other to the ClusterRole).
     pub extra: Vec<PathBuf>,
+    /// Checked-in role files bound to the operator that `cargo kcr rbac` does not write (e.g.
+    /// kubebuilder's `metrics_auth_role.yaml`): what they grant is left out of the written
+    /// roles, and the check reports their verbs no test used.
+    pub kept: Vec<PathBuf>,
 }
 
 impl Default for RbacOptions {
@@ -56,6 +60,7 @@ impl Default for RbacOptions {
                 resource: "leases".to_owned(),
             }],
             extra: Vec::new(),
+            kept: Vec::new(),
         }
     }
 }
@@ -71,19 +76,22 @@ impl RbacOptions {
         self.dir.join(&self.role_file)
     }
 
-    /// The permissions each role needs: the record's, plus the extra files'.
+    /// The permissions each role written by `cargo kcr rbac` needs: the record's, plus the
+    /// extra files', less what the [kept](Self::kept) roles grant.
     pub fn needed(&self) -> Result<Split, RbacError> {
+        Ok(self.needs()?.0)
+    }
+
+    /// [`needed`](Self::needed), and every permission needed before the kept roles' were
+    /// left out.
+    fn needs(&self) -> Result<(Split, BTreeSet<Permission>), RbacError> {
         let mut accesses: Vec<RecordedAccess> = Vec::new();
         for record in &self.records {
             accesses.extend(read_record(record)?);
         }
         let mut needed = split(&accesses, &self.role_resources)?;
         for extra in &self.extra {
-            let text = std::fs::read_to_string(extra).map_err(|source| RbacError::Read {
-                path: extra.clone(),
-                source,
-            })?;
-            for RoleDocument { kind, permissions } in rules_of(&text, extra)? {
+            for RoleDocument { kind, permissions } in read_documents(extra)? {
                 let into = if kind.as_deref() == Some(RoleKind::Role.as_str()) {
                     &mut needed.namespaced
                 } else {
@@ -92,8 +100,37 @@ impl RbacOptions {
                 into.extend(permissions);
             }
         }
-        Ok(needed)
+        let all: BTreeSet<Permission> = needed.cluster.union(&needed.namespaced).cloned().collect();
+        let kept = self.kept_grants()?;
+        let granted_elsewhere =
+            |p: &Permission| kept.iter().any(|(_, g)| g.iter().any(|g| g.grants(p)));
+        needed.cluster.retain(|p| !granted_elsewhere(p));
+        needed.namespaced.retain(|p| !granted_elsewhere(p));
+        Ok((needed, all))
     }
+
+    /// What each kept role file grants.
+    fn kept_grants(&self) -> Result<Vec<(PathBuf, BTreeSet<Permission>)>, RbacError> {
+        self.kept
+            .iter()
+            .map(|path| {
+                let granted = read_documents(path)?
+                    .into_iter()
+                    .flat_map(|d| d.permissions)
+                    .collect();
+                Ok((path.clone(), granted))
+            })
+            .collect()
+    }
+}
+
+/// The documents of the role-like file `path`.
+fn read_documents(path: &Path) -> Result<Vec<RoleDocument>, RbacError> {
+    let text = std::fs::read_to_string(path).map_err(|source| RbacError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    rules_of(&text, path)
 }
 
 /// One role file to write: its path and YAML.
@@ -162,7 +199,7 @@ pub fn write(files: &[RoleFile]) -> Result<(), RbacError> {
 /// The checked-in role files against the record: every missing and unused verb. A role file
 /// that does not exist grants nothing (fine when the record needs nothing of it).
 pub fn check(options: &RbacOptions) -> Result<CheckReport, RbacError> {
-    let needed = options.needed()?;
+    let (needed, all) = options.needs()?;
     let mut report = CheckReport::default();
     for (path, kind, needed) in [
         (
@@ -179,6 +216,16 @@ pub fn check(options: &RbacOptions) -> Result<CheckReport, RbacError> {
         report
             .findings
             .extend(compare(&path, &granted.unwrap_or_default(), needed));
+        report.files.push(path);
+    }
+    for (path, granted) in options.kept_grants()? {
+        // Nothing is missing from a kept role (what it lacks is the written roles' concern).
+        let used: BTreeSet<Permission> = all
+            .iter()
+            .filter(|p| granted.iter().any(|g| g.grants(p)))
+            .cloned()
+            .collect();
+        report.findings.extend(compare(&path, &granted, &used));
         report.files.push(path);
     }
     Ok(report)

@@ -219,3 +219,42 @@ fn bad_input_is_an_error_with_exit_code_2() {
     let out = cargo_kcr(dir.path(), &["rbac", "--bogus"]);
     assert_eq!(out.status.code(), Some(2), "usage errors: {}", text(&out));
 }
+
+#[test]
+fn kept_roles_are_left_out_of_the_written_ones_and_checked_for_unused_verbs() {
+    let dir = project();
+    let record = dir.path().join("target/kcr-rbac/300-c.jsonl");
+    std::fs::write(
+        record,
+        "{\"verb\":\"create\",\"group\":\"authentication.k8s.io\",\"resource\":\"tokenreviews\",\"subresource\":null,\"namespace\":null}\n",
+    )
+    .expect("record c");
+    std::fs::write(
+        dir.path().join("config/rbac/metrics_auth_role.yaml"),
+        "kind: ClusterRole\nrules:\n- apiGroups: [authentication.k8s.io]\n  resources: [tokenreviews]\n  verbs: [create]\n\
+         - apiGroups: [authorization.k8s.io]\n  resources: [subjectaccessreviews]\n  verbs: [create]\n",
+    )
+    .expect("kept role");
+    let keep = ["--keep", "config/rbac/metrics_auth_role.yaml"];
+
+    // Without it, the written ClusterRole lacks what the kept role grants.
+    let out = cargo_kcr(dir.path(), &["rbac", "--check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("missing verbs (used by a test, absent from the role):\n  create authentication.k8s.io/tokenreviews\n"), "{}", text(&out));
+
+    // With it, only the kept role's verb no test used is reported, against that file.
+    let out = cargo_kcr(dir.path(), &[&["rbac", "--check"][..], &keep].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "config/rbac/metrics_auth_role.yaml: unused verbs (in the role, never used by a test):\n  \
+         create authorization.k8s.io/subjectaccessreviews\n\
+         0 missing, 1 unused: regenerate with `cargo kcr rbac` (without --check), or change the tests\n"
+    );
+
+    // Writing with it leaves tokenreviews out of role.yaml.
+    let out = cargo_kcr(dir.path(), &[&["rbac"][..], &keep].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let role = std::fs::read_to_string(dir.path().join("config/rbac/role.yaml")).expect("role");
+    assert!(!role.contains("tokenreviews"), "{role}");
+}
