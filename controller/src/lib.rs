@@ -272,7 +272,7 @@ pub use http::BindAddress;
 /// One client for every kind ([`kcr_client`]), as [`Manager::client`] returns it.
 pub use kcr_client::{Client, ClientError, ClientOptions, ListOptions};
 pub use kube::runtime::events::EventType;
-pub use leader::{LeaderElectionConfig, LeaderElector};
+pub use leader::{InvalidLeaseTimings, LeaderElectionConfig, LeaderElector, LeaseTimings};
 pub use log::{LogConstructor, ReconcileInfo};
 pub use manager::{Manager, ManagerOptions};
 pub use object_reconciler::{FromCache, FromCacheError, ObjectReconciler};

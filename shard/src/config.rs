@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use kcr_controller::leader::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
-};
+use kcr_controller::leader::{LeaderElectionConfig, LeaseTimings};
 use kcr_source::WatchScope;
 
 use crate::error::ShardError;
@@ -40,12 +38,10 @@ pub struct ShardConfig {
     /// This replica's identity: the label value of its objects. A DNS label, unique among live
     /// replicas. Default: the host name (shortened) plus a random suffix.
     pub identity: String,
-    /// How long a member (and the sharder) Lease is valid after its last renewal.
-    pub lease_duration: Duration,
-    /// How long a replica keeps trying to renew before it stops.
-    pub renew_deadline: Duration,
-    /// How often Leases are renewed and polled, and how often the sharder re-checks.
-    pub retry_period: Duration,
+    /// The member (and sharder) Leases' timings, as leader election's: how long a Lease is valid
+    /// after its last renewal, how long a replica keeps trying to renew before it stops, and how
+    /// often Leases are renewed and polled (and the sharder re-checks).
+    pub timings: LeaseTimings,
     /// Release the member Lease on graceful shutdown (default `true`), so that the objects move
     /// at once instead of after the Lease expires.
     pub release_on_cancel: bool,
@@ -63,9 +59,7 @@ impl ShardConfig {
             name: name.into(),
             namespace: None,
             identity: default_identity(),
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
+            timings: LeaseTimings::default(),
             release_on_cancel: true,
             virtual_nodes: DEFAULT_VIRTUAL_NODES,
             write_concurrency: DEFAULT_WRITE_CONCURRENCY,
@@ -89,9 +83,7 @@ impl ShardConfig {
     /// Sets lease duration, renew deadline and retry period.
     #[must_use]
     pub fn timings(mut self, lease: Duration, renew_deadline: Duration, retry: Duration) -> Self {
-        self.lease_duration = lease;
-        self.renew_deadline = renew_deadline;
-        self.retry_period = retry;
+        self.timings = LeaseTimings::new(lease, renew_deadline, retry);
         self
     }
 
@@ -141,8 +133,8 @@ impl ShardConfig {
     pub(crate) fn election(&self, lease_name: String, release: bool) -> LeaderElectionConfig {
         let mut le = LeaderElectionConfig::new(lease_name)
             .identity(self.identity.clone())
-            .timings(self.lease_duration, self.renew_deadline, self.retry_period)
             .release_on_cancel(release);
+        le.timings = self.timings;
         le.namespace = self.namespace.clone();
         le
     }

@@ -222,7 +222,7 @@ impl ShardPlan {
             keys,
             self.ownership.clone(),
             true,
-            self.runtime.config.retry_period,
+            self.runtime.config.timings.retry_period,
         ));
     }
 
@@ -252,7 +252,7 @@ impl ShardPlan {
             self.runtime.config.keys(),
             self.ownership.clone(),
             false,
-            self.runtime.config.retry_period,
+            self.runtime.config.timings.retry_period,
         ));
         Ok(())
     }

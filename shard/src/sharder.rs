@@ -195,7 +195,7 @@ impl KindSpec {
         let mut ring: Option<HashRing> = None;
         // Writes made whose effect the watch has not shown yet: key → resourceVersion written on.
         let mut pending: HashMap<ObjKey, String> = HashMap::new();
-        let retry = ctx.config.retry_period;
+        let retry = ctx.config.timings.retry_period;
         let mut tick = tokio::time::interval(retry);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -391,7 +391,7 @@ pub(crate) async fn poll_members(
     cancel: CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &namespace);
-    let mut observer = MemberObserver::new(config.name.clone(), config.lease_duration);
+    let mut observer = MemberObserver::new(config.name.clone(), config.timings.lease_duration);
     loop {
         match api.list(&ListParams::default()).await {
             Ok(list) => {
@@ -434,7 +434,7 @@ pub(crate) async fn poll_members(
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(config.retry_period) => {}
+            _ = tokio::time::sleep(config.timings.retry_period) => {}
         }
     }
 }

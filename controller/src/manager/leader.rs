@@ -89,12 +89,8 @@ pub struct LeaderElectionConfig {
     /// This candidate's identity (unique among candidates). Default: the host name plus a random
     /// suffix.
     pub identity: String,
-    /// How long a lease is valid after its holder's last renewal, as observed by the others.
-    pub lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives up leadership.
-    pub renew_deadline: Duration,
-    /// How often candidates try to acquire and the leader renews.
-    pub retry_period: Duration,
+    /// Lease duration, renew deadline and retry period.
+    pub timings: LeaseTimings,
     /// Release the lease when shutting down gracefully, so that a successor takes over at once.
     pub release_on_cancel: bool,
 }
@@ -107,9 +103,7 @@ impl LeaderElectionConfig {
             lease_name: lease_name.into(),
             namespace: None,
             identity: default_identity(),
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
+            timings: LeaseTimings::default(),
             release_on_cancel: false,
         }
     }
@@ -128,9 +122,7 @@ impl LeaderElectionConfig {
 
     /// Sets lease duration, renew deadline and retry period.
     pub fn timings(mut self, lease: Duration, renew_deadline: Duration, retry: Duration) -> Self {
-        self.lease_duration = lease;
-        self.renew_deadline = renew_deadline;
-        self.retry_period = retry;
+        self.timings = LeaseTimings::new(lease, renew_deadline, retry);
         self
     }
 
@@ -153,16 +145,77 @@ impl LeaderElectionConfig {
         if self.identity.is_empty() {
             return bad("identity is empty");
         }
+        self.timings.validate().or_else(|e| bad(e.reason()))
+    }
+}
+
+/// How a Lease is held, by leader election and by kcr-shard's member Leases alike: a holder
+/// renews every `retry_period`, gives up when it could not renew within `renew_deadline`, and
+/// the others take the Lease over `lease_duration` after its last renewal as they observed it.
+/// The defaults are controller-runtime's (15 s / 10 s / 2 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    /// How long a lease is valid after its holder's last renewal, as observed by the others.
+    pub lease_duration: Duration,
+    /// How long the holder keeps trying to renew before it gives the Lease up.
+    pub renew_deadline: Duration,
+    /// How often candidates try to acquire and the holder renews.
+    pub retry_period: Duration,
+}
+
+impl Default for LeaseTimings {
+    fn default() -> Self {
+        LeaseTimings::new(
+            DEFAULT_LEASE_DURATION,
+            DEFAULT_RENEW_DEADLINE,
+            DEFAULT_RETRY_PERIOD,
+        )
+    }
+}
+
+impl LeaseTimings {
+    /// Lease duration, renew deadline and retry period.
+    pub const fn new(
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Self {
+        LeaseTimings {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        }
+    }
+
+    /// Checks the invariants client-go enforces: `lease_duration > renew_deadline >
+    /// 1.2 × retry_period > 0`, so that a holder always stops before another may take over.
+    pub fn validate(&self) -> Result<(), InvalidLeaseTimings> {
         if self.lease_duration <= self.renew_deadline {
-            return bad("lease_duration must be greater than renew_deadline");
+            return Err(InvalidLeaseTimings(
+                "lease_duration must be greater than renew_deadline",
+            ));
         }
         if self.renew_deadline.as_secs_f64() <= JITTER_FACTOR * self.retry_period.as_secs_f64() {
-            return bad("renew_deadline must be greater than retry_period * 1.2");
+            return Err(InvalidLeaseTimings(
+                "renew_deadline must be greater than retry_period * 1.2",
+            ));
         }
         if self.retry_period.is_zero() {
-            return bad("retry_period must be positive");
+            return Err(InvalidLeaseTimings("retry_period must be positive"));
         }
         Ok(())
+    }
+}
+
+/// Why [`LeaseTimings::validate`] refused a set of timings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidLeaseTimings(&'static str);
+
+impl InvalidLeaseTimings {
+    /// The broken invariant, e.g. "lease_duration must be greater than renew_deadline".
+    pub fn reason(&self) -> &'static str {
+        self.0
     }
 }
 
@@ -379,7 +432,7 @@ impl LeaderElector {
             *observed_at,
             Instant::now(),
             "",
-            self.config.lease_duration,
+            self.config.timings.lease_duration,
         ) != Decision::Take;
         if record.holder.as_deref() != Some(self.config.identity.as_str()) || !valid {
             return None;
@@ -400,7 +453,7 @@ impl LeaderElector {
     pub async fn try_acquire_or_renew(&self) -> Attempt {
         let me = &self.config.identity;
         let now_wall = MicroTime(Timestamp::now());
-        let lease_seconds = self.config.lease_duration.as_secs().max(1) as i32;
+        let lease_seconds = self.config.timings.lease_duration.as_secs().max(1) as i32;
         if let Some(mut lease) = self.fast_path_lease() {
             let spec = lease.spec.get_or_insert_with(Default::default);
             spec.renew_time = Some(now_wall.clone());
@@ -458,7 +511,7 @@ impl LeaderElector {
             observed_at,
             Instant::now(),
             me,
-            self.config.lease_duration,
+            self.config.timings.lease_duration,
         );
         let spec = lease.spec.get_or_insert_with(Default::default);
         match decision {
@@ -507,14 +560,14 @@ impl LeaderElector {
     /// The longest one acquire or renew attempt may take: half the renew deadline, at least a
     /// retry period and [`MIN_ATTEMPT_TIMEOUT`] (5 s with the defaults).
     pub fn attempt_timeout(&self) -> Duration {
-        (self.config.renew_deadline / 2)
-            .max(self.config.retry_period)
+        (self.config.timings.renew_deadline / 2)
+            .max(self.config.timings.retry_period)
             .max(MIN_ATTEMPT_TIMEOUT)
     }
 
     fn jittered_retry(&self) -> Duration {
         let factor = 1.0 + rand::rng().random_range(0.0..JITTER_FACTOR);
-        self.config.retry_period.mul_f64(factor)
+        self.config.timings.retry_period.mul_f64(factor)
     }
 
     /// Tries until this candidate holds the lease (`true`) or `cancel` fires (`false`).
@@ -584,9 +637,9 @@ impl LeaderElector {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
-                _ = tokio::time::sleep(self.config.retry_period) => {}
+                _ = tokio::time::sleep(self.config.timings.retry_period) => {}
             }
-            let deadline = last_renew + self.config.renew_deadline;
+            let deadline = last_renew + self.config.timings.renew_deadline;
             // What the last attempt that got an answer said (an API error says why, so it
             // outranks an attempt cut short at the deadline).
             let mut last_failure: Option<String> = None;
@@ -622,14 +675,14 @@ impl LeaderElector {
                     let last_failure = last_failure.unwrap_or_else(|| "no attempt finished".into());
                     return Err(self.lost(format!(
                         "failed to renew within the renew deadline of {:?}; last failure: {last_failure}",
-                        self.config.renew_deadline
+                        self.config.timings.renew_deadline
                     )));
                 }
                 if timed_out {
                     // The attempt used its time already.
                     continue;
                 }
-                let wait = self.config.retry_period.min(deadline - now);
+                let wait = self.config.timings.retry_period.min(deadline - now);
                 tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
                     _ = tokio::time::sleep(wait) => {}
@@ -654,7 +707,7 @@ impl LeaderElector {
     /// after the renew deadline ([`LeaderElectionError::ReleaseTimeout`]): the Lease then
     /// expires by itself.
     pub async fn release(&self) -> Result<(), LeaderElectionError> {
-        let bound = self.config.renew_deadline;
+        let bound = self.config.timings.renew_deadline;
         tokio::time::timeout(bound, self.release_unbounded())
             .await
             .unwrap_or_else(|_| {

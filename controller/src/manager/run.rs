@@ -846,7 +846,11 @@ impl Manager {
             // Leadership is lost: another replica may take the lease once it expires, which is
             // at most `lease_duration - renew_deadline` from now. Reconciles still running
             // then are abandoned rather than overlap with the new leader's.
-            timeout = timeout.min(le.lease_duration.saturating_sub(le.renew_deadline));
+            timeout = timeout.min(
+                le.timings
+                    .lease_duration
+                    .saturating_sub(le.timings.renew_deadline),
+            );
         }
         let drained = tokio::time::timeout(timeout, async {
             while let Some(res) = set.join_next().await {

@@ -26,7 +26,7 @@ use super::route::Route;
 use super::selectors::Selectors;
 use super::{Body, Shared};
 use crate::error::ApiError;
-use crate::store::{WatchEventType, LogEvent, StoredObject};
+use crate::store::{LogEvent, StoredObject, WatchEventType};
 
 /// Events read from the log per lock acquisition.
 const BATCH: usize = 2048;

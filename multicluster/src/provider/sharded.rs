@@ -93,9 +93,9 @@ impl<P: Provider> Provider for ShardedProvider<P> {
                 LeaderElectionConfig::new(member_lease_name(&config.name, &config.identity))
                     .identity(config.identity.clone())
                     .timings(
-                        config.lease_duration,
-                        config.renew_deadline,
-                        config.retry_period,
+                        config.timings.lease_duration,
+                        config.timings.renew_deadline,
+                        config.timings.retry_period,
                     )
                     .release_on_cancel(config.release_on_cancel);
             election.namespace = Some(namespace.clone());
@@ -118,7 +118,8 @@ impl<P: Provider> Provider for ShardedProvider<P> {
             });
 
             let leases: Api<Lease> = Api::namespaced(client, &namespace);
-            let mut observer = MemberObserver::new(config.name.clone(), config.lease_duration);
+            let mut observer =
+                MemberObserver::new(config.name.clone(), config.timings.lease_duration);
             let mut changes = all.subscribe();
             // Which engagement of `all` each of this replica's clusters came from.
             let mut mine: BTreeMap<ClusterName, u64> = BTreeMap::new();
@@ -176,7 +177,7 @@ impl<P: Provider> Provider for ShardedProvider<P> {
                         };
                     }
                     _ = changes.changed() => {}
-                    _ = tokio::time::sleep(config.retry_period) => {}
+                    _ = tokio::time::sleep(config.timings.retry_period) => {}
                 }
             };
             inner_stop.cancel();

@@ -43,9 +43,9 @@ async fn decisions_follow_client_go() {
 #[test]
 fn config_defaults_and_validation() {
     let c = LeaderElectionConfig::new("my-lease");
-    assert_eq!(c.lease_duration, Duration::from_secs(15));
-    assert_eq!(c.renew_deadline, Duration::from_secs(10));
-    assert_eq!(c.retry_period, Duration::from_secs(2));
+    assert_eq!(c.timings.lease_duration, Duration::from_secs(15));
+    assert_eq!(c.timings.renew_deadline, Duration::from_secs(10));
+    assert_eq!(c.timings.retry_period, Duration::from_secs(2));
     assert!(!c.release_on_cancel);
     assert!(c.identity.contains('_'));
     assert_ne!(
@@ -78,4 +78,40 @@ fn config_defaults_and_validation() {
     );
     assert!(c.clone().identity("").validate().is_err());
     assert!(LeaderElectionConfig::new("").validate().is_err());
+}
+
+#[test]
+fn lease_timings_check_client_gos_invariants() {
+    let s = Duration::from_secs;
+    assert_eq!(
+        LeaseTimings::default(),
+        LeaseTimings::new(s(15), s(10), s(2))
+    );
+    LeaseTimings::default().validate().unwrap();
+    let cases = [
+        (
+            LeaseTimings::new(s(10), s(10), s(2)),
+            "lease_duration must be greater",
+        ),
+        (
+            LeaseTimings::new(s(15), s(2), s(2)),
+            "renew_deadline must be greater",
+        ),
+        (
+            LeaseTimings::new(s(15), Duration::from_millis(2400), s(2)),
+            "renew_deadline must be greater",
+        ),
+        (
+            LeaseTimings::new(s(15), s(10), Duration::ZERO),
+            "retry_period must be positive",
+        ),
+    ];
+    for (timings, reason) in cases {
+        let err = timings.validate().unwrap_err();
+        assert!(err.reason().starts_with(reason), "{timings:?}: {err}");
+        // The config that holds them reports the same reason.
+        let mut config = LeaderElectionConfig::new("l");
+        config.timings = timings;
+        assert!(config.validate().unwrap_err().to_string().contains(reason));
+    }
 }
