@@ -4,7 +4,9 @@
 //! `Available` condition, publishes Events and removes the cache from a shared inventory under a
 //! finalizer; and the five tests a user writes for it, each in a namespace of its own on the
 //! test binary's API server, with the CRD installed once. `KCR_ENVTEST_BACKEND=real` runs them
-//! on kube-apiserver and etcd.
+//! on kube-apiserver and etcd. The module `perturbation` is the perturbation page's example
+//! (`docs/guide/src/testing-perturbation.md`): the controller explored by kcr-perturb (in
+//! process on either backend), and the false finding of a scenario that trusts a settle.
 
 // ANCHOR: types
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -628,4 +630,144 @@ mod tests {
         h.stop().await
     }
     // ANCHOR_END: test_schema
+}
+
+/// The perturbation page's example (`docs/guide/src/testing-perturbation.md`): this
+/// controller explored by kcr-perturb (a crash at write points, missed and lagging watch
+/// events), with a scenario that waits for what each step needs rather than assuming that a
+/// settle means the controller is done.
+#[cfg(test)]
+mod perturbation {
+    // ANCHOR: perturbation
+    use std::time::Duration;
+
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kcr_controller::Manager;
+    use kcr_envtest::{Backend, TestApiServer};
+    use kcr_perturb::{Class, Exploration, Scenario, manager_options};
+    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    use super::{Memcached, MemcachedSpec, add_to_manager};
+
+    /// Each incarnation of the controller: a fresh Manager on the harness's client.
+    async fn start(client: kube::Client) -> anyhow::Result<Manager> {
+        let mgr = Manager::new(client, manager_options()).await?;
+        add_to_manager(&mgr)?;
+        Ok(mgr)
+    }
+
+    /// Waits for the Deployment `name`. A `settle` does not wait for watch events the
+    /// harness holds back, so the Deployment may not exist yet after one: a step that needs
+    /// it waits for it (well beyond the hold window), or the run fails for the scenario's sake.
+    async fn deployment(ctx: &Scenario, name: &str) -> anyhow::Result<Deployment> {
+        let deployments: Api<Deployment> = Api::namespaced(ctx.client(), ctx.namespace());
+        for _ in 0..500 {
+            if let Some(d) = deployments.get_opt(name).await? {
+                return Ok(d);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        anyhow::bail!("no Deployment {name} after 10 s")
+    }
+
+    /// What a user does: two caches, one scaled by hand and then deleted, one resized.
+    async fn session(ctx: Scenario) -> anyhow::Result<()> {
+        let memcacheds: Api<Memcached> = Api::namespaced(ctx.client(), ctx.namespace());
+        let deployments: Api<Deployment> = Api::namespaced(ctx.client(), ctx.namespace());
+        for name in ["a", "b"] {
+            let memcached = Memcached::new(name, MemcachedSpec { size: 2 });
+            memcacheds
+                .create(&PostParams::default(), &memcached)
+                .await?;
+        }
+        ctx.settle().await;
+        deployment(&ctx, "a").await?;
+        let scale = json!({ "spec": { "replicas": 5 } });
+        deployments
+            .patch("a", &PatchParams::default(), &Patch::Merge(&scale))
+            .await?;
+        ctx.settle().await;
+        let resize = json!({ "spec": { "size": 3 } });
+        memcacheds
+            .patch("b", &PatchParams::default(), &Patch::Merge(&resize))
+            .await?;
+        ctx.settle().await;
+        memcacheds.delete("a", &DeleteParams::default()).await?;
+        ctx.settle().await;
+        Ok(())
+    }
+
+    fn memcached_exploration() -> Exploration {
+        Exploration::new("memcached")
+            .crd::<Memcached>()
+            .compare::<Memcached>()
+            .compare::<Deployment>()
+            .compare::<ConfigMap>()
+            .classes([Class::Crash, Class::MissedIntermediate, Class::StaleRead])
+            .controller(start)
+            .scenario(session)
+            // In process on every backend: each run starts a server of its own, and garbage
+            // collection there is part of the delete (the end state does not wait for it).
+            .server(|| TestApiServer::builder().backend(Backend::InProcess).start())
+            // A seeded sample of the points (KCR_PERTURB_SEED picks another).
+            .max_runs(16)
+    }
+
+    #[tokio::test]
+    async fn the_memcached_controller_survives_perturbation() {
+        let report = memcached_exploration().run().await.unwrap();
+        println!("{report}");
+        println!("{}", report.summary_line(&report.exploration));
+        assert!(report.findings.is_empty(), "{report}");
+    }
+    // ANCHOR_END: perturbation
+
+    // ANCHOR: false_finding
+    /// The scenario above without the wait: it scales Deployment `a` right after a settle.
+    async fn trusting_session(ctx: Scenario) -> anyhow::Result<()> {
+        let memcacheds: Api<Memcached> = Api::namespaced(ctx.client(), ctx.namespace());
+        let deployments: Api<Deployment> = Api::namespaced(ctx.client(), ctx.namespace());
+        for name in ["a", "b"] {
+            let memcached = Memcached::new(name, MemcachedSpec { size: 2 });
+            memcacheds
+                .create(&PostParams::default(), &memcached)
+                .await?;
+        }
+        ctx.settle().await;
+        let scale = json!({ "spec": { "replicas": 5 } });
+        deployments
+            .patch("a", &PatchParams::default(), &Patch::Merge(&scale))
+            .await?;
+        ctx.settle().await;
+        Ok(())
+    }
+
+    /// The controller's Memcached watch held back from `a`'s creation on (about a second),
+    /// far longer than a settle's quiet window: the controller has not made Deployment `a`
+    /// when the settle returns.
+    const HELD: &str = "stale=ADDED /apis/cache.example.com/v1alpha1/memcacheds default/a #1";
+
+    #[tokio::test]
+    async fn a_scenario_that_trusts_a_settle_reports_a_false_finding() {
+        let report = memcached_exploration()
+            .scenario(trusting_session)
+            .only(HELD)
+            .run()
+            .await
+            .unwrap();
+        let text = report.to_string();
+        assert_eq!(report.findings.len(), 1, "{text}");
+        assert!(text.contains("the scenario failed"), "{text}");
+        assert!(
+            text.contains(r#"deployments.apps \"a\" not found"#),
+            "{text}"
+        );
+
+        // The same perturbation, with the scenario that waits for the Deployment: no finding.
+        let report = memcached_exploration().only(HELD).run().await.unwrap();
+        assert!(report.findings.is_empty(), "{report}");
+    }
+    // ANCHOR_END: false_finding
 }
