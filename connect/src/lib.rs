@@ -33,6 +33,11 @@
 //! waiting ([`metrics`]). An operator who sees them rise knows the network is at fault, not
 //! the controller.
 //!
+//! The API server's warnings (`Warning` response headers: a deprecated API version, an
+//! unknown field), which kube-rs drops, are logged at `WARN`, each distinct message once per
+//! client by default, and counted in `kcr_client_api_warnings_total` ([`warnings`],
+//! [`ConnectionOptions::api_warnings`]).
+//!
 //! The bounds are measured in real time, on a timer thread of their own ([`realtime`]), not
 //! on tokio's clock: a test that pauses tokio's clock (`#[tokio::test(start_paused = true)]`),
 //! which then jumps forward whenever the runtime waits, does not make them fire while a server
@@ -88,9 +93,11 @@ pub mod metrics;
 pub mod options;
 pub mod realtime;
 pub mod stack;
+pub mod warnings;
 
 pub use deadline::DeadlineLayer;
 pub use error::{ConnectError, Timeout, TimeoutKind};
 pub use health::Health;
 pub use options::{ConnectionOptions, HttpVersion};
 pub use stack::{bound, bound_with_health, client, client_with_health, host_of};
+pub use warnings::{ApiWarnings, WarningLayer};

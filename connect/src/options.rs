@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::ConnectError;
+use crate::warnings::ApiWarnings;
 
 /// The default of [`ConnectionOptions::connect_timeout`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -105,6 +106,9 @@ pub struct ConnectionOptions {
     pub pool_idle_timeout: Duration,
     /// Which HTTP versions to speak.
     pub http_version: HttpVersion,
+    /// What to do with the API server's warnings (`Warning` headers): log each distinct one
+    /// once (the default), every one, or none; see [`crate::warnings`].
+    pub api_warnings: ApiWarnings,
 }
 
 impl Default for ConnectionOptions {
@@ -118,6 +122,7 @@ impl Default for ConnectionOptions {
             ping_timeout: DEFAULT_PING_TIMEOUT,
             pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
             http_version: HttpVersion::default(),
+            api_warnings: ApiWarnings::default(),
         }
     }
 }
@@ -166,6 +171,12 @@ impl ConnectionOptions {
         self
     }
 
+    /// Sets [`api_warnings`](Self::api_warnings).
+    pub fn api_warnings(mut self, warnings: ApiWarnings) -> Self {
+        self.api_warnings = warnings;
+        self
+    }
+
     /// Every bound scaled to `factor` of its default (`0.1`: a tenth), for tests that make a
     /// partition outlast the bounds in seconds rather than minutes. The HTTP version stays
     /// [`HttpVersion::Negotiate`].
@@ -180,6 +191,7 @@ impl ConnectionOptions {
             ping_timeout: d.ping_timeout.mul_f64(factor),
             pool_idle_timeout: d.pool_idle_timeout.mul_f64(factor),
             http_version: d.http_version,
+            api_warnings: d.api_warnings,
         }
     }
 

@@ -16,6 +16,7 @@ use crate::deadline::DeadlineLayer;
 use crate::error::ConnectError;
 use crate::health::Health;
 use crate::options::{ConnectionOptions, HttpVersion};
+use crate::warnings::WarningLayer;
 
 /// The name of `config`'s server in errors, logs and metrics: the authority of its URL
 /// (`10.0.0.1:6443`), or the whole URL if it has none.
@@ -36,7 +37,9 @@ pub fn host_of(config: &kube::Config) -> String {
 /// - HTTP/1.1 connections pooled for [`pool_idle_timeout`](ConnectionOptions::pool_idle_timeout)
 ///   at most;
 /// - every request bounded by a [`DeadlineLayer`] (watches by the API server's bookmarks);
-/// - each dead connection counted and logged ([`crate::metrics`]).
+/// - each dead connection counted and logged ([`crate::metrics`]);
+/// - the API server's warnings logged, each distinct one once by default, and counted
+///   ([`crate::warnings`]).
 ///
 /// Everything else is kube's own: the kubeconfig's credentials (certificates, tokens, exec
 /// plugins, refreshed as kube does), its TLS settings, extra headers, the default namespace,
@@ -116,6 +119,7 @@ pub fn client_with_health(
         .then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
     let health = Health::new();
     let stack = ServiceBuilder::new()
+        .layer(WarningLayer::new(options.api_warnings, host.to_string()))
         .layer(DeadlineLayer::new(options, host.to_string()).with_health(health.clone()))
         .layer(config.base_uri_layer())
         .option_layer(retry)
@@ -155,9 +159,13 @@ pub fn bound_with_health(
 ) -> (kube::Client, Health) {
     let namespace = client.default_namespace().to_owned();
     let health = Health::new();
-    let service = DeadlineLayer::new(options, host)
-        .with_health(health.clone())
-        .layer(SendService(client));
+    let host = host.into();
+    let warnings = WarningLayer::new(options.api_warnings, host.clone());
+    let service = warnings.layer(
+        DeadlineLayer::new(options, host)
+            .with_health(health.clone())
+            .layer(SendService(client)),
+    );
     (kube::Client::new(service, namespace), health)
 }
 

@@ -37,6 +37,7 @@
 //! | `rest_client_response_size_bytes` | histogram | `verb`, `host` | kcr-controller | API response body sizes by HTTP method and host (not for watches) |
 //! | `kcr_client_request_timeouts_total` | counter | `host`, `what` | kcr-connect | requests and watches of the manager's client given up on because they did not answer within their bound (`what`: `response`, `body`, `watch_start`, `watch_idle`), each also a warning naming the host and the request |
 //! | `kcr_client_dead_connections_total` | counter | `host`, `reason` | kcr-connect | connections closed as dead (`reason`: `no_answer`, bytes sent and nothing received within the bound; `connect`, a connect or TLS handshake that did not finish; counted by the connections of a client from `Manager::connect`), each also a warning |
+//! | `kcr_client_api_warnings_total` | counter | `host` | kcr-connect | warnings the API server sent in `Warning` response headers (a deprecated API version, an unknown field), each distinct message also logged once by a client from `Manager::connect` |
 //! | `controller_runtime_webhook_requests_total` | counter | `webhook`, `code` | kcr-webhook | webhook requests by path and HTTP status |
 //! | `controller_runtime_webhook_latency_seconds` | histogram | `webhook` | kcr-webhook | how long each webhook request took |
 //! | `controller_runtime_webhook_requests_in_flight` | gauge | `webhook` | kcr-webhook | webhook requests being served now |
