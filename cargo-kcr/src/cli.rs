@@ -31,6 +31,15 @@ pub enum Command {
     /// Write the minimal ClusterRole and Role from the requests the tests made (recorded by
     /// kcr-testkit with KCR_RBAC_RECORD=DIR), or check the checked-in ones (--check).
     Rbac(RbacArgs),
+    /// Make a new operator crate: Cargo.toml, main.rs with the manager, a test harness,
+    /// config/ (CRDs, RBAC, Deployment, kustomizations), a Dockerfile and a README.
+    Init(crate::scaffold::InitArgs),
+    /// Add to the project made by `cargo kcr init`.
+    Create {
+        /// What to add.
+        #[command(subcommand)]
+        command: crate::scaffold::CreateCommand,
+    },
 }
 
 /// The options of `cargo kcr rbac`.
@@ -178,6 +187,12 @@ pub fn run(cli: &Cli, record_env: Option<OsString>) -> Result<Outcome, RbacError
                 files.into_iter().map(|f| f.path).collect(),
             ))
         }
+        Command::Init(args) => Ok(Outcome::Written(crate::scaffold::init(&args.options())?)),
+        Command::Create {
+            command: crate::scaffold::CreateCommand::Api(args),
+        } => Ok(Outcome::Written(crate::scaffold::create_api(
+            &args.options(),
+        )?)),
     }
 }
 
@@ -190,7 +205,9 @@ mod tests {
         env: Option<&str>,
     ) -> Result<RbacOptions, Box<dyn std::error::Error>> {
         let cli = parse(args)?;
-        let Command::Rbac(rbac) = &cli.command;
+        let Command::Rbac(rbac) = &cli.command else {
+            return Err("not rbac".into());
+        };
         Ok(rbac.options(env.map(OsString::from))?)
     }
 

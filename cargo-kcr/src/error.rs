@@ -86,4 +86,7 @@ pub enum RbacError {
     /// A role's name or namespace is empty.
     #[error("the {0} must not be empty")]
     EmptyName(&'static str),
+    /// `cargo kcr init` or `cargo kcr create` failed.
+    #[error(transparent)]
+    Scaffold(#[from] crate::scaffold::ScaffoldError),
 }

@@ -69,6 +69,9 @@
 //! # }
 //! ```
 //!
+//! `cargo kcr init` and `cargo kcr create api` make a new operator crate and add kinds to it:
+//! [`scaffold`].
+//!
 //! The command line is [`cli`]; `src/main.rs` only calls it. Errors are [`RbacError`], each
 //! naming the file (and line) it is about.
 
@@ -82,6 +85,7 @@ pub mod plan;
 pub mod rbac;
 pub mod record;
 pub mod role;
+pub mod scaffold;
 
 pub use check::{CheckReport, Finding, Problem};
 pub use error::RbacError;
