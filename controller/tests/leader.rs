@@ -595,3 +595,126 @@ async fn renewals_take_the_fast_path_and_a_changed_lease_the_slow_path() {
     stop.cancel();
     renewing.await.unwrap().unwrap();
 }
+
+/// The Lease carries the configured labels from its creation, and a Lease taken over from
+/// another holder gains them (only those keys: other labels stay); bad labels are refused
+/// before anything is written.
+#[tokio::test]
+async fn the_lease_carries_its_labels_when_created_and_when_taken_over() {
+    use kcr_controller::leader::LeaderElector;
+
+    let server = TestApiServer::start().await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+    let labelled = |name: &str, identity: &str| {
+        LeaderElectionConfig::new(name)
+            .namespace("default")
+            .identity(identity)
+            .timings(LEASE, RENEW, RETRY)
+            .labels([("app.kubernetes.io/name", "demo"), ("tier", "control")])
+    };
+    let stop = CancellationToken::new();
+
+    // Created with the labels.
+    let elector = LeaderElector::new(server.client(), labelled("kcr-labelled", "a"));
+    assert!(elector.acquire(&stop).await);
+    let lease = leases.get("kcr-labelled").await.unwrap();
+    let labels = lease.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("app.kubernetes.io/name").map(String::as_str),
+        Some("demo")
+    );
+    assert_eq!(labels.get("tier").map(String::as_str), Some("control"));
+
+    // A Lease another holder created without them, expired: taking it adds them.
+    let unlabelled = LeaderElector::new(
+        server.client(),
+        LeaderElectionConfig::new("kcr-taken")
+            .namespace("default")
+            .identity("old")
+            .timings(LEASE, RENEW, RETRY),
+    );
+    assert!(unlabelled.acquire(&stop).await);
+    leases
+        .patch(
+            "kcr-taken",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"kept": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    let taker = LeaderElector::new(server.client(), labelled("kcr-taken", "new"));
+    // The old holder stops renewing; the new one takes over once the lease ran out.
+    assert!(taker.acquire(&stop).await);
+    let lease = leases.get("kcr-taken").await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("new")
+    );
+    let labels = lease.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("tier").map(String::as_str), Some("control"));
+    assert_eq!(labels.get("kept").map(String::as_str), Some("yes"));
+
+    // Bad labels: a clear error naming the label, before any request.
+    for (key, value, said) in [
+        ("not a key", "v", "label key \"not a key\""),
+        ("tier", "not a value!", "value \"not a value!\""),
+    ] {
+        let err = labelled("kcr-bad", "x")
+            .labels([(key, value)])
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(said), "{err}");
+    }
+    assert!(leases.get_opt("kcr-bad").await.unwrap().is_none());
+}
+
+/// With a client of its own, the Lease lives where that client points (here another API
+/// server), not in the manager's cluster, and the manager still leads and runs.
+#[tokio::test]
+async fn leader_election_with_a_client_of_its_own_writes_the_lease_there() {
+    let objects = TestApiServer::start().await.unwrap();
+    let elsewhere = TestApiServer::start().await.unwrap();
+    let options = ManagerOptions::default()
+        .metrics_bind_address("0")
+        .unwrap()
+        .health_probe_bind_address("0")
+        .unwrap()
+        .leader_election(
+            LeaderElectionConfig::new("kcr-own-client")
+                .namespace("default")
+                .identity("solo")
+                .timings(LEASE, RENEW, RETRY)
+                .client(elsewhere.client()),
+        );
+    let mgr = Arc::new(Manager::new(objects.client(), options).await.unwrap());
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run(stop).await }
+    });
+    let there: Api<Lease> = Api::namespaced(elsewhere.client(), "default");
+    eventually(
+        "the Lease on the other server",
+        Duration::from_secs(20),
+        || async {
+            there
+                .get_opt("kcr-own-client")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .as_deref()
+                == Some("solo")
+        },
+    )
+    .await;
+    let here: Api<Lease> = Api::namespaced(objects.client(), "default");
+    assert!(
+        here.get_opt("kcr-own-client").await.unwrap().is_none(),
+        "no Lease in the manager's own cluster"
+    );
+    stop.cancel();
+    run.await.unwrap().unwrap();
+}

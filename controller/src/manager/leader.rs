@@ -55,6 +55,7 @@
 //! other attempt) and follows client-go's
 //! `leaderelection` package, which operators' users already know.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -80,7 +81,7 @@ pub const JITTER_FACTOR: f64 = 1.2;
 pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Configuration of leader election.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LeaderElectionConfig {
     /// Name of the Lease object.
     pub lease_name: String,
@@ -93,6 +94,33 @@ pub struct LeaderElectionConfig {
     pub timings: LeaseTimings,
     /// Release the lease when shutting down gracefully, so that a successor takes over at once.
     pub release_on_cancel: bool,
+    /// Labels put on the Lease when it is created and on every acquire and slow-path renewal
+    /// (client-go's `LeaseLock.Labels`): only these keys are set, other labels stay. Keys must
+    /// be qualified names and values label values.
+    pub labels: BTreeMap<String, String>,
+    /// The client the Lease is read and written with; `None` (the default) uses the manager's.
+    /// Another cluster's client (the Lease elsewhere than the objects, as controller-runtime's
+    /// `LeaderElectionConfig` rest config allows) or another credential. The manager bounds it
+    /// by its [`connection`](crate::ManagerOptions::connection) options (its metrics and logs
+    /// name the host `leader-election`).
+    pub client: Option<kube::Client>,
+}
+
+impl std::fmt::Debug for LeaderElectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElectionConfig")
+            .field("lease_name", &self.lease_name)
+            .field("namespace", &self.namespace)
+            .field("identity", &self.identity)
+            .field("timings", &self.timings)
+            .field("release_on_cancel", &self.release_on_cancel)
+            .field("labels", &self.labels)
+            .field(
+                "client",
+                &self.client.as_ref().map(|_| "a client of its own"),
+            )
+            .finish()
+    }
 }
 
 impl LeaderElectionConfig {
@@ -105,6 +133,8 @@ impl LeaderElectionConfig {
             identity: default_identity(),
             timings: LeaseTimings::default(),
             release_on_cancel: false,
+            labels: BTreeMap::new(),
+            client: None,
         }
     }
 
@@ -132,6 +162,23 @@ impl LeaderElectionConfig {
         self
     }
 
+    /// Adds labels to put on the Lease ([`labels`](Self::labels)).
+    pub fn labels<K: Into<String>, V: Into<String>>(
+        mut self,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.labels
+            .extend(labels.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// Reads and writes the Lease with `client` instead of the manager's
+    /// ([`client`](Self::client)).
+    pub fn client(mut self, client: kube::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
     /// Checks the timing invariants client-go enforces.
     pub fn validate(&self) -> Result<(), LeaderElectionError> {
         let bad = |reason: &str| {
@@ -145,7 +192,35 @@ impl LeaderElectionConfig {
         if self.identity.is_empty() {
             return bad("identity is empty");
         }
+        for (key, value) in &self.labels {
+            if let Some(reason) = kcr_names::validate_qualified_name(key).into_iter().next() {
+                return Err(LeaderElectionError::InvalidConfig {
+                    reason: format!("the Lease label key {key:?}: {reason}"),
+                });
+            }
+            if let Some(reason) = kcr_names::validate_label_value(value).into_iter().next() {
+                return Err(LeaderElectionError::InvalidConfig {
+                    reason: format!("the Lease label {key:?}'s value {value:?}: {reason}"),
+                });
+            }
+        }
         self.timings.validate().or_else(|e| bad(e.reason()))
+    }
+
+    /// Sets [`labels`](Self::labels) on `meta`; whether any changed.
+    fn label(&self, meta: &mut ObjectMeta) -> bool {
+        if self.labels.is_empty() {
+            return false;
+        }
+        let labels = meta.labels.get_or_insert_with(Default::default);
+        let mut changed = false;
+        for (k, v) in &self.labels {
+            if labels.get(k) != Some(v) {
+                labels.insert(k.clone(), v.clone());
+                changed = true;
+            }
+        }
+        changed
     }
 }
 
@@ -483,6 +558,7 @@ impl LeaderElector {
                 metadata: ObjectMeta {
                     name: Some(self.config.lease_name.clone()),
                     namespace: Some(self.namespace.clone()),
+                    labels: (!self.config.labels.is_empty()).then(|| self.config.labels.clone()),
                     ..Default::default()
                 },
                 spec: Some(LeaseSpec {
@@ -513,6 +589,9 @@ impl LeaderElector {
             me,
             self.config.timings.lease_duration,
         );
+        if !matches!(decision, Decision::HeldBy(_)) {
+            self.config.label(&mut lease.metadata);
+        }
         let spec = lease.spec.get_or_insert_with(Default::default);
         match decision {
             Decision::HeldBy(holder) => return Attempt::HeldBy(holder),

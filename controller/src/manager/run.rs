@@ -29,6 +29,10 @@ use crate::watch::BoxError;
 use kcr_client::{Client, ClientOptions};
 use kcr_source::{Cache, CacheObject, Reader, ScopedApi, SyncHandle};
 
+/// The `host` label of the metrics and logs of a leader election client of its own
+/// ([`LeaderElectionConfig::client`]): its server is not known from the client.
+pub(crate) const LEADER_ELECTION_HOST: &str = "leader-election";
+
 /// Options of a [`Manager`].
 #[derive(Debug, Clone)]
 pub struct ManagerOptions {
@@ -315,7 +319,10 @@ impl Manager {
     /// [`ManagerOptions::rest_client_metrics`] is off, to record the `rest_client_*` metrics
     /// ([`crate::rest_client`]); [`Manager::kube_client`] is the wrapped one, and
     /// [`Manager::client`] writes through it.
-    pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
+    pub async fn new(
+        client: kube::Client,
+        mut options: ManagerOptions,
+    ) -> Result<Self, ManagerError> {
         if let Some(le) = &options.leader_election {
             le.validate()?;
         }
@@ -331,6 +338,16 @@ impl Manager {
             .clone()
             .unwrap_or_else(|| crate::rest_client::UNKNOWN_HOST.to_owned());
         let client = kcr_connect::bound(client, options.connection.clone(), host);
+        // A leader election client of its own is bounded as the manager's is.
+        if let Some(le) = options.leader_election.as_mut()
+            && let Some(own) = le.client.take()
+        {
+            le.client = Some(kcr_connect::bound(
+                own,
+                options.connection.clone(),
+                LEADER_ELECTION_HOST,
+            ));
+        }
         let client = if options.rest_client_metrics {
             crate::rest_client::instrument(
                 client,
@@ -742,11 +759,10 @@ impl Manager {
         let election_stop = CancellationToken::new();
         let (elected_tx, mut elected_rx) = tokio::sync::oneshot::channel::<()>();
         let mut election: Option<tokio::task::JoinHandle<Result<(), ManagerError>>> = None;
-        let elector = self
-            .options
-            .leader_election
-            .clone()
-            .map(|cfg| Arc::new(LeaderElector::new(self.client.clone(), cfg)));
+        let elector = self.options.leader_election.clone().map(|cfg| {
+            let client = cfg.client.clone().unwrap_or_else(|| self.client.clone());
+            Arc::new(LeaderElector::new(client, cfg))
+        });
         let mut pending_leader = Some(leader_runnables);
         match &elector {
             None => {
