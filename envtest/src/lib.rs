@@ -61,7 +61,9 @@
 //! `nodes` and `add_nodes` on an existing cluster (no Nodes are created in a cluster that is
 //! not the test's own), its `kubeconfig_path` on the others, its
 //! `admission_control_config_file` (kube-apiserver's admission configuration, e.g. the client
-//! certificates its webhook calls present) everywhere but the real backend; `direct_kubeconfig`
+//! certificates its webhook calls present) and `apiserver_flag` / `etcd_flag` (kube-apiserver's
+//! and etcd's own flags: feature gates, `--runtime-config`) everywhere but the real backend;
+//! `direct_kubeconfig`
 //! and `add_user` everywhere but the real backend; `client_as` and `client_for_service_account`
 //! in process.
 //!

@@ -32,6 +32,8 @@ pub struct TestApiServerBuilder {
     backend: Option<Backend>,
     kubeconfig: Option<PathBuf>,
     admission_control_config: Option<PathBuf>,
+    apiserver_flags: Vec<String>,
+    etcd_flags: Vec<String>,
     attach: Option<PathBuf>,
 }
 
@@ -102,6 +104,33 @@ impl TestApiServerBuilder {
         self
     }
 
+    /// Adds a kube-apiserver flag (`--name=value`) after kcr-envtest's own, as envtest's
+    /// `ControlPlane.APIServer.Configure()` does: a feature gate
+    /// (`--feature-gates=Name=true`), an API group version (`--runtime-config=api/alpha=true`),
+    /// any other setting; a flag kcr-envtest also sets is overridden (kube-apiserver takes the
+    /// last). The flags that wire the control plane (addresses, ports, certificates, etcd) are
+    /// kcr-envtest's: [`start`](Self::start) refuses them with an
+    /// [`EnvtestError::Prepare`] naming the flag, as it refuses a flag not written
+    /// `--name[=value]`.
+    ///
+    /// Real backend only (the in-process server has no flags; an existing cluster's API server
+    /// is configured already): elsewhere [`start`](Self::start) fails with
+    /// [`EnvtestError::Unsupported`]. The server is a control plane of its own.
+    #[must_use]
+    pub fn apiserver_flag(mut self, flag: impl Into<String>) -> Self {
+        self.apiserver_flags.push(flag.into());
+        self
+    }
+
+    /// Adds an etcd flag (`--name=value`) after kcr-envtest's own, as
+    /// [`apiserver_flag`](Self::apiserver_flag) does for kube-apiserver (etcd's name, data
+    /// directory and URLs are kcr-envtest's). Real backend only.
+    #[must_use]
+    pub fn etcd_flag(mut self, flag: impl Into<String>) -> Self {
+        self.etcd_flags.push(flag.into());
+        self
+    }
+
     /// On the real backend, use the control plane another process runs, described by the
     /// attachment file it wrote ([`TestApiServer::write_attachment`]; the standalone
     /// `kcr-envtest --attachment FILE`), instead of starting one: this server is a fault proxy
@@ -134,6 +163,17 @@ impl TestApiServerBuilder {
                 helper: "TestApiServerBuilder::attach",
                 backend,
                 why: "it attaches to a real control plane another process runs",
+            });
+        }
+        if !(self.apiserver_flags.is_empty() && self.etcd_flags.is_empty())
+            && backend != Backend::Real
+        {
+            return Err(EnvtestError::Unsupported {
+                helper: "TestApiServerBuilder::apiserver_flag and etcd_flag",
+                backend,
+                why: "only the real backend starts a kube-apiserver and an etcd (the in-process \
+                      server has no flags; an existing cluster's API server is configured \
+                      already)",
             });
         }
         if self.admission_control_config.is_some() && backend != Backend::Real {
@@ -238,6 +278,13 @@ impl TestApiServerBuilder {
         let faults = Faults::new(compact);
         let (plane, node_prefix) = match &self.attach {
             Some(path) => {
+                if !(self.apiserver_flags.is_empty() && self.etcd_flags.is_empty()) {
+                    return Err(EnvtestError::Unsupported {
+                        helper: "TestApiServerBuilder::apiserver_flag and etcd_flag",
+                        backend: Backend::Real,
+                        why: "an attached control plane runs already",
+                    });
+                }
                 if self.admission_control_config.is_some() {
                     return Err(EnvtestError::Unsupported {
                         helper: "TestApiServerBuilder::admission_control_config_file",
@@ -254,6 +301,8 @@ impl TestApiServerBuilder {
             None => {
                 let flags = crate::real::ApiServerFlags {
                     admission_control_config: self.admission_control_config.clone(),
+                    apiserver: self.apiserver_flags.clone(),
+                    etcd: self.etcd_flags.clone(),
                 };
                 let plane = ControlPlane::start(self.port, &flags, faults.clone(), expiry).await?;
                 (plane, "envtest-node-".to_owned())

@@ -66,6 +66,28 @@ async fn options_of_one_backend_are_typed_errors_on_the_other() {
         ),
         "{err}"
     );
+    // So are kube-apiserver's and etcd's own flags.
+    for builder in [
+        TestApiServer::builder().apiserver_flag("--feature-gates=SomeGate=true"),
+        TestApiServer::builder().etcd_flag("--quota-backend-bytes=1"),
+    ] {
+        let err = builder
+            .backend(Backend::InProcess)
+            .start()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EnvtestError::Unsupported {
+                    helper: "TestApiServerBuilder::apiserver_flag and etcd_flag",
+                    backend: Backend::InProcess,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
     let server = TestApiServer::builder()
         .backend(Backend::InProcess)
         .start()
@@ -246,4 +268,67 @@ async fn rbac_is_enforced_for_other_users() {
         matches!(err, kube::Error::Api(ref s) if s.code == 403),
         "{err}"
     );
+}
+
+/// A test's kube-apiserver flags reach kube-apiserver, after kcr-envtest's own (the last one
+/// wins): with another service IP range, the `kubernetes` Service gets that range's first
+/// address. A flag that would unwire the control plane is refused before anything starts, and
+/// an etcd flag etcd does not know fails the start with etcd's own complaint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_apiserver_and_etcd_take_the_tests_flags() {
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::Api;
+    if kcr_envtest::binaries_for_test("kube_apiserver_and_etcd_take_the_tests_flags")
+        .expect("KCR_REQUIRE_BINARIES=1 asks for the control plane")
+        .is_none()
+    {
+        return;
+    }
+    let server = TestApiServer::builder()
+        .backend(Backend::Real)
+        .apiserver_flag("--service-cluster-ip-range=10.96.0.0/24")
+        .start()
+        .await
+        .unwrap();
+    let services: Api<Service> = Api::namespaced(server.client(), "default");
+    kcr_envtest::eventually(
+        "the kubernetes Service in the test's range",
+        std::time::Duration::from_secs(30),
+        || async {
+            let ip = services
+                .get_opt("kubernetes")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|s| s.spec)
+                .and_then(|s| s.cluster_ip);
+            match ip.as_deref() {
+                Some("10.96.0.1") => Ok(()),
+                other => Err(format!("clusterIP {other:?}")),
+            }
+        },
+    )
+    .await;
+    drop(server);
+
+    let err = TestApiServer::builder()
+        .backend(Backend::Real)
+        .apiserver_flag("--secure-port=1")
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, EnvtestError::Prepare { reason, .. } if reason.contains("kcr-envtest sets --secure-port itself")),
+        "{err}"
+    );
+
+    let err = TestApiServer::builder()
+        .backend(Backend::Real)
+        .etcd_flag("--no-such-etcd-flag=1")
+        .start()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("etcd"), "{err}");
+    assert!(err.contains("no-such-etcd-flag"), "{err}");
 }

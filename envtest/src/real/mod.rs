@@ -217,6 +217,64 @@ pub(crate) struct ApiServerFlags {
     /// `--admission-control-config-file`
     /// ([`TestApiServerBuilder::admission_control_config_file`](crate::TestApiServerBuilder::admission_control_config_file)).
     pub admission_control_config: Option<PathBuf>,
+    /// The test's own kube-apiserver flags, after kcr-envtest's
+    /// ([`TestApiServerBuilder::apiserver_flag`](crate::TestApiServerBuilder::apiserver_flag)).
+    pub apiserver: Vec<String>,
+    /// The test's own etcd flags, after kcr-envtest's
+    /// ([`TestApiServerBuilder::etcd_flag`](crate::TestApiServerBuilder::etcd_flag)).
+    pub etcd: Vec<String>,
+}
+
+/// The kube-apiserver flags kcr-envtest sets and a test may not: the addresses, ports,
+/// certificates and keys the control plane and its clients are wired with.
+pub(crate) const OWNED_APISERVER_FLAGS: &[&str] = &[
+    "etcd-servers",
+    "bind-address",
+    "advertise-address",
+    "secure-port",
+    "tls-cert-file",
+    "tls-private-key-file",
+    "client-ca-file",
+    "service-account-key-file",
+    "service-account-signing-key-file",
+    "service-account-issuer",
+    "cert-dir",
+];
+
+/// The etcd flags kcr-envtest sets and a test may not: its name, data directory and URLs.
+pub(crate) const OWNED_ETCD_FLAGS: &[&str] = &[
+    "name",
+    "data-dir",
+    "listen-client-urls",
+    "advertise-client-urls",
+    "listen-peer-urls",
+    "initial-advertise-peer-urls",
+    "initial-cluster",
+];
+
+/// Checks a test's flags for `binary`: each `--name` or `--name=value`, none of `owned`.
+fn checked_flags(binary: &str, flags: &[String], owned: &[&str]) -> Result<(), EnvtestError> {
+    for flag in flags {
+        let what = format!("the {binary} flag {flag:?}");
+        let Some(body) = flag.strip_prefix("--") else {
+            return Err(prepare(&what, "a flag is written --name or --name=value"));
+        };
+        let name = body.split_once('=').map_or(body, |(n, _)| n);
+        if name.is_empty() || name.starts_with('-') || name.contains(char::is_whitespace) {
+            return Err(prepare(&what, "a flag is written --name or --name=value"));
+        }
+        if owned.contains(&name) {
+            return Err(prepare(
+                &what,
+                format!(
+                    "kcr-envtest sets --{name} itself (its control plane is wired with it); \
+                     the flags it owns: --{}",
+                    owned.join(", --")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl ApiServerFlags {
@@ -233,7 +291,15 @@ impl ApiServerFlags {
                 .map_err(|e| prepare(what, format!("{}: {e}", abs.display())))?;
             args.push(format!("--admission-control-config-file={}", abs.display()));
         }
+        checked_flags("kube-apiserver", &self.apiserver, OWNED_APISERVER_FLAGS)?;
+        args.extend(self.apiserver.iter().cloned());
         Ok(args)
+    }
+
+    /// The test's etcd flags, checked.
+    fn etcd_args(&self) -> Result<Vec<String>, EnvtestError> {
+        checked_flags("etcd", &self.etcd, OWNED_ETCD_FLAGS)?;
+        Ok(self.etcd.clone())
     }
 }
 
@@ -297,9 +363,18 @@ impl ControlPlane {
         expiry: Arc<Expiry>,
     ) -> Result<ControlPlane, EnvtestError> {
         let extra = flags.args()?;
+        let etcd_extra = flags.etcd_args()?;
         let mut attempt = 1;
         loop {
-            match Self::start_once(proxy_port, &extra, faults.clone(), expiry.clone()).await {
+            match Self::start_once(
+                proxy_port,
+                &extra,
+                &etcd_extra,
+                faults.clone(),
+                expiry.clone(),
+            )
+            .await
+            {
                 Err(e) if attempt < START_ATTEMPTS && lost_a_port(&e) => {
                     tracing::warn!(attempt, error = %e, "a control-plane port was taken; retrying");
                     attempt += 1;
@@ -312,6 +387,7 @@ impl ControlPlane {
     async fn start_once(
         proxy_port: u16,
         extra: &[String],
+        etcd_extra: &[String],
         faults: Faults,
         expiry: Arc<Expiry>,
     ) -> Result<ControlPlane, EnvtestError> {
@@ -336,16 +412,20 @@ impl ControlPlane {
             "etcd",
             &binaries.etcd,
             &[
-                "--name=envtest".into(),
-                format!("--data-dir={}", path("etcd").display()),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=envtest={peer_url}"),
-                "--unsafe-no-fsync=true".into(),
-                "--log-level=warn".into(),
-            ],
+                vec![
+                    "--name=envtest".into(),
+                    format!("--data-dir={}", path("etcd").display()),
+                    format!("--listen-client-urls={etcd_url}"),
+                    format!("--advertise-client-urls={etcd_url}"),
+                    format!("--listen-peer-urls={peer_url}"),
+                    format!("--initial-advertise-peer-urls={peer_url}"),
+                    format!("--initial-cluster=envtest={peer_url}"),
+                    "--unsafe-no-fsync=true".into(),
+                    "--log-level=warn".into(),
+                ],
+                etcd_extra.to_vec(),
+            ]
+            .concat(),
             path("logs/etcd.log"),
             // A process that dies without dropping the plane leaves no data behind.
             (!keep).then(|| dir.path()),
@@ -724,6 +804,7 @@ mod tests {
         std::fs::write(&config, "apiVersion: apiserver.config.k8s.io/v1\n").unwrap();
         let flags = ApiServerFlags {
             admission_control_config: Some(config.clone()),
+            ..Default::default()
         };
         let args = apiserver_args(
             "http://127.0.0.1:2379",
@@ -749,6 +830,7 @@ mod tests {
         // A relative path is made absolute against the current directory.
         let relative = ApiServerFlags {
             admission_control_config: Some(PathBuf::from("Cargo.toml")),
+            ..Default::default()
         };
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(
@@ -762,6 +844,7 @@ mod tests {
         // A file that is not there fails before any process starts, naming the file.
         let missing = ApiServerFlags {
             admission_control_config: Some(dir.path().join("missing.yaml")),
+            ..Default::default()
         };
         match missing.args().unwrap_err() {
             EnvtestError::Prepare { what, reason } => {
@@ -784,5 +867,54 @@ mod tests {
             "permission denied"
         )));
         assert!(!lost_a_port(&EnvtestError::KubectlNotFound));
+    }
+
+    #[test]
+    fn a_tests_own_flags_follow_envtests_and_owned_ones_are_refused() {
+        let flags = ApiServerFlags {
+            apiserver: vec![
+                "--feature-gates=SomeGate=true".into(),
+                "--runtime-config=api/alpha=true".into(),
+            ],
+            etcd: vec!["--quota-backend-bytes=4294967296".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            flags.args().unwrap(),
+            [
+                "--feature-gates=SomeGate=true",
+                "--runtime-config=api/alpha=true"
+            ]
+        );
+        assert_eq!(
+            flags.etcd_args().unwrap(),
+            ["--quota-backend-bytes=4294967296"]
+        );
+
+        let refused = |apiserver: &[&str], etcd: &[&str]| {
+            let flags = ApiServerFlags {
+                apiserver: apiserver.iter().map(|s| s.to_string()).collect(),
+                etcd: etcd.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            };
+            let err = flags
+                .args()
+                .and_then(|_| flags.etcd_args())
+                .unwrap_err()
+                .to_string();
+            err
+        };
+        let err = refused(&["--secure-port=1234"], &[]);
+        assert!(
+            err.contains("kcr-envtest sets --secure-port itself"),
+            "{err}"
+        );
+        let err = refused(&[], &["--data-dir=/tmp/x"]);
+        assert!(err.contains("etcd flag \"--data-dir=/tmp/x\""), "{err}");
+        assert!(err.contains("kcr-envtest sets --data-dir itself"), "{err}");
+        for bad in ["feature-gates=X=true", "-v=2", "--", "---x", "--a b"] {
+            let err = refused(&[bad], &[]);
+            assert!(err.contains("--name or --name=value"), "{bad}: {err}");
+        }
     }
 }
