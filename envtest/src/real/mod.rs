@@ -897,12 +897,11 @@ mod tests {
                 etcd: etcd.iter().map(|s| s.to_string()).collect(),
                 ..Default::default()
             };
-            let err = flags
+            flags
                 .args()
                 .and_then(|_| flags.etcd_args())
                 .unwrap_err()
-                .to_string();
-            err
+                .to_string()
         };
         let err = refused(&["--secure-port=1234"], &[]);
         assert!(
