@@ -18,7 +18,7 @@ pub struct InitArgs {
     /// The project's name [default: the directory's name].
     #[arg(long)]
     pub name: Option<String>,
-    /// The domain of the project's API groups (a kind of group G is in G.<domain>).
+    /// The domain of the project's API groups (a kind of group G is in G.DOMAIN).
     #[arg(long, default_value = "example.com")]
     pub domain: String,
     /// The Kubernetes version the operator is built against (1.33 to 1.37).
@@ -65,7 +65,7 @@ pub enum CreateCommand {
 /// The options of `cargo kcr create api`.
 #[derive(Debug, Args)]
 pub struct ApiArgs {
-    /// The API group (G.<domain of the project>, or as given when it holds a dot).
+    /// The API group (G.DOMAIN, DOMAIN being the project's; or G as given when it holds a dot).
     #[arg(long)]
     pub group: String,
     /// The version: v1, v1alpha1, v2beta1...

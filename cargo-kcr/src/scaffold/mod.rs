@@ -2,7 +2,7 @@
 //!
 //! kubebuilder's `kubebuilder init` and `kubebuilder create api`, for kcr:
 //!
-//! - [`init`] makes a new operator crate: a `Cargo.toml` picking the user's Kubernetes version
+//! - [`init()`] makes a new operator crate: a `Cargo.toml` picking the user's Kubernetes version
 //!   (k8s-openapi's `v1_33` to `v1_37`, with its `schemars` feature for status conditions),
 //!   kcr's crates as path dependencies on a checkout (its `Cargo.lock` copied) or as version
 //!   dependencies; `src/main.rs` with the manager (`run`: leader election, secured metrics,
@@ -12,7 +12,7 @@
 //!   tests (the manager starts and stops; `config/crd/bases/` is what the code derives);
 //!   `config/` (CRDs, RBAC, the manager's Deployment, kustomizations); a Dockerfile building a
 //!   static binary; a `.gitignore`; a README.
-//! - [`create_api`] adds a kind: `src/api/<kind>.rs` (a `CustomResource` with a status of
+//! - [`create_api()`] adds a kind: `src/api/<kind>.rs` (a `CustomResource` with a status of
 //!   `conditions`), `src/controller/<kind>.rs` (a reconciler with a finalizer, a `Ready`
 //!   condition and Events), `tests/<kind>.rs` (create → Ready and an Event; delete → the
 //!   cleanup), its CRD in `config/crd/bases/`, its RBAC rules and a sample; it registers the
