@@ -1,7 +1,7 @@
 //! A scaffolded project builds, passes its tests and clippy: `cargo kcr init --kcr-path
 //! <this checkout>` in a temporary directory outside the workspace, then `cargo kcr create api`
 //! for a namespaced kind and a cluster-scoped one, then in the project `cargo test` and
-//! `cargo clippy --all-targets -- -D warnings`.
+//! `cargo clippy --all-targets -- -D warnings`, and its code is as rustfmt writes it.
 //!
 //! The project's tests run on the backend `KCR_ENVTEST_BACKEND` names (inherited, as is
 //! `KUBEBUILDER_ASSETS`): `KCR_ENVTEST_BACKEND=real cargo test -p cargo-kcr --test
@@ -84,7 +84,7 @@ fn assert_ok(what: &str, output: &Output) {
 }
 
 #[test]
-fn a_scaffolded_project_builds_passes_its_tests_and_clippy() {
+fn a_scaffolded_project_builds_passes_its_tests_fmt_and_clippy() {
     let root = workspace();
     let target = root.join("target/scaffold");
     let tmp = tempfile::Builder::new()
@@ -165,6 +165,9 @@ fn a_scaffolded_project_builds_passes_its_tests_and_clippy() {
         yaml.contains("name: clusterpolicies.infra.example.com"),
         "{yaml}"
     );
+
+    let fmt = cargo(&project, &target, &["fmt", "--check"]);
+    assert_ok("cargo fmt --check", &fmt);
 
     let clippy = offline_first(
         &project,

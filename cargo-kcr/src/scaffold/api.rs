@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::scaffold::error::ScaffoldError;
-use crate::scaffold::files::{NewFile, insert_before_marker, read, refuse_existing, write};
+use crate::scaffold::files::{
+    NewFile, insert_before_marker, read, refuse_existing, sort_run_before_marker, write,
+};
 use crate::scaffold::names::{
     full_group, plural, snake_case, validate_kind, validate_project_name, validate_version,
 };
@@ -113,7 +115,10 @@ fn edit(
             reason: format!("no {rel}"),
         });
     }
-    let text = insert_before_marker(&path, &read(&path)?, marker, blocks)?;
+    let mut text = insert_before_marker(&path, &read(&path)?, marker, blocks)?;
+    if rel.ends_with("mod.rs") {
+        text = sort_run_before_marker(&text, marker, "pub mod ");
+    }
     Ok(Edit { path, text })
 }
 

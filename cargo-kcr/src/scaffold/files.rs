@@ -93,6 +93,27 @@ pub fn insert_before_marker(
     ))
 }
 
+/// Sorts the run of lines that start with `prefix` just before the line holding `marker`, as
+/// rustfmt orders `mod` declarations.
+pub fn sort_run_before_marker(text: &str, marker: &str, prefix: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(at) = lines.iter().position(|l| l.contains(marker)) else {
+        return text.to_string();
+    };
+    let start = lines[..at]
+        .iter()
+        .rposition(|l| !l.trim_start().starts_with(prefix))
+        .map_or(0, |i| i + 1);
+    let mut run: Vec<&str> = lines[start..at].to_vec();
+    run.sort_unstable();
+    let mut out: Vec<&str> = lines[..start].to_vec();
+    out.extend(run);
+    out.extend(&lines[at..]);
+    let mut text = out.join("\n");
+    text.push('\n');
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +128,13 @@ mod tests {
         assert_eq!(twice, once);
         let err = insert_before_marker(path, "x", "// +m", &[]).unwrap_err();
         assert!(err.to_string().contains("no line with the marker"), "{err}");
+    }
+
+    #[test]
+    fn mod_lines_are_sorted_as_rustfmt_sorts_them() {
+        let text = "//! m\n\npub mod b;\npub mod a;\n// +m\n";
+        let sorted = sort_run_before_marker(text, "// +m", "pub mod ");
+        assert_eq!(sorted, "//! m\n\npub mod a;\npub mod b;\n// +m\n");
     }
 
     #[test]
