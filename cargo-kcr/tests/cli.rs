@@ -156,6 +156,41 @@ fn the_check_fails_naming_a_used_verb_the_role_lacks() {
     assert!(text(&out).contains("3 missing, 0 unused"), "{}", text(&out));
 }
 
+/// The roles as checked in, the tests changed: a test that starts using a verb fails the check
+/// as missing; a rule for a resource that no test touches fails it as unused.
+#[test]
+fn the_check_fails_when_the_tests_and_the_roles_part() {
+    let dir = project();
+    let new_use = dir.path().join("target/kcr-rbac/300-c.jsonl");
+    std::fs::write(
+        &new_use,
+        "{\"verb\":\"delete\",\"group\":\"\",\"resource\":\"configmaps\",\"subresource\":null,\"namespace\":\"test-3\"}\n",
+    )
+    .expect("record c");
+    let out = cargo_kcr(dir.path(), &["rbac", "--check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "config/rbac/role.yaml: missing verbs (used by a test, absent from the role):\n  delete core/configmaps\n\
+         1 missing, 0 unused: regenerate with `cargo kcr rbac` (without --check), or change the tests\n"
+    );
+
+    std::fs::remove_file(&new_use).expect("record c removed");
+    let role = dir.path().join("config/rbac/role.yaml");
+    edit(
+        &role,
+        "rules:\n",
+        "rules:\n- apiGroups:\n  - \"\"\n  resources:\n  - secrets\n  verbs:\n  - get\n",
+    );
+    let out = cargo_kcr(dir.path(), &["rbac", "--check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "config/rbac/role.yaml: unused verbs (in the role, never used by a test):\n  get core/secrets\n\
+         0 missing, 1 unused: regenerate with `cargo kcr rbac` (without --check), or change the tests\n"
+    );
+}
+
 #[test]
 fn extra_rules_are_granted_without_a_request() {
     let dir = project();

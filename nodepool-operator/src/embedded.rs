@@ -7,6 +7,10 @@
 //! controller, HTTPS webhook server) and points the webhook configurations at that operator's
 //! webhook server. [`convergence_problems`] compares the cluster with what the pools ask for.
 //!
+//! With `KCR_RBAC_RECORD=<dir>` in the environment, every operator started here records its
+//! requests into `<dir>` (kcr-testkit's access recorder), so that a test run gives the record
+//! `cargo kcr rbac --check` compares `config/rbac/` with (`.ci/check-rbac`).
+//!
 //! Run the operator exactly as in production against the embedded API server, create a pool and
 //! put a node in it:
 //!
@@ -92,6 +96,9 @@ pub enum EmbeddedError {
     /// The server's kubeconfig could not be read as a client configuration.
     #[error("the embedded server's kubeconfig: {0}")]
     Kubeconfig(String),
+    /// The RBAC record (`KCR_RBAC_RECORD`) could not be written.
+    #[error(transparent)]
+    Record(#[from] kcr_testkit::access::RecordError),
     /// The operator task panicked or was aborted.
     #[error("operator task: {0}")]
     Join(#[from] tokio::task::JoinError),
@@ -103,6 +110,14 @@ pub enum EmbeddedError {
         /// What was still wrong.
         problems: Vec<String>,
     },
+}
+
+/// `client`, recording the operator's requests into the suite's RBAC record when
+/// `KCR_RBAC_RECORD` names a directory (`kcr_testkit::access::record_from_env`: one JSON-lines
+/// file per process, the input of `cargo kcr rbac`), else `client` itself. Every operator the
+/// harness starts goes through it, in the tests and in `nodepool-operator demo`.
+fn recorded(client: kube::Client) -> Result<kube::Client, EmbeddedError> {
+    Ok(kcr_testkit::access::record_from_env(client)?)
 }
 
 pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> EmbeddedError {
@@ -270,9 +285,10 @@ impl Embedded {
 
     /// Starts the real operator with `options` (see [`Embedded::run_options`]) and, when
     /// `install_webhooks`, points the webhook configurations at it. The operator connects as
-    /// deployed ([`Operator::connect`]: kcr's connection stack with
+    /// deployed ([`Operator::connection`]: kcr's connection stack with
     /// [`RunOptions::connection`]) through the server's kubeconfig, as its admin;
-    /// [`Embedded::start_operator_as`] gives it another client.
+    /// [`Embedded::start_operator_as`] gives it another client. With `KCR_RBAC_RECORD` set, its
+    /// requests are recorded for `cargo kcr rbac` (see [`Embedded::start_operator_as`]).
     pub async fn start_operator(
         &self,
         options: &RunOptions,
@@ -282,22 +298,26 @@ impl Embedded {
             kube::Config::from_custom_kubeconfig(self.server.kubeconfig(), &Default::default())
                 .await
                 .map_err(|e| EmbeddedError::Kubeconfig(e.to_string()))?;
-        let operator = Operator::connect(config, options).await?;
-        self.run_operator(operator, install_webhooks).await
+        let (client, options) = Operator::connection(config, options)?;
+        self.start_operator_as(client, &options, install_webhooks)
+            .await
     }
 
     /// [`Embedded::start_operator`] with the operator's requests made by `client`, for
     /// instance one acting as the operator's ServiceAccount
     /// (`TestApiServer::client_for_service_account`) to test its RBAC. The webhook
     /// configurations are still installed with the admin client (deploying them is not the
-    /// operator's job).
+    /// operator's job). With `KCR_RBAC_RECORD=<dir>` in the environment, `client` is wrapped
+    /// by kcr-testkit's access recorder, which appends every distinct request of the operator
+    /// (verb, group, resource, subresource, namespace) to the process's file in `<dir>`: the
+    /// record `cargo kcr rbac` makes the roles of `config/rbac/` from, or checks them against.
     pub async fn start_operator_as(
         &self,
         client: kube::Client,
         options: &RunOptions,
         install_webhooks: bool,
     ) -> Result<RunningOperator, EmbeddedError> {
-        let operator = Operator::new(client, options).await?;
+        let operator = Operator::new(recorded(client)?, options).await?;
         self.run_operator(operator, install_webhooks).await
     }
 

@@ -249,12 +249,23 @@ impl Operator {
         config: kube::Config,
         options: &RunOptions,
     ) -> Result<Operator, OperatorError> {
+        let (client, options) = Operator::connection(config, options)?;
+        Operator::new(client, &options).await
+    }
+
+    /// The client and options [`Operator::connect`] gives [`Operator::new`]: a client built
+    /// from `config` by kcr's connection stack, and `options` with
+    /// [`RunOptions::api_server_host`] set from the config unless it is set.
+    pub fn connection(
+        config: kube::Config,
+        options: &RunOptions,
+    ) -> Result<(kube::Client, RunOptions), OperatorError> {
         let mut options = options.clone();
         if options.api_server_host.is_none() {
             options.api_server_host = Some(kcr_connect::host_of(&config));
         }
         let client = kcr_connect::client(config, options.connection.clone())?;
-        Operator::new(client, &options).await
+        Ok((client, options))
     }
 
     /// Sets everything up: binds the HTTP and webhook listeners (a busy port fails here), loads

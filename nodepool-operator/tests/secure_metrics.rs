@@ -247,6 +247,9 @@ async fn scrapes_are_authenticated_and_authorized_by_the_api_server() {
             .unwrap(),
         _ => server.client(),
     };
+    // The operator's secured metrics are this manager's (`RunOptions::metrics_cert_dir`): its
+    // reviews join the suite's RBAC record when KCR_RBAC_RECORD is set (`.ci/check-rbac`).
+    let manager_client = kcr_testkit::access::record_from_env(manager_client).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ca = CertificateAuthority::generate("metrics CA").unwrap();
     ca.issue(&["127.0.0.1"])

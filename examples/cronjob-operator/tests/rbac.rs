@@ -286,6 +286,10 @@ async fn the_controller_needs_exactly_what_the_roles_grant() -> anyhow::Result<(
     // The controller as `cronjob-operator run` sets it up, on a clock the test moves and
     // with short leader election timings (the Lease is renewed every half second).
     let recorded = Recorded::default();
+    // With KCR_RBAC_RECORD set, the controller's requests also join the suite's record, the
+    // input of `cargo kcr rbac --check` (kcr's .ci/check-rbac): this is the one test that
+    // runs it with leader election and repeated Events.
+    let operator = kcr_testkit::access::record_from_env(operator)?;
     let client = recording(operator, recorded.clone());
     let clock = ManualClock::starting_now();
     let leader_election = LeaderElectionConfig::new(LEADER_ELECTION_ID)
