@@ -99,5 +99,5 @@ pub use deadline::DeadlineLayer;
 pub use error::{ConnectError, Timeout, TimeoutKind};
 pub use health::Health;
 pub use options::{ConnectionOptions, HttpVersion};
-pub use stack::{bound, bound_with_health, client, client_with_health, host_of};
+pub use stack::{ClientService, bound, bound_with_health, client, client_with_health, host_of};
 pub use warnings::{ApiWarnings, WarningLayer};

@@ -164,16 +164,17 @@ pub fn bound_with_health(
     let service = warnings.layer(
         DeadlineLayer::new(options, host)
             .with_health(health.clone())
-            .layer(SendService(client)),
+            .layer(ClientService(client)),
     );
     (kube::Client::new(service, namespace), health)
 }
 
-/// A [`kube::Client`] as a tower service: [`kube::Client::send`].
+/// A [`kube::Client`] as a tower service ([`kube::Client::send`]), for putting layers in front
+/// of a client built elsewhere: `kube::Client::new(layer.layer(ClientService(client)), ns)`.
 #[derive(Clone)]
-struct SendService(kube::Client);
+pub struct ClientService(pub kube::Client);
 
-impl Service<Request<Body>> for SendService {
+impl Service<Request<Body>> for ClientService {
     type Response = Response<Body>;
     type Error = kube::Error;
     type Future = BoxFuture<'static, Result<Response<Body>, kube::Error>>;

@@ -59,7 +59,6 @@ use axum::body::{Bytes, HttpBody};
 use futures::Stream;
 use futures::future::BoxFuture;
 use http::{Request, Response};
-use kube::client::Body;
 use tower::{BoxError, Layer, Service};
 
 /// `rest_client_requests_total`
@@ -276,33 +275,14 @@ pub fn instrumented_client(config: kube::Config) -> Result<kube::Client, kube::E
 /// Needs a tokio runtime (the new client's request buffer is a task).
 pub fn instrument(client: kube::Client, host: impl Into<String>) -> kube::Client {
     let namespace = client.default_namespace().to_owned();
-    let service = RestClientMetricsLayer::new(host).layer(SendService(client));
+    let service = RestClientMetricsLayer::new(host).layer(kcr_connect::ClientService(client));
     kube::Client::new(service, namespace)
-}
-
-/// A [`kube::Client`] as a tower service: [`kube::Client::send`].
-#[derive(Clone)]
-struct SendService(kube::Client);
-
-impl Service<Request<Body>> for SendService {
-    type Response = Response<Body>;
-    type Error = kube::Error;
-    type Future = BoxFuture<'static, Result<Response<Body>, kube::Error>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        // `send` waits for the inner client's buffer itself.
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let client = self.0.clone();
-        Box::pin(async move { client.send(request).await })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::client::Body;
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     /// Answers every request with `body`.
